@@ -1,0 +1,104 @@
+//! The `domino` command line: clap definitions and one handler module per subcommand.
+//!
+//! Conventions (the ecosystem's): the result goes to stdout, logs and progress to stderr;
+//! `--format json` for machines; exit code 0 on success, 1 for runtime errors, 2 for usage
+//! and grammar errors; `NO_COLOR` is respected.
+
+pub mod args;
+pub mod bench;
+pub mod generate;
+pub mod grammar;
+pub mod mask;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Constrained decoding that never costs the model accuracy — and often makes it faster.
+///
+/// domino runs GGUF models through llama.cpp and constrains their output to JSON, JSON
+/// Schema, GBNF or Lark grammars, or regexes, with masks that block no token the grammar
+/// could still accept (bridge tokens such as ` "` included).
+#[derive(Parser, Debug)]
+#[command(name = "domino", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug, including llama.cpp's own logs).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Generate text from a prompt, optionally constrained by a grammar or schema.
+    Generate(generate::GenerateArgs),
+    /// Check grammars and schemas, or convert a schema to GBNF.
+    #[command(subcommand)]
+    Grammar(grammar::GrammarCommand),
+    /// Show which tokens a grammar allows after a prefix.
+    Mask(mask::MaskArgs),
+    /// Benchmarks: mask computation speed.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for UsageError {}
+
+/// Exit code for an error: 2 for usage and grammar errors, 1 for everything else.
+pub fn exit_code_for(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.is::<UsageError>() || cause.is::<crate::grammar::GrammarError>() {
+            return 2;
+        }
+    }
+    1
+}
+
+/// Logging verbosity chosen with `-v`, readable from anywhere.
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+pub fn verbosity() -> u8 {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Log a line to stderr when `-v` was given at least `level` times.
+#[macro_export]
+macro_rules! log {
+    ($level:expr, $($arg:tt)*) => {
+        if $crate::cli::verbosity() >= $level {
+            eprintln!($($arg)*);
+        }
+    };
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    VERBOSITY.store(cli.verbose, std::sync::atomic::Ordering::Relaxed);
+    let result = match cli.command {
+        Command::Generate(args) => generate::run(args),
+        Command::Grammar(cmd) => grammar::run(cmd),
+        Command::Mask(args) => mask::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // Broken pipe on stdout (e.g. `| head`) is not an error worth reporting.
+            if err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code_for(&err))
+        }
+    }
+}

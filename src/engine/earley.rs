@@ -1,0 +1,1 @@
+//! Earley parser over the grammar IR's terminals (being built).

@@ -1,0 +1,2 @@
+//! The DOMINO constraint engine (being built).
+pub mod earley;

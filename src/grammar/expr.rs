@@ -1,0 +1,80 @@
+//! The front ends' common output: rules over extended-BNF expressions.
+//!
+//! Every front end (GBNF, Lark, regex, JSON Schema) parses its input into a [`GrammarDef`]:
+//! named rules whose bodies are [`Expr`] trees (sequence, alternation, bounded repetition,
+//! byte literals, character classes, arbitrary regular expressions, rule references).
+//! [`crate::grammar::lower`] then turns a `GrammarDef` into the engine's
+//! [`crate::grammar::ir::Grammar`]: BNF productions over regular terminals.
+//!
+//! # Invariants
+//! - `Expr` trees are at most [`MAX_EXPR_DEPTH`] deep: front ends reject deeper input with a
+//!   positioned error, so every recursive walk over an `Expr` is bounded (and dropping one
+//!   cannot overflow the stack).
+//! - `Ref(r)` always names an existing rule (front ends report undefined names with their
+//!   position before building a `GrammarDef`).
+//! - Text is bytes: `Bytes` holds UTF-8 of the literal as written; `Class` and `Regex` are
+//!   `regex-syntax` HIR, Unicode classes meaning one UTF-8 encoded scalar value.
+
+use regex_syntax::hir::Hir;
+
+/// Expressions nested deeper than this are a grammar error, not a stack overflow.
+pub const MAX_EXPR_DEPTH: usize = 512;
+
+/// Index of a rule in [`GrammarDef::rules`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+/// A position in a grammar source text, for error messages (1-based line and column).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Span {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// How a rule may be lowered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleKind {
+    /// A parser-level rule. Lowering may still promote its regular parts to terminals.
+    Syntactic,
+    /// A lexical rule (Lark's UPPERCASE terminals, a JSON string, a number): must be regular
+    /// and becomes exactly one terminal wherever it is used.
+    Lexical,
+}
+
+#[derive(Clone, Debug)]
+pub enum Expr {
+    /// The empty string.
+    Empty,
+    /// A byte string (UTF-8 of the literal as written).
+    Bytes(Vec<u8>),
+    /// Any regular language, as `regex-syntax` HIR (classes, `.`, `/re/`, schema patterns).
+    /// Must not contain look-around or anchors other than the implicit whole-match.
+    Regex(Hir),
+    /// A reference to another rule.
+    Ref(RuleId),
+    Seq(Vec<Expr>),
+    Alt(Vec<Expr>),
+    /// `min..=max` repetitions (`max: None` = unbounded).
+    Repeat { expr: Box<Expr>, min: u32, max: Option<u32> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub name: String,
+    pub expr: Expr,
+    pub kind: RuleKind,
+    /// Where the rule was defined (zero for generated rules).
+    pub span: Span,
+}
+
+/// A grammar as the front ends produce it.
+#[derive(Clone, Debug)]
+pub struct GrammarDef {
+    pub rules: Vec<Rule>,
+    pub start: RuleId,
+    /// Lark's `%ignore`: expressions allowed (any number of times) before, between and after
+    /// terminals. Lowering compiles them into the grammar; the IR has no ignore concept.
+    pub ignore: Vec<Expr>,
+    /// Non-fatal findings of the front end (e.g. schema keywords ignored under `--lenient`).
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,73 @@
+//! The grammar IR the engine consumes: BNF productions over regular terminals.
+//!
+//! [`Grammar`] is produced by [`crate::grammar::lower`] from a front end's
+//! [`crate::grammar::expr::GrammarDef`]. It is deliberately small: terminals are byte-level
+//! regular languages (`regex-syntax` HIR, compiled to DFAs by [`crate::lexer`]), nonterminals
+//! have plain sequences of symbols as productions, and the start symbol is one nonterminal.
+//!
+//! # Semantics (what the reference recognizer and the engine both implement)
+//! `L(G)` is the context-free language obtained by substituting, for every terminal `t`, the
+//! language `L(t) \ {ε}` of its regular expression. There is **no lexer policy**: no maximal
+//! munch, no priorities. A byte string is in `L(G)` if *any* split of it into terminal
+//! strings is a sentence of the productions. This is what makes masks minimally invasive.
+//!
+//! # Invariants (established by `lower`, relied on by the engine)
+//! 1. Every terminal's language contains a non-empty string; `ε` is never a terminal match
+//!    (a regular piece that matches `ε` is lowered as an optional symbol instead).
+//! 2. Every nonterminal is productive (derives some terminal string) and reachable from
+//!    `start`; unproductive and unreachable rules are removed (with warnings).
+//! 3. `L(G)` is non-empty (an empty language is a compile error).
+//! 4. Productions may be empty (nullable nonterminals), left- or right-recursive, ambiguous.
+//! 5. IDs are dense: `TerminalId(i)` indexes `terminals`, `NonterminalId(i)` `nonterminals`.
+
+use regex_syntax::hir::Hir;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TerminalId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NonterminalId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Symbol {
+    Terminal(TerminalId),
+    Nonterminal(NonterminalId),
+}
+
+#[derive(Clone, Debug)]
+pub struct Terminal {
+    /// A readable name (`"\"{\""` for literals, `STRING`, `rule_name#3` for promoted pieces).
+    pub name: String,
+    /// The terminal's language (only its non-empty strings count, see the module doc).
+    pub hir: Hir,
+    /// `Some(bytes)` when the language is exactly one string.
+    pub literal: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Production {
+    pub lhs: NonterminalId,
+    pub rhs: Vec<Symbol>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Grammar {
+    pub terminals: Vec<Terminal>,
+    /// Nonterminal names, indexed by `NonterminalId`.
+    pub nonterminals: Vec<String>,
+    pub productions: Vec<Production>,
+    pub start: NonterminalId,
+    /// Non-fatal findings of lowering (unreachable rules, …), for `domino grammar check`.
+    pub warnings: Vec<String>,
+}
+
+impl Grammar {
+    pub fn terminal(&self, id: TerminalId) -> &Terminal {
+        &self.terminals[id.0 as usize]
+    }
+
+    /// Productions of `lhs`, in definition order.
+    pub fn productions_of(&self, lhs: NonterminalId) -> impl Iterator<Item = &Production> {
+        self.productions.iter().filter(move |p| p.lhs == lhs)
+    }
+}

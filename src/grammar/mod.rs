@@ -1,0 +1,183 @@
+//! Grammar front ends and the grammar IR.
+//!
+//! Every way in — GBNF ([`gbnf`]), a Lark subset ([`lark`]), a regex ([`regex`]) and JSON
+//! Schema ([`json_schema`]) — parses into a [`expr::GrammarDef`]; [`lower`] turns that into
+//! the engine's [`ir::Grammar`] (BNF over regular terminals), promoting regular pieces to
+//! terminals. [`reference`] is a slow, obviously correct byte-level recognizer over the IR:
+//! the oracle for the engine's masks.
+
+pub mod expr;
+pub mod gbnf;
+pub mod ir;
+pub mod json_schema;
+pub mod lark;
+pub mod lower;
+pub mod reference;
+pub mod regex;
+
+use std::fmt;
+use std::path::Path;
+
+/// Where in the input a grammar error is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// 1-based line and column in a grammar text.
+    LineColumn { line: u32, column: u32 },
+    /// A JSON pointer into a schema (`/properties/name/type`).
+    Pointer(String),
+    /// The error is about the grammar as a whole (e.g. an empty language).
+    Whole,
+}
+
+/// What kind of grammar error this is (tools count them separately).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The input is malformed or means nothing (syntax, undefined rule, empty language).
+    Invalid,
+    /// The input is valid but uses something domino does not support (a schema keyword).
+    Unsupported,
+    /// A configured limit was exceeded (nesting depth, repetition bound, size).
+    Limit,
+}
+
+/// A grammar or schema error with its position. Displayed as `line:col: message` or
+/// `at /pointer: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrammarError {
+    pub kind: ErrorKind,
+    pub location: Location,
+    pub message: String,
+    /// For `Unsupported`: the keyword or feature name (e.g. `"patternProperties"`).
+    pub feature: Option<String>,
+}
+
+impl GrammarError {
+    pub fn at(line: u32, column: u32, message: impl Into<String>) -> Self {
+        GrammarError {
+            kind: ErrorKind::Invalid,
+            location: Location::LineColumn { line, column },
+            message: message.into(),
+            feature: None,
+        }
+    }
+
+    pub fn at_pointer(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        GrammarError {
+            kind: ErrorKind::Invalid,
+            location: Location::Pointer(pointer.into()),
+            message: message.into(),
+            feature: None,
+        }
+    }
+
+    pub fn whole(message: impl Into<String>) -> Self {
+        GrammarError { kind: ErrorKind::Invalid, location: Location::Whole, message: message.into(), feature: None }
+    }
+
+    pub fn unsupported(pointer: impl Into<String>, feature: impl Into<String>, message: impl Into<String>) -> Self {
+        GrammarError {
+            kind: ErrorKind::Unsupported,
+            location: Location::Pointer(pointer.into()),
+            message: message.into(),
+            feature: Some(feature.into()),
+        }
+    }
+
+    pub fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+}
+
+impl fmt::Display for GrammarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Location::LineColumn { line, column } => write!(f, "{line}:{column}: {}", self.message),
+            Location::Pointer(p) => write!(f, "at {}: {}", if p.is_empty() { "/" } else { p }, self.message),
+            Location::Whole => write!(f, "{}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for GrammarError {}
+
+/// JSON whitespace policy for schema-derived grammars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WhitespacePolicy {
+    /// Any JSON whitespace between tokens, at most `max_whitespace` bytes in a row.
+    #[default]
+    Flexible,
+    /// No whitespace at all.
+    Compact,
+    /// Newlines and two-space indentation as `serde_json::to_string_pretty` writes it.
+    Pretty,
+}
+
+/// Options shared by the front ends.
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// Start rule name (GBNF default `root`, Lark default `start`).
+    pub start: Option<String>,
+    pub whitespace: WhitespacePolicy,
+    /// Longest run of whitespace bytes the flexible policy allows.
+    pub max_whitespace: u32,
+    /// Ignore unsupported schema keywords (warning on stderr) instead of failing.
+    pub lenient: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions { start: None, whitespace: WhitespacePolicy::Flexible, max_whitespace: 20, lenient: false }
+    }
+}
+
+/// A constraint's source, before compilation.
+#[derive(Clone, Debug)]
+pub enum GrammarSource {
+    Gbnf(String),
+    Lark(String),
+    /// A Rust-`regex`-syntax pattern matched against the whole output.
+    Regex(String),
+    JsonSchema(serde_json::Value),
+    /// Any JSON document (the schema `{}`).
+    Json,
+}
+
+impl GrammarSource {
+    /// Read a grammar file, choosing the front end by extension: `.gbnf`, `.lark`, `.json`
+    /// (a JSON Schema). Other extensions are an error naming the accepted ones.
+    pub fn from_path(path: &Path) -> anyhow::Result<GrammarSource> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read grammar file {}", path.display()))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+        if name.ends_with(".gbnf") {
+            Ok(GrammarSource::Gbnf(text))
+        } else if name.ends_with(".lark") {
+            Ok(GrammarSource::Lark(text))
+        } else if name.ends_with(".json") {
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                GrammarError::at(e.line() as u32, e.column() as u32, format!("schema is not valid JSON: {e}"))
+            })?;
+            Ok(GrammarSource::JsonSchema(value))
+        } else {
+            anyhow::bail!("{}: unknown grammar type (expected .gbnf, .lark or .json)", path.display())
+        }
+    }
+
+    /// Parse with the matching front end (no lowering).
+    pub fn parse(&self, opts: &CompileOptions) -> Result<expr::GrammarDef, GrammarError> {
+        match self {
+            GrammarSource::Gbnf(text) => gbnf::parse(text, opts.start.as_deref().unwrap_or("root")),
+            GrammarSource::Lark(text) => lark::parse(text, opts.start.as_deref().unwrap_or("start")),
+            GrammarSource::Regex(pattern) => regex::parse(pattern),
+            GrammarSource::JsonSchema(schema) => json_schema::compile(schema, opts),
+            GrammarSource::Json => json_schema::compile(&serde_json::json!({}), opts),
+        }
+    }
+
+    /// Parse and lower to the engine's IR.
+    pub fn compile(&self, opts: &CompileOptions) -> Result<ir::Grammar, GrammarError> {
+        lower::lower(&self.parse(opts)?)
+    }
+}

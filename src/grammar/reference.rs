@@ -1,0 +1,1 @@
+//! TODO(owner): see grammar/mod.rs
