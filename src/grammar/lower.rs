@@ -25,7 +25,9 @@
 //!    production with `m` copies followed by a linear chain of `n-m` optional nonterminals
 //!    (`O_k → ε | x O_{k-1}`), `x{m,}` uses a left-recursive star (`S → ε | S x`). Sizes
 //!    stay linear in the bounds; nullable bodies (`(x?)*`) are fine for Earley.
-//! 6. **`%ignore`.** The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
+//! 6. **`%ignore`.** Promotion of syntactic pieces is off when there is an ignore list
+//!    (ignored text may sit between any two terminals, so merging would change the language).
+//!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
 //!    terminal occurrence `T` becomes `T IGNORE?` and the start becomes `IGNORE? start`,
 //!    which allows any number of ignored strings before, between and after terminals.
 //! 7. **Cleanup.** Unproductive and unreachable nonterminals are removed (warnings name the
@@ -97,6 +99,10 @@ pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Ve
 
 /// Lower `def` to the IR.
 pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, GrammarError> {
+    // With `%ignore`, ignored text may appear between any two terminals, so merging a
+    // syntactic sequence or repetition into one terminal would forbid it there: only lexical
+    // rules and leaves become terminals then.
+    let opts = &LowerOptions { promote: opts.promote && def.ignore.is_empty() };
     let mut warnings = def.warnings.clone();
     let n = def.rules.len();
 
