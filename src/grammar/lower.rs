@@ -56,7 +56,7 @@ use regex_syntax::hir::{Hir, HirKind, Repetition};
 use std::collections::HashMap;
 
 /// Largest HIR (in nodes) that inlining rule references may build.
-pub const MAX_INLINE_HIR: usize = 50_000;
+pub const MAX_INLINE_HIR: usize = 250_000;
 /// Largest dense DFA (bytes) for an optional promotion; bigger rules are split instead.
 pub const PROMOTION_DFA_LIMIT: usize = 2 << 20;
 
@@ -178,8 +178,24 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         }
         est_size[r] = expr_size(&def.rules[r].expr, &est_size);
     }
+    // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
+    // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
+    // regular rule would be wasted on big fixed records that stay syntactic.
+    let mut lexical_reach = vec![false; n];
+    {
+        let mut stack: Vec<usize> = (0..n).filter(|&i| def.rules[i].kind == RuleKind::Lexical).collect();
+        while let Some(r) = stack.pop() {
+            if !std::mem::replace(&mut lexical_reach[r], true) {
+                stack.extend(refs[r].iter().copied());
+            }
+        }
+    }
     for &r in &order {
         let rule = &def.rules[r];
+        let candidate = rule.kind == RuleKind::Syntactic && opts.promote && token_like(&rule.expr, RuleId(r as u32), &promoted);
+        if !candidate && !lexical_reach[r] {
+            continue;
+        }
         if est_size[r] > MAX_INLINE_HIR {
             too_big[r] = true;
             continue;
@@ -199,17 +215,13 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             too_big[r] = true;
             continue;
         };
-        if hir_size(&hir) > MAX_INLINE_HIR {
-            too_big[r] = true;
-            continue;
-        }
         if is_fail(&hir) && reachable[r] {
             warnings.push(format!("rule `{}` derives no string (it never terminates)", rule.name));
         }
         let promote = match rule.kind {
             RuleKind::Lexical => true,
             RuleKind::Syntactic => {
-                opts.promote && token_like(&rule.expr, RuleId(r as u32), &promoted) && build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok()
+                candidate && (!may_blow_up(&hir, est_size[r]) || build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok())
             }
         };
         promoted[r] = promote;
@@ -225,7 +237,8 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                     ErrorKind::Invalid,
                 )
             };
-            return Err(GrammarError::at(rule.span.line, rule.span.column, why.0).with_kind(why.1));
+            let err = if rule.span.line == 0 { GrammarError::whole(why.0) } else { GrammarError::at(rule.span.line, rule.span.column, why.0) };
+            return Err(err.with_kind(why.1));
         }
     }
 
@@ -440,6 +453,30 @@ fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
         Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |acc, x| acc.saturating_add(expr_size(x, sizes))),
         Expr::Repeat { expr, .. } => expr_size(expr, sizes).saturating_add(1),
     }
+}
+
+/// Could `h`'s DFA be large? Counted repetitions (`x{2,50}`) and big expressions can blow
+/// up determinisation; plain `*`/`+`/`?` over classes and literals (the usual token rules)
+/// stay small, so the (costly) DFA size check is skipped for them.
+fn may_blow_up(h: &Hir, est_size: usize) -> bool {
+    if est_size > 1000 {
+        return true;
+    }
+    let mut stack = vec![h];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Repetition(r) => {
+                if r.min > 1 || r.max.is_some_and(|m| m > 1) {
+                    return true;
+                }
+                stack.push(&r.sub);
+            }
+            HirKind::Capture(c) => stack.push(&c.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter()),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Number of HIR nodes (iterative).
@@ -705,23 +742,36 @@ impl<'a> Builder<'a> {
 fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
     let Grammar { terminals, nonterminals, productions, start, mut warnings } = g;
     let nn = nonterminals.len();
-    // Productive: fixpoint.
+    // Productive: worklist over "nonterminal occurrences not yet known productive" per
+    // production (linear time; a fixpoint loop is quadratic on long helper chains).
     let mut productive = vec![false; nn];
-    loop {
-        let mut changed = false;
-        for p in &productions {
-            if !productive[p.lhs.0 as usize]
-                && p.rhs.iter().all(|s| match s {
-                    Symbol::Terminal(_) => true,
-                    Symbol::Nonterminal(n) => productive[n.0 as usize],
-                })
-            {
+    {
+        let mut missing: Vec<usize> = Vec::with_capacity(productions.len());
+        let mut occurs_in: Vec<Vec<usize>> = vec![Vec::new(); nn];
+        let mut queue: Vec<NonterminalId> = Vec::new();
+        for (i, p) in productions.iter().enumerate() {
+            let mut count = 0;
+            for s in &p.rhs {
+                if let Symbol::Nonterminal(n) = s {
+                    occurs_in[n.0 as usize].push(i);
+                    count += 1;
+                }
+            }
+            missing.push(count);
+            if count == 0 && !productive[p.lhs.0 as usize] {
                 productive[p.lhs.0 as usize] = true;
-                changed = true;
+                queue.push(p.lhs);
             }
         }
-        if !changed {
-            break;
+        while let Some(n) = queue.pop() {
+            for &pi in &occurs_in[n.0 as usize] {
+                missing[pi] -= 1;
+                let lhs = productions[pi].lhs;
+                if missing[pi] == 0 && !productive[lhs.0 as usize] {
+                    productive[lhs.0 as usize] = true;
+                    queue.push(lhs);
+                }
+            }
         }
     }
     if !productive[start.0 as usize] {
