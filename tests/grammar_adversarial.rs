@@ -37,8 +37,9 @@ fn bound_of_5000_works_for_regular_and_recursive_bodies() {
     assert!(r.accepts(&vec![b'a'; 5000]));
     assert!(!r.accepts(&vec![b'a'; 5001]));
     let r = recognizer("root ::= x{0,5000} \"!\"\nx ::= \"a\" | \"(\" root \")\"");
-    assert!(r.accepts(&[vec![b'a'; 5000], vec![b'!']].concat()));
-    assert!(!r.accepts(&[vec![b'a'; 5001], vec![b'!']].concat()));
+    let at_5000 = r.run(&vec![b'a'; 5000]).expect("5000 items are a viable prefix");
+    assert!(r.is_accepting(&r.feed(&at_5000, b'!').unwrap()));
+    assert!(r.feed(&at_5000, b'a').is_none(), "a 5001st item must be rejected");
     assert!(r.accepts(b"a(a!)!"));
     let r = recognizer("root ::= [0-9]{5000}");
     assert!(r.accepts(&vec![b'7'; 5000]));
