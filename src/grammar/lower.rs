@@ -256,6 +256,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         star_cache: HashMap::new(),
         fail_nt: None,
         piece_counter: vec![0; n],
+        dfa_ok: HashMap::new(),
     };
     // Nonterminals for the user's non-promoted reachable rules (in definition order, so the
     // IR's names follow the source).
@@ -533,6 +534,8 @@ struct Builder<'a> {
     star_cache: HashMap<Symbol, NonterminalId>,
     fail_nt: Option<NonterminalId>,
     piece_counter: Vec<u32>,
+    /// Printed HIR -> whether its DFA stays under the promotion limit.
+    dfa_ok: HashMap<String, bool>,
 }
 
 impl<'a> Builder<'a> {
@@ -610,6 +613,22 @@ impl<'a> Builder<'a> {
         Some(if min == 0 { self.nt_opt_of(t) } else { t })
     }
 
+    /// May `hir` become one terminal? Pieces that could determinise badly are checked
+    /// against [`PROMOTION_DFA_LIMIT`] (cached per distinct HIR).
+    fn small_enough(&mut self, hir: &Hir) -> bool {
+        let size = hir_size(hir);
+        if !may_blow_up(hir, size) {
+            return true;
+        }
+        let key = hir.to_string();
+        if let Some(&ok) = self.dfa_ok.get(&key) {
+            return ok;
+        }
+        let ok = size <= MAX_INLINE_HIR && build_dfa(hir, Some(PROMOTION_DFA_LIMIT)).is_ok();
+        self.dfa_ok.insert(key, ok);
+        ok
+    }
+
     /// Is `e` a regular piece (every reference names a promoted rule)? Its HIR if so.
     fn piece_hir(&self, e: &Expr) -> Option<Hir> {
         let leaf = matches!(e, Expr::Bytes(_) | Expr::Regex(_) | Expr::Empty);
@@ -665,8 +684,12 @@ impl<'a> Builder<'a> {
             Expr::Seq(_) => {}
             _ => {
                 if let Some(hir) = self.piece_hir(e) {
-                    let name = self.helper_name(rule, "t");
-                    return Ok(self.piece(hir, &name, false));
+                    if self.small_enough(&hir) {
+                        let name = self.helper_name(rule, "t");
+                        return Ok(self.piece(hir, &name, false));
+                    }
+                    // Too big a DFA as one terminal (e.g. `number*` with counted parts):
+                    // lower the structure instead.
                 }
             }
         }
