@@ -99,7 +99,8 @@ fn schema_jsonl_reports_every_line_and_a_summary() {
 
 #[test]
 fn convert_prints_gbnf_that_reads_back() {
-    let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/rpg_template.lark"]).output().unwrap();
+    let out =
+        domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/rpg_template.lark"]).output().unwrap();
     // %ignore has no GBNF form: a clear grammar error.
     assert_eq!(out.status.code(), Some(2));
     let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/c.gbnf"]).output().unwrap();

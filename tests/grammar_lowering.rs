@@ -71,7 +71,11 @@ fn same_language(def: &GrammarDef, alphabet: &[u8], max_len: usize) -> (usize, u
 #[test]
 fn promotion_preserves_the_language_gbnf() {
     let grammars: &[(&str, &[u8], usize)] = &[
-        ("root ::= \"{\" ws (str ws \":\" ws num)? \"}\"\nstr ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"n])* \"\\\"\"\nnum ::= \"-\"? [0-9]+\nws ::= [ ]*", b"{}\" :-1\\n", 7),
+        (
+            "root ::= \"{\" ws (str ws \":\" ws num)? \"}\"\nstr ::= \"\\\"\" ([^\"\\\\] | \"\\\\\" [\"n])* \"\\\"\"\nnum ::= \"-\"? [0-9]+\nws ::= [ ]*",
+            b"{}\" :-1\\n",
+            7,
+        ),
         ("root ::= x (\",\" x)*\nx ::= [ab]+ | \"(\" root \")\" | \"\"", b"ab,()", 7),
         ("root ::= ws \"ab\" ws\nws ::= ([ ] ws)?", b"ab ", 6),
         ("root ::= (\"a\"*)* (\"b\"? \"c\"?){2}", b"abc", 6),

@@ -237,7 +237,11 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                     ErrorKind::Invalid,
                 )
             };
-            let err = if rule.span.line == 0 { GrammarError::whole(why.0) } else { GrammarError::at(rule.span.line, rule.span.column, why.0) };
+            let err = if rule.span.line == 0 {
+                GrammarError::whole(why.0)
+            } else {
+                GrammarError::at(rule.span.line, rule.span.column, why.0)
+            };
             return Err(err.with_kind(why.1));
         }
     }
@@ -871,7 +875,13 @@ fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
                 .collect(),
         })
         .collect();
-    Ok(Grammar { terminals: new_ts, nonterminals: new_nts, productions: new_prods, start: NonterminalId(nt_map[start.0 as usize]), warnings })
+    Ok(Grammar {
+        terminals: new_ts,
+        nonterminals: new_nts,
+        productions: new_prods,
+        start: NonterminalId(nt_map[start.0 as usize]),
+        warnings,
+    })
 }
 
 #[cfg(test)]

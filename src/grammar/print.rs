@@ -22,7 +22,9 @@ use std::fmt::Write;
 /// Print a `GrammarDef` as GBNF (start rule first, named `root`).
 pub fn to_gbnf(def: &GrammarDef) -> Result<String, GrammarError> {
     if !def.ignore.is_empty() {
-        return Err(GrammarError::whole("grammars with %ignore cannot be printed as GBNF (GBNF has no ignore); print the lowered grammar instead"));
+        return Err(GrammarError::whole(
+            "grammars with %ignore cannot be printed as GBNF (GBNF has no ignore); print the lowered grammar instead",
+        ));
     }
     let names = unique_names(def.rules.iter().map(|r| r.name.as_str()), def.start.0 as usize);
     let mut out = String::new();
@@ -217,7 +219,9 @@ fn print_hir(h: &Hir, out: &mut String, ctx: Prec) -> Result<(), GrammarError> {
         }
         HirKind::Class(Class::Bytes(c)) => {
             if c.ranges().iter().any(|r| r.end() >= 0x80) {
-                return Err(GrammarError::whole("a byte class beyond ASCII cannot be printed as GBNF (GBNF matches code points)"));
+                return Err(GrammarError::whole(
+                    "a byte class beyond ASCII cannot be printed as GBNF (GBNF matches code points)",
+                ));
             }
             out.push('[');
             for r in c.ranges() {

@@ -19,7 +19,12 @@ pub fn parse(pattern: &str) -> Result<GrammarDef, GrammarError> {
     let hir = strip_whole_match_anchors(hir);
     reject_looks(&hir, Span { line: 1, column: 1 })?;
     Ok(GrammarDef {
-        rules: vec![Rule { name: "REGEX".into(), expr: Expr::Regex(hir), kind: RuleKind::Lexical, span: Span { line: 1, column: 1 } }],
+        rules: vec![Rule {
+            name: "REGEX".into(),
+            expr: Expr::Regex(hir),
+            kind: RuleKind::Lexical,
+            span: Span { line: 1, column: 1 },
+        }],
         start: RuleId(0),
         ignore: Vec::new(),
         warnings: Vec::new(),
@@ -97,8 +102,12 @@ pub fn reject_looks(hir: &Hir, at: Span) -> Result<(), GrammarError> {
                     }
                     _ => "word boundaries",
                 };
-                return Err(GrammarError::at(at.line, at.column, format!("unsupported in a constraint regex: {what} ({look:?})"))
-                    .with_kind(ErrorKind::Invalid));
+                return Err(GrammarError::at(
+                    at.line,
+                    at.column,
+                    format!("unsupported in a constraint regex: {what} ({look:?})"),
+                )
+                .with_kind(ErrorKind::Invalid));
             }
             HirKind::Repetition(r) => stack.push(&r.sub),
             HirKind::Capture(c) => stack.push(&c.sub),
