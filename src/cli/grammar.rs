@@ -149,7 +149,13 @@ pub fn check_with_timeout(source: GrammarSource, opts: CompileOptions, timeout: 
     if let Err(e) = spawned {
         return Outcome::Panic(format!("cannot start a worker thread: {e}"));
     }
-    match rx.recv_timeout(timeout) {
+    let started = Instant::now();
+    let received = rx.recv_timeout(timeout);
+    if received.is_ok() && started.elapsed() > timeout {
+        // Finished, but after the deadline: still a timeout (deterministic for tiny limits).
+        return Outcome::Timeout;
+    }
+    match received {
         Ok(Ok(Ok(stats))) => Outcome::Ok(stats),
         Ok(Ok(Err(e))) => Outcome::Failed(e),
         Ok(Err(p)) => Outcome::Panic(

@@ -40,7 +40,7 @@ pub const COMMON: &[(&str, &str)] = &[
     ("SIGNED_FLOAT", r#"["+"|"-"] FLOAT"#),
     ("NUMBER", "FLOAT | INT"),
     ("SIGNED_NUMBER", r#"["+"|"-"] NUMBER"#),
-    ("ESCAPED_STRING", r#"/"([^"\\]|\\.)*"/"#),
+    ("ESCAPED_STRING", r#"/"([^"\\\n]|\\.)*"/"#),
     ("LCASE_LETTER", r#""a".."z""#),
     ("UCASE_LETTER", r#""A".."Z""#),
     ("LETTER", "UCASE_LETTER | LCASE_LETTER"),
