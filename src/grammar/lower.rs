@@ -32,7 +32,7 @@
 //!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
 //!    terminal occurrence `T` becomes `T IGNORE?` and the start becomes `IGNORE? start`,
 //!    which allows any number of ignored strings before, between and after terminals.
-//! 7. **Cleanup.** Unproductive and unreachable nonterminals are removed (warnings name the
+//! 7. **Cleanup.** Unit rules `N → X` (N's only production) are inlined. Unproductive and unreachable nonterminals are removed (warnings name the
 //!    user's rules); unused terminals are dropped and IDs made dense; an empty language is an
 //!    error.
 //!
@@ -765,10 +765,45 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// Replace every nonterminal `N` (other than the start) whose only production is `N → X`
+/// by `X` (Earley then predicts and completes one item less per use). `N`'s production
+/// stays behind, unreachable, for the cleanup to remove. Cycles of unit rules (which
+/// derive nothing) are left alone.
+fn inline_unit_rules(productions: &mut [Production], nn: usize, start: NonterminalId) {
+    let mut count = vec![0u32; nn];
+    for p in productions.iter() {
+        count[p.lhs.0 as usize] += 1;
+    }
+    let mut unit: Vec<Option<Symbol>> = vec![None; nn];
+    for p in productions.iter() {
+        if p.lhs != start && count[p.lhs.0 as usize] == 1 && p.rhs.len() == 1 && p.rhs[0] != Symbol::Nonterminal(p.lhs) {
+            unit[p.lhs.0 as usize] = Some(p.rhs[0]);
+        }
+    }
+    let resolve = |mut s: Symbol| {
+        for _ in 0..nn {
+            match s {
+                Symbol::Nonterminal(n) => match unit[n.0 as usize] {
+                    Some(next) => s = next,
+                    None => return s,
+                },
+                Symbol::Terminal(_) => return s,
+            }
+        }
+        s // a cycle of unit rules: unproductive, removed later
+    };
+    for p in productions.iter_mut() {
+        for s in p.rhs.iter_mut() {
+            *s = resolve(*s);
+        }
+    }
+}
+
 /// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
 fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
-    let Grammar { terminals, nonterminals, productions, start, mut warnings } = g;
+    let Grammar { terminals, nonterminals, mut productions, start, mut warnings } = g;
     let nn = nonterminals.len();
+    inline_unit_rules(&mut productions, nn, start);
     // Productive: worklist over "nonterminal occurrences not yet known productive" per
     // production (linear time; a fixpoint loop is quadratic on long helper chains).
     let mut productive = vec![false; nn];
