@@ -131,3 +131,20 @@ fn unknown_extension_is_an_error() {
     assert!(GrammarSource::from_path(&p).is_err());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn long_chains_of_regular_rules_do_not_overflow_the_stack() {
+    // Each rule nests the next one inside an alternation: inlining everything would make a
+    // HIR thousands of levels deep (recursive HIR walks, NFA compilation, cloning).
+    for n in [3000usize, 20_000] {
+        let mut text = String::from("root ::= r0\n");
+        for i in 0..n {
+            text.push_str(&format!("r{i} ::= \"a\" | r{} \"b\"\n", i + 1));
+        }
+        text.push_str(&format!("r{n} ::= \"c\"\n"));
+        let g = lower::lower(&gbnf::parse(&text, "root").unwrap()).unwrap();
+        let r = ReferenceRecognizer::new(&g).unwrap();
+        assert!(r.accepts(b"ab") && r.accepts(b"a") && !r.accepts(b"b"));
+        let _ = domino::grammar::print::ir_to_gbnf(&g);
+    }
+}

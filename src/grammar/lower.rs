@@ -4,7 +4,7 @@
 //! # What it does
 //! 1. **Regular rules.** A rule is *regular* when it reaches no cycle of rule references;
 //!    its body then has an equivalent regular expression (references inlined as HIR), unless
-//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes. A rule whose only cycle is a reference
+//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes or [`MAX_INLINE_DEPTH`] levels. A rule whose only cycle is a reference
 //!    to itself in tail position (`ws ::= ([ \t\n] ws)?`) is regular too:
 //!    `R = α R | β` has the language `α* β`.
 //! 2. **Promotion** (the engine's speed depends on it: fewer, longer terminals). A rule
@@ -57,6 +57,9 @@ use std::collections::HashMap;
 
 /// Largest HIR (in nodes) that inlining rule references may build.
 pub const MAX_INLINE_HIR: usize = 250_000;
+/// Deepest HIR that inlining may build: HIR cloning, printing and NFA compilation recurse,
+/// so a long chain of nested regular rules stays a chain of nonterminals instead.
+pub const MAX_INLINE_DEPTH: usize = 200;
 /// Largest dense DFA (bytes) for an optional promotion; bigger rules are split instead.
 pub const PROMOTION_DFA_LIMIT: usize = 2 << 20;
 
@@ -172,11 +175,14 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // Estimated inlined size per rule, computed before building anything (inlining can
     // grow exponentially: `a ::= b b`, `b ::= c c`, ...).
     let mut est_size = vec![usize::MAX; n];
+    let mut est_depth = vec![usize::MAX; n];
     for &r in &order {
         if tail_rec[r].is_some() {
             est_size[r] = 1; // its self references
+            est_depth[r] = 1;
         }
         est_size[r] = expr_size(&def.rules[r].expr, &est_size);
+        est_depth[r] = expr_depth(&def.rules[r].expr, &est_depth).saturating_add(2);
     }
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
@@ -196,7 +202,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         if !candidate && !lexical_reach[r] {
             continue;
         }
-        if est_size[r] > MAX_INLINE_HIR {
+        if est_size[r] > MAX_INLINE_HIR || est_depth[r] > MAX_INLINE_DEPTH {
             too_big[r] = true;
             continue;
         }
@@ -482,6 +488,33 @@ fn may_blow_up(h: &Hir, est_size: usize) -> bool {
         }
     }
     false
+}
+
+/// Estimated HIR nesting depth of `e` with references inlined (saturating).
+fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
+    match e {
+        Expr::Empty | Expr::Bytes(_) => 1,
+        Expr::Regex(h) => hir_depth(h),
+        Expr::Ref(r) => depths[r.0 as usize],
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(|x| expr_depth(x, depths)).max().unwrap_or(0).saturating_add(1),
+        Expr::Repeat { expr, .. } => expr_depth(expr, depths).saturating_add(1),
+    }
+}
+
+/// Nesting depth of a HIR (iterative).
+fn hir_depth(h: &Hir) -> usize {
+    let mut stack = vec![(h, 1usize)];
+    let mut max = 0;
+    while let Some((h, d)) = stack.pop() {
+        max = max.max(d);
+        match h.kind() {
+            HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
+            HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// Number of HIR nodes (iterative).
