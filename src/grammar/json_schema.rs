@@ -745,7 +745,10 @@ impl<'a> Compiler<'a> {
             }
         }
         if values.is_empty() {
-            return Err(GrammarError::at_pointer(ptr, "no `enum`/`const` value satisfies the schema"));
+            // Satisfiable schemas can have unsatisfiable parts (an optional property, a
+            // branch); the empty alternative drops them, and lowering reports an empty whole.
+            self.warnings.push(format!("at {}: no `enum`/`const` value satisfies the schema", if ptr.is_empty() { "/" } else { ptr }));
+            return Ok(Self::never());
         }
         let alts: Vec<Expr> = values.iter().map(|v| self.literal(v, d)).collect();
         Ok(if alts.len() == 1 { alts.into_iter().next().unwrap() } else { Expr::Alt(alts) })
@@ -913,7 +916,15 @@ impl<'a> Compiler<'a> {
         // or when its one variable part is a repeated single-character class.
         let h = if min.is_some() || max.is_some() {
             match constrain_length(&h, min.unwrap_or(0), max) {
-                Some(h) => h,
+                Some((h, exact)) => {
+                    if !exact {
+                        self.warnings.push(format!(
+                            "at {}: length bounds with `{kw}` are split between its repeated parts (a subset of the valid strings)",
+                            if ptr.is_empty() { "/" } else { ptr }
+                        ));
+                    }
+                    h
+                }
                 None => {
                     self.unsupported(ptr, if max.is_some() { "maxLength" } else { "minLength" }, format!("length bounds together with `{kw}`"))?;
                     h
@@ -1166,7 +1177,7 @@ impl<'a> Compiler<'a> {
             let mut covers_all = false;
             for (i, (p, s)) in patterns.iter().enumerate() {
                 let at = join_ptr(&pp_ptr, p);
-                let kind = match_all_kind(p);
+                let kind = match_all_kind(p).or_else(|| search_matches_everything(p).then_some(false));
                 if patterns.len() > 1 && !prefixes_disjoint(&patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>()) {
                     self.unsupported(ptr, "patternProperties", "several patterns that may overlap")?;
                     break;
@@ -1435,6 +1446,25 @@ fn match_all_kind(p: &str) -> Option<bool> {
     }
 }
 
+/// Whether a pattern (searched, as JSON Schema does) matches every string: it has no end
+/// anchor and, after an optional start anchor, matches the empty string.
+fn search_matches_everything(p: &str) -> bool {
+    let Ok(t) = lexical::translate_ecma(p) else { return false };
+    let Ok(h) = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t) else { return false };
+    let any = lexical::hir("(?s:.)*");
+    let searched = lexical::anchor_search(&h, &any);
+    if lexical::has_look(&searched) {
+        return false;
+    }
+    // `.*` X `.*` with X matching "" is everything only if X was not end-anchored: then the
+    // search form ends with `.*` and starts with `.*` or X directly.
+    let body = t.strip_prefix('^').unwrap_or(&t);
+    if body.ends_with('$') {
+        return false;
+    }
+    regex_syntax::ParserBuilder::new().build().parse(body).is_ok_and(|b| b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty())
+}
+
 /// Whether anchored patterns start with literal prefixes no two of which are prefixes of each
 /// other (so no key matches two of them).
 fn prefixes_disjoint(patterns: &[&str]) -> bool {
@@ -1461,51 +1491,80 @@ fn prefixes_disjoint(patterns: &[&str]) -> bool {
     true
 }
 
-/// Restrict a decoded-string regex to lengths `min..=max` (characters), when that can be done
-/// exactly: the regex already implies the bounds, or it is a concatenation of fixed-length
-/// pieces around one repetition of a single-character class. `None` otherwise.
-fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+/// Restrict a decoded-string regex to lengths `min..=max` (characters). The regex must be a
+/// concatenation of fixed-length pieces and repetitions of fixed-length pieces (or already
+/// imply the bounds). With one repetition the result is exact; with several, the length
+/// budget is split between them (a subset; `exact` is false). `None` when not expressible.
+fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> {
     use regex_syntax::hir::{HirKind, Repetition};
     let (lo, hi) = char_len(h);
     if lo >= min && hi.is_some_and(|h| max.is_none_or(|m| h <= m)) || (lo >= min && max.is_none()) {
-        return Some(h.clone());
+        return Some((h.clone(), true));
     }
-    let parts: Vec<Hir> = match h.kind() {
+    let mut parts: Vec<Hir> = match h.kind() {
         HirKind::Concat(v) => v.clone(),
         _ => vec![h.clone()],
     };
-    let mut fixed = 0u64;
-    let mut var = None;
+    // (index, repetition, width of one repetition)
+    let mut reps: Vec<(usize, Repetition, u64)> = Vec::new();
     for (i, p) in parts.iter().enumerate() {
         let (a, b) = char_len(p);
         if Some(a) == b {
-            fixed += a;
             continue;
         }
-        if var.is_some() {
-            return None;
-        }
         match p.kind() {
-            HirKind::Repetition(r) if matches!(r.sub.kind(), HirKind::Class(_)) || matches!(char_len(&r.sub), (1, Some(1))) => {
-                var = Some((i, r.clone()));
+            HirKind::Repetition(r) => {
+                let (w, wmax) = char_len(&r.sub);
+                if wmax != Some(w) || w == 0 {
+                    return None;
+                }
+                reps.push((i, r.clone(), w));
             }
             _ => return None,
         }
     }
-    let (i, r) = var?;
-    let new_min = (min.saturating_sub(fixed)).max(r.min as u64);
-    let new_max = match (max.map(|m| m.checked_sub(fixed)), r.max) {
-        (Some(None), _) => return None,
-        (Some(Some(m)), Some(x)) => Some(m.min(x as u64)),
-        (Some(Some(m)), None) => Some(m),
-        (None, x) => x.map(|x| x as u64),
-    };
-    if new_max.is_some_and(|x| x < new_min) || new_min > u32::MAX as u64 || new_max.is_some_and(|x| x > 100_000) {
+    if reps.is_empty() {
         return None;
     }
-    let mut parts = parts;
-    parts[i] = Hir::repetition(Repetition { min: new_min as u32, max: new_max.map(|x| x as u32), greedy: true, sub: r.sub });
-    Some(Hir::concat(parts))
+    let k = reps.len() as u64;
+    let mut new_bounds: Vec<(u64, Option<u64>)> = reps.iter().map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64))).collect();
+    if let Some(m) = max {
+        if lo > m {
+            return None;
+        }
+        let slack = m - lo;
+        for (j, (_, r, w)) in reps.iter().enumerate() {
+            let share = if j == 0 { slack - (k - 1) * (slack / k) } else { slack / k };
+            let extra = share / w;
+            let cap = r.min as u64 + extra;
+            new_bounds[j].1 = Some(new_bounds[j].1.map_or(cap, |x| x.min(cap)));
+        }
+    }
+    // Lengthen the minimum where needed, first repetition first.
+    let mut deficit = min.saturating_sub(lo);
+    for (j, (_, _, w)) in reps.iter().enumerate() {
+        if deficit == 0 {
+            break;
+        }
+        let room = new_bounds[j].1.map_or(u64::MAX, |x| x - new_bounds[j].0);
+        let add = deficit.div_ceil(*w).min(room);
+        new_bounds[j].0 += add;
+        deficit = deficit.saturating_sub(add * w);
+    }
+    if deficit > 0 {
+        return None;
+    }
+    for (j, (i, r, _)) in reps.iter().enumerate() {
+        let (a, b) = new_bounds[j];
+        if b.is_some_and(|b| b < a || b > 100_000) || a > 100_000 {
+            return None;
+        }
+        parts[*i] = Hir::repetition(Repetition { min: a as u32, max: b.map(|x| x as u32), greedy: true, sub: r.sub.clone() });
+    }
+    let out = Hir::concat(parts);
+    let (lo2, hi2) = char_len(&out);
+    let within = lo2 >= min && max.is_none_or(|m| hi2.is_some_and(|h| h <= m));
+    within.then_some((out, k == 1))
 }
 
 /// Length range in characters of a decoded-string regex.
