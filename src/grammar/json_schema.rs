@@ -1501,26 +1501,69 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
     if lo >= min && hi.is_some_and(|h| max.is_none_or(|m| h <= m)) || (lo >= min && max.is_none()) {
         return Some((h.clone(), true));
     }
-    let mut parts: Vec<Hir> = match h.kind() {
+    let unwrap = |h: &Hir| -> Hir {
+        match h.kind() {
+            HirKind::Capture(c) => (*c.sub).clone(),
+            _ => h.clone(),
+        }
+    };
+    let h = &unwrap(h);
+    if let HirKind::Alternation(branches) = h.kind() {
+        // Each branch on its own; branches that cannot meet the bounds are dropped.
+        let mut kept = Vec::new();
+        let mut exact = true;
+        for b in branches {
+            match constrain_length(b, min, max) {
+                Some((b2, e)) => {
+                    kept.push(b2);
+                    exact &= e;
+                }
+                None => {
+                    let (a, hb) = char_len(b);
+                    let impossible = max.is_some_and(|m| a > m) || hb.is_some_and(|x| x < min);
+                    if !impossible {
+                        return None;
+                    }
+                }
+            }
+        }
+        return if kept.is_empty() { None } else { Some((Hir::alternation(kept), exact)) };
+    }
+    let mut parts: Vec<Hir> = Vec::new();
+    let top: Vec<Hir> = match h.kind() {
         HirKind::Concat(v) => v.clone(),
         _ => vec![h.clone()],
     };
+    for p in top {
+        match unwrap(&p).kind() {
+            HirKind::Concat(v) => parts.extend(v.iter().cloned()),
+            _ => parts.push(p),
+        }
+    }
     // (index, repetition, width of one repetition)
     let mut reps: Vec<(usize, Repetition, u64)> = Vec::new();
+    // Longest possible length of everything but the repetitions' optional parts.
+    let mut fixed_hi = 0u64;
+    let mut other_var = false;
     for (i, p) in parts.iter().enumerate() {
         let (a, b) = char_len(p);
         if Some(a) == b {
+            fixed_hi += a;
             continue;
         }
-        match p.kind() {
+        match unwrap(p).kind() {
             HirKind::Repetition(r) => {
                 let (w, wmax) = char_len(&r.sub);
                 if wmax != Some(w) || w == 0 {
                     return None;
                 }
+                fixed_hi += r.min as u64 * w;
                 reps.push((i, r.clone(), w));
             }
-            _ => return None,
+            _ => {
+                fixed_hi += b?;
+                other_var = true;
+            }
         }
     }
     if reps.is_empty() {
@@ -1529,10 +1572,10 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
     let k = reps.len() as u64;
     let mut new_bounds: Vec<(u64, Option<u64>)> = reps.iter().map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64))).collect();
     if let Some(m) = max {
-        if lo > m {
+        if fixed_hi > m {
             return None;
         }
-        let slack = m - lo;
+        let slack = m - fixed_hi;
         for (j, (_, r, w)) in reps.iter().enumerate() {
             let share = if j == 0 { slack - (k - 1) * (slack / k) } else { slack / k };
             let extra = share / w;
@@ -1564,7 +1607,7 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
     let out = Hir::concat(parts);
     let (lo2, hi2) = char_len(&out);
     let within = lo2 >= min && max.is_none_or(|m| hi2.is_some_and(|h| h <= m));
-    within.then_some((out, k == 1))
+    within.then_some((out, k == 1 && !other_var))
 }
 
 /// Length range in characters of a decoded-string regex.
