@@ -257,6 +257,38 @@ fn corpus() -> Vec<(&'static str, Value)> {
             "properties": {"text": {"type": "string", "maxLength": 600, "minLength": 2}, "note": {"type": "string", "maxLength": 10}},
             "required": ["text"]
         })),
+        ("one-of-required", json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}, "c": {"type": "boolean"}},
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+            "additionalProperties": false
+        })),
+        ("any-of-shapes", json!({
+            "type": "object",
+            "properties": {"dims": {
+                "type": "object",
+                "oneOf": [
+                    {"properties": {"radius": {"type": "number"}}, "required": ["radius"]},
+                    {"properties": {"length": {"type": "number"}, "width": {"type": "integer"}}, "required": ["length", "width"]}
+                ]
+            }},
+            "required": ["dims"]
+        })),
+        ("dependencies-and-not", json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "cash": {"type": "boolean"}},
+            "dependencies": {"card": ["billing"]},
+            "not": {"required": ["card", "cash"]},
+            "additionalProperties": false
+        })),
+        ("pattern-lengths", json!({
+            "type": "array",
+            "items": {"anyOf": [
+                {"type": "string", "pattern": "^([a-z0-9-]+):([a-z0-9.-]+)$", "maxLength": 12},
+                {"type": "string", "pattern": "^$|^[A-Z][a-z]*$", "minLength": 1, "maxLength": 5}
+            ]}
+        })),
         ("nullable-integers", json!({
             "type": "array",
             "items": {"type": ["integer", "null"], "minimum": -20, "maximum": 2000, "multipleOf": 1}
@@ -321,6 +353,13 @@ fn near_misses_are_rejected() {
         (json!({"type": "number"}), "1e999"),
         (json!({"type": "string", "pattern": "^a+$"}), "\"ab\""),
         (json!({"enum": ["x", 1]}), "\"y\""),
+        (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{"a":1,"b":2}"#),
+        (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{}"#),
+        (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
+        (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1}"#),
+        (json!({"not": {"required": ["x"]}}), r#"{"x":1}"#),
+        (json!({"not": {"required": ["x"]}}), "1"),
+        (json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}), "\"abc:def\""),
     ];
     for (schema, doc) in cases {
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
@@ -331,6 +370,11 @@ fn near_misses_are_rejected() {
         (json!({"type": "number"}), "-0.5e-7"),
         (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"ab\":\"x\",\"\":null}"),
         (json!({"type": "string", "pattern": "b"}), "\"abc\""),
+        (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{"a":1,"b":2}"#),
+        (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
+        (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1,"billing":2}"#),
+        (json!({"dependencies": {"card": ["billing"]}}), r#"{"billing":2,"x":[]}"#),
+        (json!({"not": {"required": ["x"]}}), r#"{"y":1}"#),
     ];
     for (schema, doc) in ok {
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
