@@ -360,6 +360,10 @@ fn near_misses_are_rejected() {
         (json!({"not": {"required": ["x"]}}), r#"{"x":1}"#),
         (json!({"not": {"required": ["x"]}}), "1"),
         (json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}), "\"abc:def\""),
+        (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "2"),
+        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), "5"),
+        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"c"}"#),
+        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"ftp://x\""),
     ];
     for (schema, doc) in cases {
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
@@ -375,6 +379,10 @@ fn near_misses_are_rejected() {
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1,"billing":2}"#),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"billing":2,"x":[]}"#),
         (json!({"not": {"required": ["x"]}}), r#"{"y":1}"#),
+        (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "3"),
+        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"b","u":1}"#),
+        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"./a\""),
+        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"http://a\""),
     ];
     for (schema, doc) in ok {
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
@@ -466,9 +474,21 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     let e = json_schema::compile(&json!({"$ref": "#/nope"}), &CompileOptions::default()).unwrap_err();
     assert_eq!(pointer_of(&e), "/$ref");
 
-    // Deep nesting: an error, not a stack overflow.
+    // Nesting up to the limit compiles on an ordinary 2 MiB thread stack...
     let mut deep = json!({"type": "integer"});
-    for _ in 0..100 {
+    for _ in 0..json_schema::MAX_SCHEMA_DEPTH - 2 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || json_schema::compile(&deep, &CompileOptions::default()).map(|_| ()))
+        .unwrap()
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
+    // ...and deeper nesting is an error, not a stack overflow.
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..json_schema::MAX_SCHEMA_DEPTH + 10 {
         deep = json!({"type": "array", "items": deep});
     }
     let e = json_schema::compile(&deep, &CompileOptions::default()).unwrap_err();
