@@ -6,6 +6,9 @@
 //! - instances from `instances::Generator` that the `jsonschema` crate accepts must be
 //!   accepted by the grammar (laid out by the whitespace policy under test);
 //! - mutations of them that `jsonschema` rejects must be rejected by the grammar.
+//!
+//! `lowered_grammars_agree_with_the_schema` runs the same check through lowering
+//! (`grammar::lower`) and the byte-level `ReferenceRecognizer`, the engine's oracle.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -517,3 +520,34 @@ fn shipped_schemas_compile_and_accept_an_example() {
     assert!(!Matcher::new(&def).accepts(br#"{"tokens":[{"token":"EU","tag":"B-XYZ"}]}"#));
 }
 
+
+#[test]
+fn lowered_grammars_agree_with_the_schema() {
+    use domino::grammar::lower::lower;
+    use domino::grammar::reference::ReferenceRecognizer;
+    for (name, schema) in corpus() {
+        let v = validator(&schema);
+        for ws in [WhitespacePolicy::Compact, WhitespacePolicy::Flexible] {
+            let def = json_schema::compile(&schema, &opts(ws)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let ir = lower(&def).unwrap_or_else(|e| panic!("{name} ({ws:?}): lowering failed: {e}"));
+            let rec = ReferenceRecognizer::new(&ir).unwrap_or_else(|e| panic!("{name}: recognizer: {e}"));
+            let mut g = Generator::new(&schema, 99 + ws as u64);
+            let mut checked = 0;
+            for _ in 0..80 {
+                let Some(inst) = g.instance(&schema) else { continue };
+                if !v.is_valid(&inst) {
+                    continue;
+                }
+                let text = layout(&mut g, &inst, ws);
+                assert!(rec.accepts(text.as_bytes()), "{name} ({ws:?}): lowered grammar rejects a valid instance:\n{text}");
+                let bad = g.mutate(&inst);
+                if !v.is_valid(&bad) {
+                    let text = layout(&mut g, &bad, ws);
+                    assert!(!rec.accepts(text.as_bytes()), "{name} ({ws:?}): lowered grammar accepts an invalid instance:\n{text}");
+                }
+                checked += 1;
+            }
+            assert!(checked >= 8, "{name} ({ws:?}): only {checked} instances checked");
+        }
+    }
+}
