@@ -221,6 +221,16 @@ pub(crate) struct Compiler<'a> {
     merge_steps: usize,
 }
 
+fn merge_schemas(a: Value, b: Value) -> Value {
+    if is_trivially_true(&a) {
+        return b;
+    }
+    if is_trivially_true(&b) {
+        return a;
+    }
+    Value::Object([("allOf".to_string(), Value::Array(vec![a, b]))].into_iter().collect())
+}
+
 fn json_entry(kind: &str, sets: Vec<Value>) -> Value {
     Value::Object([("kind".to_string(), Value::String(kind.to_string())), ("sets".to_string(), Value::Array(sets))].into_iter().collect())
 }
@@ -1323,6 +1333,36 @@ impl<'a> Compiler<'a> {
             Some(Value::Object(p)) => p,
             Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "properties"), "`properties` must be an object")),
         };
+        // Schema dependencies of the form {properties, required}: the property schemas are
+        // applied whether or not the trigger is present (a subset), `required` becomes a
+        // presence implication below.
+        let mut props_owned: Option<Map<String, Value>> = None;
+        if let Some(Value::Object(deps)) = obj.get("dependencies") {
+            for (a, v) in deps {
+                let Some(dm) = v.as_object() else { continue };
+                if dm.keys().any(|k| is_keyword(k) && k != "properties" && k != "required") {
+                    continue;
+                }
+                let Some(Value::Object(dp)) = dm.get("properties") else { continue };
+                let target = props_owned.get_or_insert_with(|| props.clone());
+                for (k, s) in dp {
+                    let merged = match target.get(k) {
+                        Some(base) => merge_schemas(base.clone(), s.clone()),
+                        None => match obj.get("additionalProperties") {
+                            Some(Value::Bool(false)) => continue,
+                            Some(add) => merge_schemas(add.clone(), s.clone()),
+                            None => s.clone(),
+                        },
+                    };
+                    target.insert(k.clone(), merged);
+                }
+                self.warnings.push(format!(
+                    "at {}: the property schemas of the dependency on `{a}` apply whether or not `{a}` is present (a subset)",
+                    join_ptr(ptr, "dependencies")
+                ));
+            }
+        }
+        let props = props_owned.as_ref().unwrap_or(props);
         let required: Vec<String> = match obj.get("required") {
             None => Vec::new(),
             Some(Value::Array(r)) => r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
@@ -1400,6 +1440,10 @@ impl<'a> Compiler<'a> {
                     v if is_trivially_true(v) => continue,
                     v => match required_only(v) {
                         Some(set) => set,
+                        None if v.as_object().is_some_and(|m| m.keys().all(|k| !is_keyword(k) || k == "properties" || k == "required")) => {
+                            // {properties, required}: properties merged above.
+                            v.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(|n| n.as_str().map(str::to_string)).collect()).unwrap_or_default()
+                        }
                         None => {
                             self.unsupported(ptr, kw, format!("schema dependency of `{a}` (only property lists are compiled)"))?;
                             continue;
