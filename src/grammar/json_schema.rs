@@ -647,18 +647,14 @@ impl<'a> Compiler<'a> {
                     return self.value(&Value::Object(m), ptr, d);
                 }
             }
-            let mut typed;
-            let branches = if kw == "oneOf" && branches.len() > 1 {
-                typed = branches.clone();
-                for (i, b) in typed.iter_mut().enumerate() {
-                    if let Some(t) = merge::implied_type(b) {
-                        b.as_object_mut().unwrap().insert("type".into(), Value::String(t.into()));
-                        self.warnings.push(format!("at {}/{i}: `oneOf` branch restricted to type {t}", join_ptr(ptr, "oneOf")));
-                    }
+            let typed;
+            let branches = match merge::restrict_implied_types(self, branches, ptr) {
+                Some(t) if kw == "oneOf" => {
+                    self.warnings.push(format!("at {}: untyped `oneOf` branches restricted to the type their keywords are about", join_ptr(ptr, "oneOf")));
+                    typed = t;
+                    &typed
                 }
-                &typed
-            } else {
-                branches
+                _ => branches,
             };
             let mut effective = Vec::with_capacity(branches.len());
             for b in branches {
