@@ -604,3 +604,70 @@ fn long_string_bounds_are_exact() {
     assert!(m.accepts(format!("\"{}\"", "a".repeat(300)).as_bytes()));
     assert!(!m.accepts(format!("\"{}\"", "a".repeat(301)).as_bytes()));
 }
+
+/// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
+fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: &mut String) -> bool {
+    if depth > 60 {
+        return false;
+    }
+    match e {
+        Expr::Empty => true,
+        Expr::Bytes(b) => {
+            out.push_str(std::str::from_utf8(b).unwrap());
+            true
+        }
+        Expr::Regex(h) => {
+            out.push_str(&g.sample(h));
+            true
+        }
+        Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
+        Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
+        Expr::Alt(alts) => {
+            if alts.is_empty() {
+                return false;
+            }
+            // Deeper down, prefer the first alternatives (usually the short ones).
+            let i = if depth > 30 { 0 } else { g.range(0, alts.len() as u64 - 1) as usize };
+            sample_def(def, g, &alts[i], depth + 1, out)
+        }
+        Expr::Repeat { expr, min, max } => {
+            let hi = max.unwrap_or(min + 2).min(min + 2);
+            let n = if depth > 30 { *min } else { g.range(*min as u64, hi as u64) as u32 };
+            (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
+        }
+    }
+}
+
+/// Soundness, directly: every document the grammar generates validates with `jsonschema`.
+#[test]
+fn documents_sampled_from_the_grammar_validate() {
+    let mut extra = vec![
+        ("number", json!({"type": "number"})),
+        ("integer", json!({"type": "integer"})),
+        ("number-bounds", json!({"type": "number", "minimum": -1.5, "exclusiveMaximum": 99.25})),
+        ("money", json!({"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "exclusiveMinimum": 0})),
+        ("int-range", json!({"type": "integer", "minimum": -20, "exclusiveMaximum": 2000})),
+        ("pow10", json!({"type": "integer", "multipleOf": 100})),
+        ("extra-keys", json!({"properties": {"a": {"const": 1}, "b": {"const": 2}}, "additionalProperties": {"type": "string"}})),
+    ];
+    let mut schemas = corpus();
+    schemas.append(&mut extra);
+    for (name, schema) in schemas {
+        let v = validator(&schema);
+        for ws in POLICIES {
+            let def = json_schema::compile(&schema, &opts(ws)).unwrap();
+            let mut g = Generator::new(&schema, 11 + ws as u64);
+            let mut produced = 0;
+            for _ in 0..300 {
+                let mut out = String::new();
+                if !sample_def(&def, &mut g, &def.rules[def.start.0 as usize].expr, 0, &mut out) {
+                    continue;
+                }
+                produced += 1;
+                let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name} ({ws:?}): grammar produced non-JSON ({e}):\n{out}"));
+                assert!(v.is_valid(&doc), "{name} ({ws:?}): grammar produced an invalid document:\n{out}");
+            }
+            assert!(produced >= 50, "{name} ({ws:?}): only {produced} samples");
+        }
+    }
+}

@@ -727,8 +727,16 @@ pub fn translate_ecma(pattern: &str) -> Result<String, String> {
                     _ => return Err("unknown group syntax (?".into()),
                 }
             }
-            '&' | '~' | '-' if in_class => {
-                // regex-syntax treats `&&`, `--`, `~~` as class set operators; escape them.
+            '&' | '~' | '-' if in_class && chars.peek() == Some(&c) => {
+                // regex-syntax reads `&&`, `--`, `~~` as class set operators; ECMA as two
+                // literal characters.
+                chars.next();
+                out.push('\\');
+                out.push(c);
+                out.push('\\');
+                out.push(c);
+            }
+            '&' | '~' if in_class => {
                 out.push('\\');
                 out.push(c);
             }
@@ -822,5 +830,7 @@ mod tests {
         assert!(!has_look(&h));
         let t = translate_ecma(r"[\w-]+").unwrap();
         assert!(full(&t).is_match("a-b_c"));
+        let t = translate_ecma(r"^[a-c_]+$").unwrap();
+        assert!(full(&t).is_match("ab_c") && !full(&t).is_match("-"));
     }
 }
