@@ -48,6 +48,8 @@
 //! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::grammar::ir::{self, Symbol, TerminalId};
 
@@ -61,6 +63,8 @@ const NO_LEO: u32 = u32::MAX;
 /// Fingerprint context of an item predicted in the set itself (its completion context is
 /// the set being hashed).
 const SELF_CONTEXT: u64 = 0x5e1f_c0de_5e1f_c0de;
+/// `SetHeader::fingerprint` not yet computed (a computed 0 is stored as 1).
+const UNKNOWN_FP: u64 = 0;
 
 /// A production with a dot position, flattened: `ParserTables::dots[id]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -408,12 +412,25 @@ struct Bucket {
     leo_origin: u32,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct SetHeader {
     items_start: u32,
     buckets_start: u32,
-    fingerprint: u64,
+    /// The set's fingerprint, computed on first use ([`UNKNOWN_FP`] until then). Shared by
+    /// clones; the value is a pure function of the set stack, so racing writers agree.
+    fingerprint: AtomicU64,
     accepting: bool,
+}
+
+impl Clone for SetHeader {
+    fn clone(&self) -> Self {
+        SetHeader {
+            items_start: self.items_start,
+            buckets_start: self.buckets_start,
+            fingerprint: AtomicU64::new(self.fingerprint.load(Relaxed)),
+            accepting: self.accepting,
+        }
+    }
 }
 
 /// Up to [`CHUNK_SETS`] consecutive Earley sets, stored flat.
@@ -439,7 +456,7 @@ impl Chunk {
         if n >= self.sets.len() {
             return;
         }
-        let h = self.sets[n];
+        let h = &self.sets[n];
         self.items.truncate(h.items_start as usize);
         self.buckets.truncate(h.buckets_start as usize);
         self.expected.truncate(n * words);
@@ -487,6 +504,14 @@ struct SetRef<'a> {
 impl<'a> SetRef<'a> {
     fn find(&self, key: u32) -> Option<usize> {
         self.buckets.binary_search_by_key(&key, |b| b.key).ok()
+    }
+
+    /// All items of the set.
+    fn all_items(&self) -> &'a [Item] {
+        match self.buckets.first() {
+            Some(b) => &self.items[b.start as usize..],
+            None => &[],
+        }
     }
 
     fn bucket_items(&self, b: usize) -> &'a [Item] {
@@ -736,7 +761,7 @@ impl Parser {
     /// test. Origins are normalised: in a JSON-like grammar the state after `[1, 2,` and after
     /// `[1, 2, 3,` hash equal, whether lists are left- or right-recursive.
     pub fn state_fingerprint(&self) -> u64 {
-        self.top().header.fingerprint
+        fingerprint_of(&self.tables, &self.stack(), self.num_sets - 1)
     }
 
     /// Advance by one terminal; returns false and leaves the state unchanged if it cannot
@@ -973,20 +998,6 @@ impl Parser {
             }
         }
 
-        // Fingerprint (order-independent sum of item hashes).
-        let mut sum: u64 = 0;
-        for it in &s.sorted {
-            let ctx = if it.origin == m {
-                SELF_CONTEXT
-            } else {
-                let lhs = tables.dots[it.dotted as usize].lhs;
-                let (nt, o) = earlier_leo(&stack, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin));
-                completion_context(nt, stack.set(o as usize).header.fingerprint)
-            };
-            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
-        }
-        let fingerprint = mix64(sum ^ if accepting { 0xacce_97ed } else { 0 });
-
         // Append to the stack.
         if self.last.sets.len() >= CHUNK_SETS {
             let fresh = Arc::new(s.spare.take().unwrap_or_default());
@@ -998,7 +1009,7 @@ impl Parser {
         chunk.sets.push(SetHeader {
             items_start,
             buckets_start: chunk.buckets.len() as u32,
-            fingerprint,
+            fingerprint: AtomicU64::new(UNKNOWN_FP),
             accepting,
         });
         chunk.items.extend_from_slice(&s.sorted);
@@ -1007,6 +1018,53 @@ impl Parser {
         self.num_sets += 1;
         self.expected.words.copy_from_slice(&s.expected);
     }
+}
+
+/// The fingerprint of set `j` (see [`Parser::state_fingerprint`]), computing and caching it
+/// and any missing fingerprints of the sets it depends on (iteratively: the dependency chain
+/// can be as long as the stack).
+fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
+    let known = stack.set(j).header.fingerprint.load(Relaxed);
+    if known != UNKNOWN_FP {
+        return known;
+    }
+    let nt_base = tables.num_terminals as u32;
+    // The completion `(nt, set)` an item of origin `o` < its set triggers.
+    let context_of = |it: &Item| {
+        let lhs = tables.dots[it.dotted as usize].lhs;
+        earlier_leo(stack, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin))
+    };
+    let mut work = vec![j];
+    while let Some(&x) = work.last() {
+        let set = stack.set(x);
+        if set.header.fingerprint.load(Relaxed) != UNKNOWN_FP {
+            work.pop();
+            continue;
+        }
+        let items = set.all_items();
+        let missing = items.iter().filter(|it| (it.origin as usize) < x).map(&context_of).find(|&(_, o)| {
+            stack.set(o as usize).header.fingerprint.load(Relaxed) == UNKNOWN_FP
+        });
+        if let Some((_, o)) = missing {
+            work.push(o as usize);
+            continue;
+        }
+        // Order-independent sum of item hashes.
+        let mut sum: u64 = 0;
+        for it in items {
+            let ctx = if it.origin as usize == x {
+                SELF_CONTEXT
+            } else {
+                let (nt, o) = context_of(it);
+                completion_context(nt, stack.set(o as usize).header.fingerprint.load(Relaxed))
+            };
+            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
+        }
+        let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 }).max(1);
+        set.header.fingerprint.store(fp, Relaxed);
+        work.pop();
+    }
+    stack.set(j).header.fingerprint.load(Relaxed)
 }
 
 /// The only item of new-set bucket `b`, if it has exactly one.

@@ -330,6 +330,41 @@ fn clones_are_independent() {
 }
 
 #[test]
+fn lazy_fingerprints_match_eager_ones() {
+    let g = grammar(JSON_RIGHT);
+    let input: Vec<TerminalId> = "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S ]"
+        .split_whitespace()
+        .map(|n| tid(&g, n))
+        .collect();
+    let mut eager = parser(&g);
+    let mut fps = vec![eager.state_fingerprint()];
+    for &t in &input {
+        assert!(eager.push(t));
+        fps.push(eager.state_fingerprint());
+    }
+    for skip in [1, 2, 3, 7] {
+        let mut lazy = parser(&g);
+        for (i, &t) in input.iter().enumerate() {
+            assert!(lazy.push(t));
+            if (i + 1) % skip == 0 {
+                assert_eq!(lazy.state_fingerprint(), fps[i + 1], "after {} terminals", i + 1);
+            }
+        }
+        assert_eq!(lazy.state_fingerprint(), fps[input.len()]);
+    }
+    // A deep dependency chain is computed without recursion.
+    let mut deep = parser(&g);
+    for _ in 0..100_000 {
+        assert!(deep.push(tid(&g, "[")));
+    }
+    let mut other = deep.clone();
+    assert!(deep.push(tid(&g, "N")));
+    let fp = deep.state_fingerprint();
+    assert!(other.push(tid(&g, "[")) && other.push(tid(&g, "]")));
+    assert_eq!(other.state_fingerprint(), fp, "`[^n [ ]` has the future of `[^n N`");
+}
+
+#[test]
 fn fingerprint_normalises_list_length() {
     for src in [JSON_RIGHT, JSON_LEFT] {
         let g = grammar(src);
