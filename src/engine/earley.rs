@@ -477,6 +477,7 @@ impl Chunk {
         }
     }
 
+    #[inline]
     fn set(&self, local: usize, words: usize) -> SetRef<'_> {
         let h = &self.sets[local];
         let (items_end, buckets_end) = match self.sets.get(local + 1) {
@@ -502,6 +503,7 @@ struct SetRef<'a> {
 }
 
 impl<'a> SetRef<'a> {
+    #[inline]
     fn find(&self, key: u32) -> Option<usize> {
         self.buckets.binary_search_by_key(&key, |b| b.key).ok()
     }
@@ -553,7 +555,7 @@ impl StampSet {
     }
 
     /// Inserts `key`; returns whether it was absent.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, key: u64) -> bool {
         if (self.len + 1) * 2 > self.keys.len() {
             self.grow();
@@ -574,6 +576,7 @@ impl StampSet {
         }
     }
 
+    #[cold]
     fn grow(&mut self) {
         let old_keys = std::mem::take(&mut self.keys);
         let old_stamps = std::mem::take(&mut self.stamps);
@@ -607,8 +610,31 @@ struct Scratch {
     leo_state: Vec<u8>,
     leo_path: Vec<usize>,
     expected: Vec<u64>,
-    /// A chunk kept for reuse after popping a whole chunk.
-    spare: Option<Chunk>,
+    /// Emptied chunks kept for reuse (at most [`SPARE_CHUNKS`]), so pushing and popping
+    /// across a chunk boundary allocates nothing.
+    spare: Vec<Chunk>,
+}
+
+const SPARE_CHUNKS: usize = 64;
+
+impl Scratch {
+    fn take_chunk(&mut self, words: usize) -> Chunk {
+        self.spare.pop().unwrap_or_else(|| Chunk {
+            sets: Vec::with_capacity(CHUNK_SETS),
+            items: Vec::with_capacity(CHUNK_SETS * 32),
+            buckets: Vec::with_capacity(CHUNK_SETS * 16),
+            expected: Vec::with_capacity(CHUNK_SETS * words),
+        })
+    }
+
+    fn recycle(&mut self, chunk: Arc<Chunk>) {
+        if self.spare.len() < SPARE_CHUNKS
+            && let Ok(mut c) = Arc::try_unwrap(chunk)
+        {
+            c.clear();
+            self.spare.push(c);
+        }
+    }
 }
 
 thread_local! {
@@ -693,11 +719,12 @@ fn completion_key(a: u32, o: u32) -> u64 {
 impl Parser {
     /// A parser before any terminal: the set predicted from the start symbol.
     pub fn new(tables: Arc<ParserTables>) -> Self {
+        let first = SCRATCH.with_borrow_mut(|s| s.take_chunk(tables.words));
         let mut p = Parser {
             expected: TerminalSet::new(tables.num_terminals),
             tables,
             full: Arc::new(Vec::new()),
-            last: Arc::new(Chunk::default()),
+            last: Arc::new(first),
             num_sets: 0,
             stats: ParserStats::default(),
         };
@@ -843,26 +870,22 @@ impl Parser {
         // Index of the chunk that will hold the new top set (`keep - 1`).
         let keep_full = (keep - 1) / CHUNK_SETS;
         if keep_full < self.full.len() {
-            let new_last = match Arc::get_mut(&mut self.full) {
-                Some(v) => {
-                    v.truncate(keep_full + 1);
-                    v.pop().expect("chunk")
-                }
-                None => {
-                    let c = Arc::clone(&self.full[keep_full]);
-                    self.full = Arc::new(self.full[..keep_full].to_vec());
-                    c
-                }
-            };
-            let old = std::mem::replace(&mut self.last, new_last);
-            if let Ok(mut c) = Arc::try_unwrap(old) {
-                c.clear();
-                SCRATCH.with_borrow_mut(|s| {
-                    if s.spare.is_none() {
-                        s.spare = Some(c)
+            SCRATCH.with_borrow_mut(|s| {
+                let new_last = match Arc::get_mut(&mut self.full) {
+                    Some(v) => {
+                        while v.len() > keep_full + 1 {
+                            s.recycle(v.pop().expect("chunk"));
+                        }
+                        v.pop().expect("chunk")
                     }
-                });
-            }
+                    None => {
+                        let c = Arc::clone(&self.full[keep_full]);
+                        self.full = Arc::new(self.full[..keep_full].to_vec());
+                        c
+                    }
+                };
+                s.recycle(std::mem::replace(&mut self.last, new_last));
+            });
         }
         let local = keep - keep_full * CHUNK_SETS;
         if local < self.last.sets.len() {
@@ -1000,7 +1023,7 @@ impl Parser {
 
         // Append to the stack.
         if self.last.sets.len() >= CHUNK_SETS {
-            let fresh = Arc::new(s.spare.take().unwrap_or_default());
+            let fresh = Arc::new(s.take_chunk(words));
             let full_chunk = std::mem::replace(&mut self.last, fresh);
             Arc::make_mut(&mut self.full).push(full_chunk);
         }

@@ -644,6 +644,13 @@ fn bench_push() {
             }
         }
         let per_push = start.elapsed().as_nanos() as f64 / pushes as f64;
+        let st = p.stats();
+        eprintln!(
+            "{name}: per push {:.1} items, {:.2} completions, {:.2} Leo jumps",
+            st.items_added as f64 / pushes as f64,
+            st.completions as f64 / pushes as f64,
+            st.leo_jumps as f64 / pushes as f64
+        );
         // push+pop of every expected terminal at each position (the engine's mask pattern)
         let mut p = Parser::new(Arc::clone(&tables));
         let start = std::time::Instant::now();
