@@ -62,7 +62,11 @@ const END: u32 = u32::MAX;
 const NO_LEO: u32 = u32::MAX;
 /// Fingerprint context of an item predicted in the set itself (its completion context is
 /// the set being hashed).
-const SELF_CONTEXT: u64 = 0x5e1f_c0de_5e1f_c0de;
+const ACCEPT_CONTEXT: u64 = 0x5e1f_c0de_acce_97ed;
+/// Marks a reference to a member of the same strongly connected component.
+const INTERNAL_CONTEXT: u64 = 0x1e7e_4a11_0000_0001;
+/// Marks a Leo record inside a strongly connected component.
+const LEO_CONTEXT: u64 = 0x1e0_1e0_1e0;
 /// `SetHeader::fingerprint` not yet computed (a computed 0 is stored as 1).
 const UNKNOWN_FP: u64 = 0;
 
@@ -410,6 +414,10 @@ struct Bucket {
     /// Topmost completion of the Leo chain starting here (`NO_LEO` if none).
     leo_nt: u32,
     leo_origin: u32,
+    /// For a nonterminal bucket `A` of set `j`: the *completion fingerprint* of `(A, j)`, a
+    /// hash that determines what can follow once `A` completes with origin `j` (see
+    /// [`Parser::state_fingerprint`]). Unused for terminal buckets.
+    cfp: u64,
 }
 
 #[derive(Debug)]
@@ -609,6 +617,13 @@ struct Scratch {
     /// Leo resolution: per new bucket 0 = unvisited, 1 = on the path, 2 = done.
     leo_state: Vec<u8>,
     leo_path: Vec<usize>,
+    /// Tarjan's algorithm over the new set's buckets (completion fingerprints).
+    t_index: Vec<u32>,
+    t_low: Vec<u32>,
+    t_on: Vec<bool>,
+    t_stack: Vec<usize>,
+    t_calls: Vec<(usize, usize)>,
+    t_scc: Vec<usize>,
     expected: Vec<u64>,
     /// Emptied chunks kept for reuse (at most [`SPARE_CHUNKS`]), so pushing and popping
     /// across a chunk boundary allocates nothing.
@@ -698,12 +713,6 @@ fn mix64(mut x: u64) -> u64 {
     x ^= x >> 27;
     x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
-}
-
-/// Fingerprint of "nonterminal `nt` completes with origin set fingerprinted `set_fp`".
-#[inline]
-fn completion_context(nt: u32, set_fp: u64) -> u64 {
-    mix64(mix64(set_fp ^ 0x243f_6a88_85a3_08d3) ^ (nt as u64 + 1))
 }
 
 #[inline]
@@ -934,7 +943,7 @@ impl Parser {
         for &k in &s.sort_keys {
             let key = (k >> 32) as u32;
             if s.buckets.last().is_none_or(|b| b.key != key) {
-                s.buckets.push(Bucket { key, start: s.sorted.len() as u32, leo_nt: NO_LEO, leo_origin: 0 });
+                s.buckets.push(Bucket { key, start: s.sorted.len() as u32, leo_nt: NO_LEO, leo_origin: 0, cfp: 0 });
                 if (key as usize) < tables.num_terminals {
                     s.expected[key as usize / 64] |= 1 << (key % 64);
                 }
@@ -1021,6 +1030,8 @@ impl Parser {
             }
         }
 
+        completion_fingerprints(tables, &stack, s, m, first_nt_bucket);
+
         // Append to the stack.
         if self.last.sets.len() >= CHUNK_SETS {
             let fresh = Arc::new(s.take_chunk(words));
@@ -1043,51 +1054,208 @@ impl Parser {
     }
 }
 
-/// The fingerprint of set `j` (see [`Parser::state_fingerprint`]), computing and caching it
-/// and any missing fingerprints of the sets it depends on (iteratively: the dependency chain
-/// can be as long as the stack).
+/// The fingerprint of set `j` (see [`Parser::state_fingerprint`]), computed on first use
+/// and cached in the set's header.
 fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
-    let known = stack.set(j).header.fingerprint.load(Relaxed);
+    let set = stack.set(j);
+    let known = set.header.fingerprint.load(Relaxed);
     if known != UNKNOWN_FP {
         return known;
     }
     let nt_base = tables.num_terminals as u32;
-    // The completion `(nt, set)` an item of origin `o` < its set triggers.
-    let context_of = |it: &Item| {
+    // Predicted items (origin j) are a function of the other items' dotted ids, so only
+    // those items count, each with the completion fingerprint of its (lhs, origin). Set 0
+    // is the exception (predicted from the start symbol), hence its own salt.
+    let mut sum: u64 = if j == 0 { 0x5e70_0000_5e70 } else { 0 };
+    for it in set.all_items().iter().filter(|it| (it.origin as usize) < j) {
         let lhs = tables.dots[it.dotted as usize].lhs;
-        earlier_leo(stack, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin))
-    };
-    let mut work = vec![j];
-    while let Some(&x) = work.last() {
-        let set = stack.set(x);
-        if set.header.fingerprint.load(Relaxed) != UNKNOWN_FP {
-            work.pop();
-            continue;
-        }
-        let items = set.all_items();
-        let missing = items.iter().filter(|it| (it.origin as usize) < x).map(&context_of).find(|&(_, o)| {
-            stack.set(o as usize).header.fingerprint.load(Relaxed) == UNKNOWN_FP
-        });
-        if let Some((_, o)) = missing {
-            work.push(o as usize);
-            continue;
-        }
-        // Order-independent sum of item hashes.
-        let mut sum: u64 = 0;
-        for it in items {
-            let ctx = if it.origin as usize == x {
-                SELF_CONTEXT
-            } else {
-                let (nt, o) = context_of(it);
-                completion_context(nt, stack.set(o as usize).header.fingerprint.load(Relaxed))
-            };
-            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
-        }
-        let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 }).max(1);
-        set.header.fingerprint.store(fp, Relaxed);
-        work.pop();
+        let ctx = earlier_cfp(stack, nt_base, it.origin, lhs);
+        sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
     }
-    stack.set(j).header.fingerprint.load(Relaxed)
+    let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 }).max(1);
+    set.header.fingerprint.store(fp, Relaxed);
+    fp
+}
+
+/// The completion fingerprint of `(nt, o)` in finished set `o`.
+#[inline]
+fn earlier_cfp(stack: &Stack<'_>, nt_base: u32, o: u32, nt: u32) -> u64 {
+    let set = stack.set(o as usize);
+    match set.find(nt_base + nt) {
+        Some(b) => set.buckets[b].cfp,
+        // Only the synthetic start has no waiters: completing it accepts.
+        None => ACCEPT_CONTEXT,
+    }
+}
+
+/// What one step of the same-set dependency walk sees.
+enum Edge {
+    /// No more items in this bucket.
+    Done,
+    /// This item depends on nothing in the new set.
+    Skip,
+    /// This item depends on the completion fingerprint of new-set bucket `w`.
+    To(usize),
+}
+
+/// The `pos`-th same-set dependency of new-set bucket `v`: the Leo top's bucket for a Leo
+/// bucket, else the bucket of the lhs of each item predicted in this set.
+fn same_set_edge(tables: &ParserTables, s: &Scratch, v: usize, pos: usize, m: u32) -> Edge {
+    let nt_base = tables.num_terminals as u32;
+    let b = &s.buckets[v];
+    let find = |nt: u32| match s.buckets.binary_search_by_key(&(nt_base + nt), |b| b.key) {
+        Ok(w) => Edge::To(w),
+        Err(_) => Edge::Skip,
+    };
+    if b.leo_nt != NO_LEO {
+        return match (pos, b.leo_origin == m) {
+            (0, true) => find(b.leo_nt),
+            (0, false) => Edge::Skip,
+            _ => Edge::Done,
+        };
+    }
+    let start = b.start as usize;
+    let end = s.buckets.get(v + 1).map_or(s.sorted.len(), |n| n.start as usize);
+    if start + pos >= end {
+        return Edge::Done;
+    }
+    let it = s.sorted[start + pos];
+    if it.origin == m { find(tables.dots[it.dotted as usize].lhs) } else { Edge::Skip }
+}
+
+/// Fill `cfp` of the new set's nonterminal buckets. `cfp(A, m)` hashes the waiters on `A`:
+/// each waiter's dotted id and the completion fingerprint of its own `(lhs, origin)` —
+/// looked up in an earlier set, or (origin `m`) another bucket of this set. A Leo bucket
+/// takes its top's fingerprint (the futures are equal). Same-set dependencies can be
+/// cyclic (left recursion), so buckets are processed by strongly connected components
+/// (iterative Tarjan, dependencies first); a component with a cycle is hashed as a whole
+/// (every member's items, internal references by name) and each member's fingerprint is
+/// that hash combined with its name.
+fn completion_fingerprints(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: u32, first_nt: usize) {
+    const UNVISITED: u32 = u32::MAX;
+    let nt_base = tables.num_terminals as u32;
+    let nb = s.buckets.len();
+    s.t_index.clear();
+    s.t_index.resize(nb, UNVISITED);
+    s.t_low.clear();
+    s.t_low.resize(nb, 0);
+    s.t_on.clear();
+    s.t_on.resize(nb, false);
+    s.t_stack.clear();
+    s.t_calls.clear();
+    let mut counter = 0u32;
+    for root in first_nt..nb {
+        if s.t_index[root] != UNVISITED {
+            continue;
+        }
+        s.t_index[root] = counter;
+        s.t_low[root] = counter;
+        counter += 1;
+        s.t_stack.push(root);
+        s.t_on[root] = true;
+        s.t_calls.push((root, 0));
+        while let Some(&(v, pos)) = s.t_calls.last() {
+            match same_set_edge(tables, s, v, pos, m) {
+                Edge::Skip => s.t_calls.last_mut().expect("call").1 += 1,
+                Edge::To(w) => {
+                    s.t_calls.last_mut().expect("call").1 += 1;
+                    if s.t_index[w] == UNVISITED {
+                        s.t_index[w] = counter;
+                        s.t_low[w] = counter;
+                        counter += 1;
+                        s.t_stack.push(w);
+                        s.t_on[w] = true;
+                        s.t_calls.push((w, 0));
+                    } else if s.t_on[w] {
+                        s.t_low[v] = s.t_low[v].min(s.t_index[w]);
+                    }
+                }
+                Edge::Done => {
+                    s.t_calls.pop();
+                    if let Some(&(u, _)) = s.t_calls.last() {
+                        s.t_low[u] = s.t_low[u].min(s.t_low[v]);
+                    }
+                    if s.t_low[v] == s.t_index[v] {
+                        let from = s.t_stack.iter().rposition(|&x| x == v).expect("on stack");
+                        s.t_scc.clear();
+                        s.t_scc.extend(s.t_stack.drain(from..));
+                        hash_component(tables, stack, s, m, nt_base);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Completion fingerprints for the component in `s.t_scc` (its dependencies are done).
+fn hash_component(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: u32, nt_base: u32) {
+    // Reference to the completion of `nt` with origin `o`: its fingerprint, or a name when
+    // it is a member of this component.
+    let code = |s: &Scratch, nt: u32, o: u32| -> u64 {
+        if o < m {
+            return earlier_cfp(stack, nt_base, o, nt);
+        }
+        match s.buckets.binary_search_by_key(&(nt_base + nt), |b| b.key) {
+            Ok(w) if s.t_on[w] => mix64(INTERNAL_CONTEXT ^ nt as u64),
+            Ok(w) => s.buckets[w].cfp,
+            Err(_) => ACCEPT_CONTEXT,
+        }
+    };
+    let cyclic = s.t_scc.len() > 1 || {
+        let v = s.t_scc[0];
+        let mut pos = 0;
+        let mut self_loop = false;
+        loop {
+            match same_set_edge(tables, s, v, pos, m) {
+                Edge::Done => break,
+                Edge::To(w) if w == v => self_loop = true,
+                _ => {}
+            }
+            pos += 1;
+        }
+        self_loop
+    };
+    let item_sum = |s: &Scratch, v: usize, salt: u64| -> u64 {
+        let b = s.buckets[v];
+        if b.leo_nt != NO_LEO {
+            return mix64(salt ^ LEO_CONTEXT ^ mix64(code(s, b.leo_nt, b.leo_origin)));
+        }
+        let end = s.buckets.get(v + 1).map_or(s.sorted.len(), |n| n.start as usize);
+        let mut sum: u64 = 0;
+        for it in &s.sorted[b.start as usize..end] {
+            let lhs = tables.dots[it.dotted as usize].lhs;
+            sum = sum.wrapping_add(mix64(mix64(salt ^ it.dotted as u64) ^ code(s, lhs, it.origin)));
+        }
+        sum
+    };
+    if !cyclic {
+        let v = s.t_scc[0];
+        let b = s.buckets[v];
+        let cfp = if b.leo_nt != NO_LEO {
+            // Transparent: a Leo bucket's future is its top's (this is what makes list
+            // continuations hash equal whatever the list's length).
+            code(s, b.leo_nt, b.leo_origin)
+        } else {
+            mix64(item_sum(s, v, 0) ^ 0x6a09_e667_f3bc_c908)
+        };
+        s.buckets[v].cfp = cfp;
+        s.t_on[v] = false;
+        return;
+    }
+    let mut total: u64 = 0;
+    for i in 0..s.t_scc.len() {
+        let v = s.t_scc[i];
+        let name = s.buckets[v].key as u64;
+        total = total.wrapping_add(item_sum(s, v, mix64(name ^ 0xbb67_ae85_84ca_a73b)));
+    }
+    for i in 0..s.t_scc.len() {
+        let v = s.t_scc[i];
+        s.buckets[v].cfp = mix64(mix64(total ^ 0x3c6e_f372_fe94_f82b) ^ s.buckets[v].key as u64);
+    }
+    for i in 0..s.t_scc.len() {
+        let v = s.t_scc[i];
+        s.t_on[v] = false;
+    }
 }
 
 /// The only item of new-set bucket `b`, if it has exactly one.

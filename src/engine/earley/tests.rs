@@ -375,9 +375,10 @@ fn fingerprint_normalises_list_length() {
         };
         assert_eq!(fp("[ N , N ,"), fp("[ N , N , N ,"), "{src}");
         assert_eq!(fp("[ N , N"), fp("[ S , N , N"));
-        // Later pairs of an object share one fingerprint; the first pair's context differs
-        // (its origin set holds `object -> { . members }` rather than a list continuation).
+        // Every pair of an object has the same continuation, first or not.
         assert_eq!(fp("{ S : N , S : [ S"), fp("{ S : N , S : true , S : [ S"));
+        assert_eq!(fp("{ S : N , S : [ S"), fp("{ S : [ S"));
+        assert_eq!(fp("[ { S : [ N , { S : N"), fp("[ N , { S : [ { S : N"));
         assert_ne!(fp("[ N , N"), fp("[ [ N , N"), "nesting depth matters");
         assert_ne!(fp("[ N"), fp("{ S : N"));
         assert_ne!(fp("[ N"), fp("N"));
@@ -529,7 +530,7 @@ fn random_grammar(rng: &mut Rng) -> Grammar {
 }
 
 const MAX_DEPTH: usize = 5;
-const FUTURE_LEN: usize = 2;
+const FUTURE_LEN: usize = 3;
 
 /// Depth-first over all terminal strings up to MAX_DEPTH: compare with the oracle at every
 /// node, exercise push/pop, and record fingerprint → future signature.
