@@ -49,6 +49,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::grammar::ir::{self, Symbol, TerminalId};
@@ -67,8 +68,7 @@ const ACCEPT_CONTEXT: u64 = 0x5e1f_c0de_acce_97ed;
 const INTERNAL_CONTEXT: u64 = 0x1e7e_4a11_0000_0001;
 /// Marks a Leo record inside a strongly connected component.
 const LEO_CONTEXT: u64 = 0x1e0_1e0_1e0;
-/// `SetHeader::fingerprint` not yet computed (a computed 0 is stored as 1).
-const UNKNOWN_FP: u64 = 0;
+
 
 /// A production with a dot position, flattened: `ParserTables::dots[id]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -414,31 +414,43 @@ struct Bucket {
     /// Topmost completion of the Leo chain starting here (`NO_LEO` if none).
     leo_nt: u32,
     leo_origin: u32,
-    /// For a nonterminal bucket `A` of set `j`: the *completion fingerprint* of `(A, j)`, a
-    /// hash that determines what can follow once `A` completes with origin `j` (see
-    /// [`Parser::state_fingerprint`]). Unused for terminal buckets.
-    cfp: u64,
 }
 
-#[derive(Debug)]
+/// A value computed on first use and cached inside shared (`Arc`'d) sets. The value is a
+/// pure function of the set stack below it, so racing writers store the same number.
+#[derive(Debug, Default)]
+struct Lazy(AtomicU64);
+
+impl Lazy {
+    /// Not computed yet (a computed 0 is stored as 1).
+    const UNKNOWN: u64 = 0;
+
+    #[inline]
+    fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
+    #[inline]
+    fn set(&self, v: u64) {
+        self.0.store(v.max(1), Relaxed)
+    }
+}
+
+impl Clone for Lazy {
+    fn clone(&self) -> Self {
+        Lazy(AtomicU64::new(self.get()))
+    }
+}
+
+#[derive(Clone, Debug)]
 struct SetHeader {
     items_start: u32,
     buckets_start: u32,
-    /// The set's fingerprint, computed on first use ([`UNKNOWN_FP`] until then). Shared by
-    /// clones; the value is a pure function of the set stack, so racing writers agree.
-    fingerprint: AtomicU64,
+    /// The set's fingerprint (see [`Parser::state_fingerprint`]).
+    fingerprint: Lazy,
+    /// Whether the completion fingerprints of this set's buckets are computed.
+    cfps_done: Lazy,
     accepting: bool,
-}
-
-impl Clone for SetHeader {
-    fn clone(&self) -> Self {
-        SetHeader {
-            items_start: self.items_start,
-            buckets_start: self.buckets_start,
-            fingerprint: AtomicU64::new(self.fingerprint.load(Relaxed)),
-            accepting: self.accepting,
-        }
-    }
 }
 
 /// Up to [`CHUNK_SETS`] consecutive Earley sets, stored flat.
@@ -447,6 +459,10 @@ struct Chunk {
     sets: Vec<SetHeader>,
     items: Vec<Item>,
     buckets: Vec<Bucket>,
+    /// Parallel to `buckets`: for a nonterminal bucket `A` of set `j`, the *completion
+    /// fingerprint* of `(A, j)`, a hash that determines what can follow once `A` completes
+    /// with origin `j` (see [`Parser::state_fingerprint`]); computed on demand.
+    cfps: Vec<Lazy>,
     /// `words` bitset words of expected terminals per set.
     expected: Vec<u64>,
 }
@@ -456,6 +472,7 @@ impl Chunk {
         self.sets.clear();
         self.items.clear();
         self.buckets.clear();
+        self.cfps.clear();
         self.expected.clear();
     }
 
@@ -467,6 +484,7 @@ impl Chunk {
         let h = &self.sets[n];
         self.items.truncate(h.items_start as usize);
         self.buckets.truncate(h.buckets_start as usize);
+        self.cfps.truncate(h.buckets_start as usize);
         self.expected.truncate(n * words);
         self.sets.truncate(n);
     }
@@ -481,6 +499,7 @@ impl Chunk {
             sets: self.sets[..n].to_vec(),
             items: self.items[..items_end].to_vec(),
             buckets: self.buckets[..buckets_end].to_vec(),
+            cfps: self.cfps[..buckets_end].to_vec(),
             expected: self.expected[..n * words].to_vec(),
         }
     }
@@ -496,6 +515,7 @@ impl Chunk {
             header: h,
             items: &self.items[..items_end],
             buckets: &self.buckets[h.buckets_start as usize..buckets_end],
+            cfps: &self.cfps[h.buckets_start as usize..buckets_end],
             expected: &self.expected[local * words..(local + 1) * words],
         }
     }
@@ -507,6 +527,7 @@ struct SetRef<'a> {
     /// The chunk's items up to this set's end (buckets index into it).
     items: &'a [Item],
     buckets: &'a [Bucket],
+    cfps: &'a [Lazy],
     expected: &'a [u64],
 }
 
@@ -624,6 +645,8 @@ struct Scratch {
     t_stack: Vec<usize>,
     t_calls: Vec<(usize, usize)>,
     t_scc: Vec<usize>,
+    /// Sets whose completion fingerprints are being computed (dependencies on top).
+    cfp_work: Vec<usize>,
     expected: Vec<u64>,
     /// Emptied chunks kept for reuse (at most [`SPARE_CHUNKS`]), so pushing and popping
     /// across a chunk boundary allocates nothing.
@@ -638,6 +661,7 @@ impl Scratch {
             sets: Vec::with_capacity(CHUNK_SETS),
             items: Vec::with_capacity(CHUNK_SETS * 32),
             buckets: Vec::with_capacity(CHUNK_SETS * 16),
+            cfps: Vec::with_capacity(CHUNK_SETS * 16),
             expected: Vec::with_capacity(CHUNK_SETS * words),
         })
     }
@@ -943,7 +967,7 @@ impl Parser {
         for &k in &s.sort_keys {
             let key = (k >> 32) as u32;
             if s.buckets.last().is_none_or(|b| b.key != key) {
-                s.buckets.push(Bucket { key, start: s.sorted.len() as u32, leo_nt: NO_LEO, leo_origin: 0, cfp: 0 });
+                s.buckets.push(Bucket { key, start: s.sorted.len() as u32, leo_nt: NO_LEO, leo_origin: 0 });
                 if (key as usize) < tables.num_terminals {
                     s.expected[key as usize / 64] |= 1 << (key % 64);
                 }
@@ -1030,8 +1054,6 @@ impl Parser {
             }
         }
 
-        completion_fingerprints(tables, &stack, s, m, first_nt_bucket);
-
         // Append to the stack.
         if self.last.sets.len() >= CHUNK_SETS {
             let fresh = Arc::new(s.take_chunk(words));
@@ -1043,11 +1065,13 @@ impl Parser {
         chunk.sets.push(SetHeader {
             items_start,
             buckets_start: chunk.buckets.len() as u32,
-            fingerprint: AtomicU64::new(UNKNOWN_FP),
+            fingerprint: Lazy::default(),
+            cfps_done: Lazy::default(),
             accepting,
         });
         chunk.items.extend_from_slice(&s.sorted);
         chunk.buckets.extend(s.buckets.iter().map(|b| Bucket { start: b.start + items_start, ..*b }));
+        chunk.cfps.resize_with(chunk.buckets.len(), Lazy::default);
         chunk.expected.extend_from_slice(&s.expected);
         self.num_sets += 1;
         self.expected.words.copy_from_slice(&s.expected);
@@ -1058,8 +1082,8 @@ impl Parser {
 /// and cached in the set's header.
 fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
     let set = stack.set(j);
-    let known = set.header.fingerprint.load(Relaxed);
-    if known != UNKNOWN_FP {
+    let known = set.header.fingerprint.get();
+    if known != Lazy::UNKNOWN {
         return known;
     }
     let nt_base = tables.num_terminals as u32;
@@ -1068,44 +1092,81 @@ fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
     // is the exception (predicted from the start symbol), hence its own salt.
     let mut sum: u64 = if j == 0 { 0x5e70_0000_5e70 } else { 0 };
     for it in set.all_items().iter().filter(|it| (it.origin as usize) < j) {
+        ensure_cfps(tables, stack, it.origin as usize);
         let lhs = tables.dots[it.dotted as usize].lhs;
         let ctx = earlier_cfp(stack, nt_base, it.origin, lhs);
         sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
     }
-    let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 }).max(1);
-    set.header.fingerprint.store(fp, Relaxed);
-    fp
+    let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 });
+    set.header.fingerprint.set(fp);
+    set.header.fingerprint.get()
 }
 
-/// The completion fingerprint of `(nt, o)` in finished set `o`.
+/// The completion fingerprint of `(nt, o)`; set `o`'s fingerprints must be computed.
 #[inline]
 fn earlier_cfp(stack: &Stack<'_>, nt_base: u32, o: u32, nt: u32) -> u64 {
     let set = stack.set(o as usize);
+    debug_assert!(set.header.cfps_done.get() != Lazy::UNKNOWN);
     match set.find(nt_base + nt) {
-        Some(b) => set.buckets[b].cfp,
+        Some(b) => set.cfps[b].get(),
         // Only the synthetic start has no waiters: completing it accepts.
         None => ACCEPT_CONTEXT,
     }
+}
+
+/// Compute the completion fingerprints of set `j` and of every set they depend on
+/// (iteratively: the chain of origins can be as long as the stack).
+fn ensure_cfps(tables: &ParserTables, stack: &Stack<'_>, j: usize) {
+    let done = |x: usize| stack.set(x).header.cfps_done.get() != Lazy::UNKNOWN;
+    if done(j) {
+        return;
+    }
+    SCRATCH.with_borrow_mut(|s| {
+        let mut work = std::mem::take(&mut s.cfp_work);
+        work.clear();
+        work.push(j);
+        while let Some(&x) = work.last() {
+            if done(x) {
+                work.pop();
+                continue;
+            }
+            let set = stack.set(x);
+            let dep = set
+                .all_items()
+                .iter()
+                .map(|it| it.origin as usize)
+                .chain(set.buckets.iter().filter(|b| b.leo_nt != NO_LEO).map(|b| b.leo_origin as usize))
+                .find(|&o| o < x && !done(o));
+            if let Some(o) = dep {
+                work.push(o);
+                continue;
+            }
+            set_cfps(tables, stack, s, x);
+            set.header.cfps_done.set(1);
+            work.pop();
+        }
+        s.cfp_work = work;
+    });
 }
 
 /// What one step of the same-set dependency walk sees.
 enum Edge {
     /// No more items in this bucket.
     Done,
-    /// This item depends on nothing in the new set.
+    /// This item depends on nothing in this set.
     Skip,
-    /// This item depends on the completion fingerprint of new-set bucket `w`.
+    /// This item depends on the completion fingerprint of bucket `w` of this set.
     To(usize),
 }
 
-/// The `pos`-th same-set dependency of new-set bucket `v`: the Leo top's bucket for a Leo
-/// bucket, else the bucket of the lhs of each item predicted in this set.
-fn same_set_edge(tables: &ParserTables, s: &Scratch, v: usize, pos: usize, m: u32) -> Edge {
+/// The `pos`-th same-set dependency of bucket `v` of set `m`: the Leo top's bucket for a
+/// Leo bucket, else the bucket of the lhs of each item predicted in this set.
+fn same_set_edge(tables: &ParserTables, set: &SetRef<'_>, v: usize, pos: usize, m: u32) -> Edge {
     let nt_base = tables.num_terminals as u32;
-    let b = &s.buckets[v];
-    let find = |nt: u32| match s.buckets.binary_search_by_key(&(nt_base + nt), |b| b.key) {
-        Ok(w) => Edge::To(w),
-        Err(_) => Edge::Skip,
+    let b = &set.buckets[v];
+    let find = |nt: u32| match set.find(nt_base + nt) {
+        Some(w) => Edge::To(w),
+        None => Edge::Skip,
     };
     if b.leo_nt != NO_LEO {
         return match (pos, b.leo_origin == m) {
@@ -1114,27 +1175,29 @@ fn same_set_edge(tables: &ParserTables, s: &Scratch, v: usize, pos: usize, m: u3
             _ => Edge::Done,
         };
     }
-    let start = b.start as usize;
-    let end = s.buckets.get(v + 1).map_or(s.sorted.len(), |n| n.start as usize);
-    if start + pos >= end {
-        return Edge::Done;
+    let items = set.bucket_items(v);
+    match items.get(pos) {
+        None => Edge::Done,
+        Some(it) if it.origin == m => find(tables.dots[it.dotted as usize].lhs),
+        Some(_) => Edge::Skip,
     }
-    let it = s.sorted[start + pos];
-    if it.origin == m { find(tables.dots[it.dotted as usize].lhs) } else { Edge::Skip }
 }
 
-/// Fill `cfp` of the new set's nonterminal buckets. `cfp(A, m)` hashes the waiters on `A`:
-/// each waiter's dotted id and the completion fingerprint of its own `(lhs, origin)` —
-/// looked up in an earlier set, or (origin `m`) another bucket of this set. A Leo bucket
-/// takes its top's fingerprint (the futures are equal). Same-set dependencies can be
-/// cyclic (left recursion), so buckets are processed by strongly connected components
-/// (iterative Tarjan, dependencies first); a component with a cycle is hashed as a whole
-/// (every member's items, internal references by name) and each member's fingerprint is
-/// that hash combined with its name.
-fn completion_fingerprints(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: u32, first_nt: usize) {
+/// Fill the completion fingerprints of set `m`'s nonterminal buckets (earlier sets' are
+/// done). `cfp(A, m)` hashes the waiters on `A`: each waiter's dotted id and the completion
+/// fingerprint of its own `(lhs, origin)` — from an earlier set, or (origin `m`) another
+/// bucket of this set. A Leo bucket takes its top's fingerprint (the futures are equal).
+/// Same-set dependencies can be cyclic (left recursion), so buckets are processed by
+/// strongly connected components (iterative Tarjan, dependencies first); a component with
+/// a cycle is hashed as a whole (every member's items, internal references by name) and
+/// each member's fingerprint is that hash combined with its name.
+fn set_cfps(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: usize) {
     const UNVISITED: u32 = u32::MAX;
+    let set = stack.set(m);
     let nt_base = tables.num_terminals as u32;
-    let nb = s.buckets.len();
+    let m = m as u32;
+    let nb = set.buckets.len();
+    let first_nt = set.buckets.partition_point(|b| b.key < nt_base);
     s.t_index.clear();
     s.t_index.resize(nb, UNVISITED);
     s.t_low.clear();
@@ -1155,7 +1218,7 @@ fn completion_fingerprints(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scr
         s.t_on[root] = true;
         s.t_calls.push((root, 0));
         while let Some(&(v, pos)) = s.t_calls.last() {
-            match same_set_edge(tables, s, v, pos, m) {
+            match same_set_edge(tables, &set, v, pos, m) {
                 Edge::Skip => s.t_calls.last_mut().expect("call").1 += 1,
                 Edge::To(w) => {
                     s.t_calls.last_mut().expect("call").1 += 1;
@@ -1179,7 +1242,7 @@ fn completion_fingerprints(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scr
                         let from = s.t_stack.iter().rposition(|&x| x == v).expect("on stack");
                         s.t_scc.clear();
                         s.t_scc.extend(s.t_stack.drain(from..));
-                        hash_component(tables, stack, s, m, nt_base);
+                        hash_component(tables, stack, &set, s, m);
                     }
                 }
             }
@@ -1188,17 +1251,18 @@ fn completion_fingerprints(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scr
 }
 
 /// Completion fingerprints for the component in `s.t_scc` (its dependencies are done).
-fn hash_component(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: u32, nt_base: u32) {
+fn hash_component(tables: &ParserTables, stack: &Stack<'_>, set: &SetRef<'_>, s: &mut Scratch, m: u32) {
+    let nt_base = tables.num_terminals as u32;
     // Reference to the completion of `nt` with origin `o`: its fingerprint, or a name when
     // it is a member of this component.
     let code = |s: &Scratch, nt: u32, o: u32| -> u64 {
         if o < m {
             return earlier_cfp(stack, nt_base, o, nt);
         }
-        match s.buckets.binary_search_by_key(&(nt_base + nt), |b| b.key) {
-            Ok(w) if s.t_on[w] => mix64(INTERNAL_CONTEXT ^ nt as u64),
-            Ok(w) => s.buckets[w].cfp,
-            Err(_) => ACCEPT_CONTEXT,
+        match set.find(nt_base + nt) {
+            Some(w) if s.t_on[w] => mix64(INTERNAL_CONTEXT ^ nt as u64),
+            Some(w) => set.cfps[w].get(),
+            None => ACCEPT_CONTEXT,
         }
     };
     let cyclic = s.t_scc.len() > 1 || {
@@ -1206,7 +1270,7 @@ fn hash_component(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: 
         let mut pos = 0;
         let mut self_loop = false;
         loop {
-            match same_set_edge(tables, s, v, pos, m) {
+            match same_set_edge(tables, set, v, pos, m) {
                 Edge::Done => break,
                 Edge::To(w) if w == v => self_loop = true,
                 _ => {}
@@ -1216,13 +1280,12 @@ fn hash_component(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: 
         self_loop
     };
     let item_sum = |s: &Scratch, v: usize, salt: u64| -> u64 {
-        let b = s.buckets[v];
+        let b = set.buckets[v];
         if b.leo_nt != NO_LEO {
             return mix64(salt ^ LEO_CONTEXT ^ mix64(code(s, b.leo_nt, b.leo_origin)));
         }
-        let end = s.buckets.get(v + 1).map_or(s.sorted.len(), |n| n.start as usize);
         let mut sum: u64 = 0;
-        for it in &s.sorted[b.start as usize..end] {
+        for it in set.bucket_items(v) {
             let lhs = tables.dots[it.dotted as usize].lhs;
             sum = sum.wrapping_add(mix64(mix64(salt ^ it.dotted as u64) ^ code(s, lhs, it.origin)));
         }
@@ -1230,7 +1293,7 @@ fn hash_component(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: 
     };
     if !cyclic {
         let v = s.t_scc[0];
-        let b = s.buckets[v];
+        let b = set.buckets[v];
         let cfp = if b.leo_nt != NO_LEO {
             // Transparent: a Leo bucket's future is its top's (this is what makes list
             // continuations hash equal whatever the list's length).
@@ -1238,19 +1301,17 @@ fn hash_component(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: 
         } else {
             mix64(item_sum(s, v, 0) ^ 0x6a09_e667_f3bc_c908)
         };
-        s.buckets[v].cfp = cfp;
+        set.cfps[v].set(cfp);
         s.t_on[v] = false;
         return;
     }
     let mut total: u64 = 0;
-    for i in 0..s.t_scc.len() {
-        let v = s.t_scc[i];
-        let name = s.buckets[v].key as u64;
+    for &v in &s.t_scc {
+        let name = set.buckets[v].key as u64;
         total = total.wrapping_add(item_sum(s, v, mix64(name ^ 0xbb67_ae85_84ca_a73b)));
     }
-    for i in 0..s.t_scc.len() {
-        let v = s.t_scc[i];
-        s.buckets[v].cfp = mix64(mix64(total ^ 0x3c6e_f372_fe94_f82b) ^ s.buckets[v].key as u64);
+    for &v in &s.t_scc {
+        set.cfps[v].set(mix64(mix64(total ^ 0x3c6e_f372_fe94_f82b) ^ set.buckets[v].key as u64));
     }
     for i in 0..s.t_scc.len() {
         let v = s.t_scc[i];
