@@ -44,12 +44,12 @@
 //!
 //! # Fingerprints
 //! See [`Parser::state_fingerprint`]: a hash of the top set's items where each item's origin
-//! is replaced by the fingerprint of what happens when its production completes (Leo chains
-//! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar.
+//! is replaced by a hash of what happens when its production completes (Leo chains
+//! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar. They are
+//! computed lazily, so the many push/pop probes of mask computation never pay for them.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::grammar::ir::{self, Symbol, TerminalId};
@@ -68,7 +68,6 @@ const ACCEPT_CONTEXT: u64 = 0x5e1f_c0de_acce_97ed;
 const INTERNAL_CONTEXT: u64 = 0x1e7e_4a11_0000_0001;
 /// Marks a Leo record inside a strongly connected component.
 const LEO_CONTEXT: u64 = 0x1e0_1e0_1e0;
-
 
 /// A production with a dot position, flattened: `ParserTables::dots[id]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -192,7 +191,8 @@ impl ParserTables {
                 break;
             }
         }
-        let key_nullable = |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
+        let key_nullable =
+            |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
 
         // Flatten dotted items; skip chains computed right to left.
         let mut dots: Vec<DotInfo> = Vec::new();
@@ -201,8 +201,7 @@ impl ParserTables {
             let base = dots.len() as u32;
             prod_base.push(base);
             let n = rhs.len();
-            for dot in 0..=n {
-                let key = if dot < n { rhs[dot] } else { END };
+            for (dot, key) in rhs.iter().copied().chain([END]).enumerate() {
                 dots.push(DotInfo { key, lhs: *lhs, chain_end: base + dot as u32, last: dot + 1 == n });
             }
             for dot in (0..n).rev() {
@@ -802,24 +801,31 @@ impl Parser {
     }
 
     /// A 64-bit hash of the current state's *future*: the set of terminal sequences that can
-    /// still follow and which of them complete a sentence.
+    /// still follow, and which of them complete a sentence.
     ///
-    /// Definition: `fp(set) = mix(accepting, Σ_items mix(dotted, ctx(item)))` where `ctx` of
-    /// an item predicted in this set is a constant (its completion context is this very set,
-    /// which the sum describes), and `ctx` of an item with an earlier origin `o` is
-    /// `H(B, fp(h))` for the completion `(B, h)` that completing the item's production from
-    /// `o` triggers: `(lhs, o)` itself, or the topmost completion of its Leo chain.
+    /// Definition. For a nonterminal `A` and a set `j`, the *completion fingerprint*
+    /// `cfp(A, j)` hashes what completing `A` with origin `j` does: the sum over the items
+    /// of `j` waiting on `A` of `mix(dotted, cfp(lhs, origin))` — or, when `j` has a Leo
+    /// record for `A`, exactly `cfp` of the record's topmost completion; `cfp(S', 0)` is a
+    /// constant "accept". Same-set references (items predicted in `j`) can be cyclic; such
+    /// cycles are hashed as a whole component. Then
+    /// `fp(m) = mix(accepting, Σ mix(dotted, cfp(lhs, origin)))` over the items of the top set
+    /// `m` with origin < `m` (its predicted items are a function of those; set 0 is salted).
     ///
-    /// Guarantee: two states (of parsers over the same [`ParserTables`]) with equal
+    /// Guarantee: two states of parsers over the same [`ParserTables`] with equal
     /// fingerprints have, barring a 64-bit hash collision, the same set of acceptable future
-    /// terminal sequences and the same accepting futures. Reason: by induction over sets, an
-    /// equal fingerprint means the same items with origins whose completion behaviour is
-    /// equal (the Earley steps only ever look at the items of a set and, on completion, at the
-    /// waiters of the origin set, which `fp(h)` covers), and a Leo chain's intermediate
-    /// completions have no effect besides the top one. Unequal fingerprints say nothing
-    /// (different item sets can have the same future); it is a cache key, not an equivalence
-    /// test. Origins are normalised: in a JSON-like grammar the state after `[1, 2,` and after
-    /// `[1, 2, 3,` hash equal, whether lists are left- or right-recursive.
+    /// terminal sequences and the same accepting ones. Reason: the future of an item is
+    /// (rest of its production) · (future of completing its lhs from its origin), and the
+    /// latter is the union over the origin's waiters of the same thing, which is what `cfp`
+    /// hashes, recursively; Leo records are exact (intermediate completions of a chain have
+    /// no other effect). The random-grammar tests check this against an oracle. Unequal
+    /// fingerprints say nothing (it is a cache key, not an equivalence test), but origins
+    /// are normalised through `cfp`, so in a JSON-like grammar the state after `[1, 2,` and
+    /// after `[1, 2, 3,` hash equal (left- or right-recursive lists alike), and so do the
+    /// first and the later members of an object.
+    ///
+    /// Cost: computed on first call and cached inside the (shared) sets; computing it may
+    /// walk back through origin sets not fingerprinted yet (iteratively, each set once).
     pub fn state_fingerprint(&self) -> u64 {
         fingerprint_of(&self.tables, &self.stack(), self.num_sets - 1)
     }

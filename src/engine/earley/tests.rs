@@ -46,7 +46,11 @@ pub(super) fn grammar(src: &str) -> Grammar {
     Grammar {
         terminals: terminals
             .iter()
-            .map(|n| Terminal { name: n.clone(), hir: Hir::literal(n.as_bytes()), literal: Some(n.as_bytes().to_vec()) })
+            .map(|n| Terminal {
+                name: n.clone(),
+                hir: Hir::literal(n.as_bytes()),
+                literal: Some(n.as_bytes().to_vec()),
+            })
             .collect(),
         nonterminals: nts,
         productions,
@@ -525,7 +529,10 @@ fn random_grammar(rng: &mut Rng) -> Grammar {
         rules.push(format!("N{a} -> {}", alts.join(" | ")));
     }
     // Make sure every terminal exists in the IR (possibly unused).
-    rules.push(format!("Z -> {}", (0..nterm).map(|i| format!("'{}'", (b'a' + i as u8) as char)).collect::<Vec<_>>().join(" ")));
+    rules.push(format!(
+        "Z -> {}",
+        (0..nterm).map(|i| format!("'{}'", (b'a' + i as u8) as char)).collect::<Vec<_>>().join(" ")
+    ));
     grammar(&rules.join(";"))
 }
 
@@ -619,8 +626,10 @@ fn bench_push() {
                 seq.push(None);
                 continue;
             }
-            let closing: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}")).collect();
-            let opening: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "[" | "{")).collect();
+            let closing: Vec<TerminalId> =
+                exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}")).collect();
+            let opening: Vec<TerminalId> =
+                exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "[" | "{")).collect();
             let t = if !closing.is_empty() && p.depth() > 300 && rng.below(2) == 0 {
                 closing[0]
             } else if !opening.is_empty() && p.depth() < 100 && rng.below(4) == 0 {
