@@ -707,3 +707,44 @@ fn bench_push() {
         );
     }
 }
+
+#[test]
+fn clones_work_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Parser>();
+    assert_send_sync::<ParserTables>();
+    let g = grammar(JSON_RIGHT);
+    let mut p = parser(&g);
+    push_all(&mut p, &g, "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S");
+    // Fingerprints are computed lazily into shared sets: racing threads must agree.
+    let fps: Vec<u64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let mut q = p.clone();
+                scope.spawn(move || {
+                    let fp = q.state_fingerprint();
+                    q.pop();
+                    (fp, q.state_fingerprint())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                let (a, b) = h.join().expect("thread");
+                [a, b]
+            })
+            .collect()
+    });
+    let fresh = {
+        let mut q = parser(&g);
+        push_all(&mut q, &g, "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S");
+        let a = q.state_fingerprint();
+        q.pop();
+        (a, q.state_fingerprint())
+    };
+    for pair in fps.chunks(2) {
+        assert_eq!((pair[0], pair[1]), fresh);
+    }
+    assert_eq!(p.state_fingerprint(), fresh.0);
+}
