@@ -18,8 +18,9 @@
 //!   its dot is also advanced over every nullable nonterminal that follows (precomputed as a
 //!   contiguous *skip chain* per dotted item). Consequently a completion whose origin is the
 //!   current set never needs processing (its effect is already in the skip chains).
-//! - **Prediction** uses precomputed closures: predicting `B` adds, for every nonterminal in
-//!   `closure(B)` not yet predicted in this set, its precomputed chain-expanded items. A
+//! - **Prediction** uses precomputed tables: predicting `B` adds `B`'s chain-expanded items
+//!   (one precomputed slice) and then predicts the nonterminals those items wait on (another
+//!   precomputed slice per nonterminal, walked with an explicit stack). A
 //!   per-set bitset of predicted nonterminals makes that idempotent; predicted items all have
 //!   origin = the new set, so they never collide with scanned/completed items.
 //! - **Leo items** keep right recursion linear: when a set `j` has exactly one item waiting on
@@ -103,9 +104,10 @@ pub struct ParserTables {
     /// complete ones left out) that predicting `A` adds.
     own_items: Vec<u32>,
     own_ranges: Vec<(u32, u32)>,
-    /// Per nonterminal: the nonterminals predicted along with it (itself first).
-    closure: Vec<u32>,
-    closure_ranges: Vec<(u32, u32)>,
+    /// Per nonterminal: the distinct nonterminals its predicted items wait on (what predicting
+    /// it predicts next). Direct links only, so the tables stay linear in the grammar size.
+    left_nts: Vec<u32>,
+    left_ranges: Vec<(u32, u32)>,
     nullable: Vec<bool>,
     /// Productions dropped because they use an unproductive nonterminal.
     dropped_productions: usize,
@@ -113,7 +115,7 @@ pub struct ParserTables {
 
 impl ParserTables {
     /// Analyse `grammar`: drop productions over unproductive nonterminals, compute nullable
-    /// symbols, flatten (production, dot) pairs, skip chains and prediction closures.
+    /// symbols, flatten (production, dot) pairs, skip chains and prediction links.
     ///
     /// # Panics
     /// If the grammar violates the IR's ID invariant (a symbol or `start` out of range); the
@@ -134,24 +136,16 @@ impl ParserTables {
         }
 
         // Productive nonterminals (least fixpoint), then keep only productions over them.
-        let mut productive = vec![false; n0];
-        loop {
-            let mut changed = false;
-            for p in &grammar.productions {
-                if !productive[p.lhs.0 as usize]
-                    && p.rhs.iter().all(|s| match *s {
-                        Symbol::Terminal(_) => true,
-                        Symbol::Nonterminal(a) => productive[a.0 as usize],
-                    })
-                {
-                    productive[p.lhs.0 as usize] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let productive = least_fixpoint(
+            n0,
+            grammar.productions.iter().map(|p| {
+                let nts = p.rhs.iter().filter_map(|s| match *s {
+                    Symbol::Terminal(_) => None,
+                    Symbol::Nonterminal(a) => Some(a.0),
+                });
+                (p.lhs.0, nts.collect())
+            }),
+        );
         let sym_ok = |s: &Symbol| match *s {
             Symbol::Terminal(_) => true,
             Symbol::Nonterminal(a) => productive[a.0 as usize],
@@ -176,21 +170,14 @@ impl ParserTables {
         }
 
         // Nullable nonterminals (least fixpoint).
-        let mut nullable = vec![false; num_nonterminals];
-        loop {
-            let mut changed = false;
-            for (lhs, rhs) in &prods {
-                if !nullable[*lhs as usize]
-                    && rhs.iter().all(|&k| k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize])
-                {
-                    nullable[*lhs as usize] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        // (Productions with a terminal can never derive ε.)
+        let nullable = least_fixpoint(
+            num_nonterminals,
+            prods
+                .iter()
+                .filter(|(_, rhs)| rhs.iter().all(|&k| k >= num_terminals as u32))
+                .map(|(lhs, rhs)| (*lhs, rhs.iter().map(|&k| k - num_terminals as u32).collect())),
+        );
         let key_nullable =
             |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
 
@@ -232,31 +219,23 @@ impl ParserTables {
             own_ranges.push((start, own_items.len() as u32));
         }
 
-        // Prediction closures (breadth first from each nonterminal).
-        let mut closure = Vec::new();
-        let mut closure_ranges = Vec::with_capacity(num_nonterminals);
+        // Prediction links: the nonterminals each nonterminal's predicted items wait on.
+        let mut left_nts = Vec::new();
+        let mut left_ranges = Vec::with_capacity(num_nonterminals);
         let mut mark = vec![u32::MAX; num_nonterminals];
-        for a in 0..num_nonterminals {
-            let start = closure.len();
-            closure.push(a as u32);
-            mark[a] = a as u32;
-            let mut i = start;
-            while i < closure.len() {
-                let c = closure[i] as usize;
-                let (s, e) = own_ranges[c];
-                for &d in &own_items[s as usize..e as usize] {
-                    let k = dots[d as usize].key;
-                    if k >= num_terminals as u32 {
-                        let b = (k - num_terminals as u32) as usize;
-                        if mark[b] != a as u32 {
-                            mark[b] = a as u32;
-                            closure.push(b as u32);
-                        }
+        for (a, &(s, e)) in own_ranges.iter().enumerate() {
+            let start = left_nts.len() as u32;
+            for &d in &own_items[s as usize..e as usize] {
+                let k = dots[d as usize].key;
+                if k >= num_terminals as u32 {
+                    let b = (k - num_terminals as u32) as usize;
+                    if b != a && mark[b] != a as u32 {
+                        mark[b] = a as u32;
+                        left_nts.push(b as u32);
                     }
                 }
-                i += 1;
             }
-            closure_ranges.push((start as u32, closure.len() as u32));
+            left_ranges.push((start, left_nts.len() as u32));
         }
 
         ParserTables {
@@ -267,8 +246,8 @@ impl ParserTables {
             dots,
             own_items,
             own_ranges,
-            closure,
-            closure_ranges,
+            left_nts,
+            left_ranges,
             nullable,
             dropped_productions,
         }
@@ -303,10 +282,42 @@ impl ParserTables {
         &self.own_items[s as usize..e as usize]
     }
 
-    fn closure_of(&self, a: u32) -> &[u32] {
-        let (s, e) = self.closure_ranges[a as usize];
-        &self.closure[s as usize..e as usize]
+    fn left_of(&self, a: u32) -> &[u32] {
+        let (s, e) = self.left_ranges[a as usize];
+        &self.left_nts[s as usize..e as usize]
     }
+}
+
+/// The least set `X` of nonterminals such that `lhs ∈ X` whenever all of a rule's listed
+/// nonterminals are in `X` (rules given as `(lhs, nonterminals of the rhs)`). Worklist with
+/// per-rule counters: linear in the grammar size, whatever the dependency order.
+fn least_fixpoint(n: usize, rules: impl Iterator<Item = (u32, Vec<u32>)>) -> Vec<bool> {
+    let rules: Vec<(u32, Vec<u32>)> = rules.collect();
+    let mut waiting = vec![0u32; rules.len()];
+    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut marked = vec![false; n];
+    let mut work = Vec::new();
+    for (r, (lhs, nts)) in rules.iter().enumerate() {
+        waiting[r] = nts.len() as u32;
+        for &b in nts {
+            uses[b as usize].push(r as u32);
+        }
+        if nts.is_empty() && !marked[*lhs as usize] {
+            marked[*lhs as usize] = true;
+            work.push(*lhs);
+        }
+    }
+    while let Some(b) = work.pop() {
+        for &r in &uses[b as usize] {
+            waiting[r as usize] -= 1;
+            let lhs = rules[r as usize].0 as usize;
+            if waiting[r as usize] == 0 && !marked[lhs] {
+                marked[lhs] = true;
+                work.push(lhs as u32);
+            }
+        }
+    }
+    marked
 }
 
 /// A set of terminals (bitset over [`TerminalId`]) of a fixed universe size.
@@ -631,6 +642,7 @@ struct Scratch {
     /// Bitset over nonterminals predicted in the set being built.
     predicted: Vec<u64>,
     predicted_touched: Vec<u32>,
+    predict_stack: Vec<u32>,
     sort_keys: Vec<u64>,
     sorted: Vec<Item>,
     buckets: Vec<Bucket>,
@@ -1392,23 +1404,35 @@ impl Scratch {
         }
     }
 
-    /// Predict nonterminal `a` (and its closure) in set `m`.
+    /// Predict nonterminal `a` (and everything it predicts) in set `m`.
     #[inline]
     fn predict(&mut self, tables: &ParserTables, a: u32, m: u32) {
-        if self.predicted[a as usize / 64] >> (a % 64) & 1 == 1 {
+        if !self.mark_predicted(a) {
             return;
         }
-        for &c in tables.closure_of(a) {
-            let (w, bit) = (c as usize / 64, 1u64 << (c % 64));
-            if self.predicted[w] & bit != 0 {
-                continue;
-            }
-            self.predicted[w] |= bit;
-            self.predicted_touched.push(c);
+        self.predict_stack.push(a);
+        while let Some(c) = self.predict_stack.pop() {
             for &d in tables.own(c) {
                 self.items.push(Item { dotted: d, origin: m });
             }
+            for &b in tables.left_of(c) {
+                if self.mark_predicted(b) {
+                    self.predict_stack.push(b);
+                }
+            }
         }
+    }
+
+    /// Marks `a` predicted in the set being built; false if it already was.
+    #[inline]
+    fn mark_predicted(&mut self, a: u32) -> bool {
+        let (w, bit) = (a as usize / 64, 1u64 << (a % 64));
+        if self.predicted[w] & bit != 0 {
+            return false;
+        }
+        self.predicted[w] |= bit;
+        self.predicted_touched.push(a);
+        true
     }
 }
 

@@ -748,3 +748,31 @@ fn clones_work_across_threads() {
     }
     assert_eq!(p.state_fingerprint(), fresh.0);
 }
+
+#[test]
+fn long_rule_chains() {
+    // Right chain (productivity propagates against rule order) and left chain (one set
+    // predicts every nonterminal): built and parsed without recursion.
+    let n = 5000;
+    let right: Vec<String> =
+        (0..n).map(|i| format!("R{i} -> 'a' R{}", i + 1)).chain([format!("R{n} -> 'a'")]).collect();
+    let g = grammar(&right.join(";"));
+    let mut p = parser(&g);
+    for _ in 0..=n {
+        assert!(!p.is_accepting());
+        assert!(p.push(tid(&g, "a")));
+    }
+    assert!(p.is_accepting() && p.expected().is_empty());
+    let left: Vec<String> =
+        (0..n).map(|i| format!("L{i} -> L{} 'b' | 'c'", i + 1)).chain([format!("L{n} -> 'a'")]).collect();
+    let g = grammar(&left.join(";"));
+    let mut p = parser(&g);
+    assert!(p.push(tid(&g, "a")));
+    for _ in 0..n {
+        assert!(!p.is_accepting());
+        assert!(p.push(tid(&g, "b")));
+    }
+    assert!(p.is_accepting());
+    assert!(accepts(&g, "c b b b") && !accepts(&g, "c c"));
+    assert_eq!(p.state_fingerprint(), p.clone().state_fingerprint());
+}
