@@ -849,7 +849,9 @@ impl Parser {
             return false;
         }
         SCRATCH.with_borrow_mut(|s| {
-            let accepting = self.build_set(s, t);
+            let mut stats = self.stats;
+            let accepting = self.build_set(s, t, &mut stats);
+            self.stats = stats;
             self.finish_set(s, accepting);
         });
         true
@@ -857,7 +859,7 @@ impl Parser {
 
     /// Scan `t` from the top set and run completion (prediction happens as items arrive);
     /// leaves the new set's items in `s`. Returns whether it accepts.
-    fn build_set(&mut self, s: &mut Scratch, t: TerminalId) -> bool {
+    fn build_set(&self, s: &mut Scratch, t: TerminalId, stats: &mut ParserStats) -> bool {
         let tables = &*self.tables;
         let m = self.num_sets as u32;
         s.begin(tables);
@@ -872,7 +874,7 @@ impl Parser {
             if !s.seen.insert(completion_key(a, o)) {
                 continue;
             }
-            self.stats.completions += 1;
+            stats.completions += 1;
             if a == tables.accept_nt {
                 accepting = true;
                 continue;
@@ -881,7 +883,7 @@ impl Parser {
             let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
             let bucket = origin_set.buckets[b];
             if bucket.leo_nt != NO_LEO {
-                self.stats.leo_jumps += 1;
+                stats.leo_jumps += 1;
                 let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
                 if !s.seen.insert(completion_key(top_nt, top_origin)) {
                     continue;
@@ -902,6 +904,15 @@ impl Parser {
             }
         }
         accepting
+    }
+
+    /// Whether pushing `t` would leave the parser accepting (`push(t) && is_accepting()`),
+    /// without changing or copying anything: for end-of-sequence checks on shared states.
+    pub fn accepts_after(&self, t: TerminalId) -> bool {
+        if !self.expected.contains(t) {
+            return false;
+        }
+        SCRATCH.with_borrow_mut(|s| self.build_set(s, t, &mut ParserStats::default()))
     }
 
     /// Undo the last successful push (no-op at depth 0).

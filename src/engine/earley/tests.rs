@@ -578,6 +578,10 @@ fn explore(
     }
     let (fp, exp) = (p.state_fingerprint(), p.expected().clone());
     for t in 0..nterm {
+        let after = [w.as_slice(), &[t]].concat();
+        assert_eq!(p.accepts_after(TerminalId(t)), oracle.accepts(&after), "accepts_after {after:?} in {src}");
+    }
+    for t in 0..nterm {
         w.push(t);
         let ok = p.push(TerminalId(t));
         assert_eq!(ok, expected.contains(&t), "push after {:?} in {src}", &w[..w.len() - 1]);
