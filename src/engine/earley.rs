@@ -320,16 +320,79 @@ fn least_fixpoint(n: usize, rules: impl Iterator<Item = (u32, Vec<u32>)>) -> Vec
     marked
 }
 
+/// Bitset words stored inline up to this many (256 terminals), so cloning a parser (which
+/// holds its top set's expected terminals) allocates nothing for most grammars.
+const INLINE_WORDS: usize = 4;
+
+/// The words of a [`TerminalSet`]: inline when few, else on the heap.
+#[derive(Clone)]
+enum Words {
+    Inline { len: u8, words: [u64; INLINE_WORDS] },
+    Heap(Box<[u64]>),
+}
+
+impl Words {
+    fn zeros(n: usize) -> Self {
+        if n <= INLINE_WORDS {
+            Words::Inline { len: n as u8, words: [0; INLINE_WORDS] }
+        } else {
+            Words::Heap(vec![0; n].into_boxed_slice())
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u64];
+
+    #[inline]
+    fn deref(&self) -> &[u64] {
+        match self {
+            Words::Inline { len, words } => &words[..*len as usize],
+            Words::Heap(b) => b,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u64] {
+        match self {
+            Words::Inline { len, words } => &mut words[..*len as usize],
+            Words::Heap(b) => b,
+        }
+    }
+}
+
+impl PartialEq for Words {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Words {}
+
+impl std::hash::Hash for Words {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl std::fmt::Debug for Words {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 /// A set of terminals (bitset over [`TerminalId`]) of a fixed universe size.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TerminalSet {
-    words: Vec<u64>,
+    words: Words,
 }
 
 impl TerminalSet {
     /// The empty set over terminals `0..universe`.
     pub fn new(universe: usize) -> Self {
-        TerminalSet { words: vec![0; universe.div_ceil(64).max(1)] }
+        TerminalSet { words: Words::zeros(universe.div_ceil(64).max(1)) }
     }
 
     pub fn contains(&self, t: TerminalId) -> bool {
@@ -394,12 +457,12 @@ impl TerminalSet {
 
     /// Whether the two sets share a member.
     pub fn intersects(&self, other: &TerminalSet) -> bool {
-        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
+        self.words.iter().zip(other.words.iter()).any(|(a, b)| a & b != 0)
     }
 
     /// `self ∪= other` (over the common universe).
     pub fn union_with(&mut self, other: &TerminalSet) {
-        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
+        self.words.iter_mut().zip(other.words.iter()).for_each(|(a, b)| *a |= b);
     }
 
     /// The raw bitset words (bit `i % 64` of word `i / 64` is terminal `i`).

@@ -120,6 +120,17 @@ fn terminal_set_basics() {
     assert_eq!(s.len(), 2);
     assert!(s.remove(TerminalId(3)) && !s.remove(TerminalId(3)));
     assert_eq!(s.len(), 1);
+    // Large universes live on the heap; same behaviour.
+    let mut big = TerminalSet::new(1000);
+    let mut other = big.clone();
+    assert!(big.insert(TerminalId(999)) && big.insert(TerminalId(64)));
+    assert_ne!(big, other);
+    assert!(!big.intersects(&other));
+    other.union_with(&big);
+    assert_eq!(big, other);
+    assert!(big.intersects(&other));
+    assert_eq!(other.iter().collect::<Vec<_>>(), vec![TerminalId(64), TerminalId(999)]);
+    assert_eq!(big.words().len(), 16);
 }
 
 #[test]
