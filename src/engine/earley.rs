@@ -9,8 +9,8 @@
 //!
 //! # Algorithm
 //! A recognizer (no parse forest), so completed items are never stored:
-//! - **Items** are `(dotted, origin)`: `dotted` is a flattened (production, dot) index
-//!   ([`DottedId`]), `origin` the set where the production was predicted. Every stored item
+//! - **Items** are `(dotted, origin)`, two `u32`s: `dotted` is a flattened (production, dot)
+//!   index, `origin` the set where the production was predicted. Every stored item
 //!   waits on a symbol; sets are sorted into *buckets* by that symbol, so "who waits on
 //!   terminal `t`" (scan) and "who waits on nonterminal `A` in set `j`" (complete) are one
 //!   binary search each, and the expected-terminal set is the list of terminal buckets.
@@ -43,6 +43,12 @@
 //!   push or pop after a clone copies at most the last chunk (copy on write), and a diverging
 //!   clone copies the spine (`depth / CHUNK_SETS` pointers) once per `CHUNK_SETS` pushes.
 //!
+//! # Memory
+//! Sets are stored flat per chunk (items, buckets, expected-terminal bitsets). The working
+//! memory of a push (item buffer, dedup table, predicted bitset, sort keys, emptied chunks
+//! for reuse) is thread-local and shared by all parsers on the thread, so a push allocates
+//! nothing in the steady state and a fresh clone owns no buffers.
+//!
 //! # Fingerprints
 //! See [`Parser::state_fingerprint`]: a hash of the top set's items where each item's origin
 //! is replaced by a hash of what happens when its production completes (Leo chains
@@ -69,10 +75,6 @@ const ACCEPT_CONTEXT: u64 = 0x5e1f_c0de_acce_97ed;
 const INTERNAL_CONTEXT: u64 = 0x1e7e_4a11_0000_0001;
 /// Marks a Leo record inside a strongly connected component.
 const LEO_CONTEXT: u64 = 0x1e0_1e0_1e0;
-
-/// A production with a dot position, flattened: `ParserTables::dots[id]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DottedId(pub u32);
 
 /// What the tables know about one dotted item.
 #[derive(Clone, Copy, Debug)]
