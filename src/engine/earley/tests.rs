@@ -945,3 +945,58 @@ fn long_random_walks_agree_with_textbook_earley() {
     }
     assert!(leo_jumps > 0, "the walks exercised Leo records");
 }
+
+#[test]
+fn random_clone_push_pop_truncate_interleavings() {
+    // Several parsers sharing chunks through clones, mutated in random order; each must
+    // always equal a parser rebuilt from scratch from its own terminal history.
+    let g = grammar(JSON_LEFT);
+    let tables = Arc::new(ParserTables::new(&g));
+    let mut rng = Rng(0xdead_beef_1234_5678);
+    let mut pool: Vec<(Parser, Vec<TerminalId>)> = vec![(Parser::new(Arc::clone(&tables)), Vec::new())];
+    let mut max_depth = 0;
+    for step in 0..3000 {
+        let i = rng.below(pool.len());
+        match rng.below(30) {
+            0 if pool.len() < 8 => {
+                let c = pool[i].clone();
+                pool.push(c);
+            }
+            1 if pool.len() > 1 => {
+                pool.swap_remove(i);
+                continue;
+            }
+            2 => {
+                let d = rng.below(pool[i].1.len() + 1);
+                pool[i].0.truncate(d);
+                pool[i].1.truncate(d);
+            }
+            3 | 4 => {
+                pool[i].0.pop();
+                pool[i].1.pop();
+            }
+            _ => {
+                let exp: Vec<TerminalId> = pool[i].0.expected().iter().collect();
+                if !exp.is_empty() {
+                    // Prefer opening and continuing over closing so the stacks get deep.
+                    let t = exp[rng.below(exp.len())];
+                    assert!(pool[i].0.push(t));
+                    pool[i].1.push(t);
+                }
+            }
+        }
+        let (p, hist) = &pool[i];
+        max_depth = max_depth.max(hist.len());
+        let mut fresh = Parser::new(Arc::clone(&tables));
+        for &t in hist {
+            assert!(fresh.push(t));
+        }
+        assert_eq!(p.depth(), hist.len(), "step {step}");
+        assert_eq!(
+            (p.expected(), p.is_accepting(), p.state_fingerprint()),
+            (fresh.expected(), fresh.is_accepting(), fresh.state_fingerprint()),
+            "step {step}"
+        );
+    }
+    assert!(max_depth > 3 * CHUNK_SETS, "stacks crossed chunk boundaries (max depth {max_depth})");
+}
