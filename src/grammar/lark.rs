@@ -574,7 +574,7 @@ mod tests {
         assert!(parse("start: /a(/", "start").unwrap_err().message.contains("regex"));
         let deep = format!("start: {}\"a\"{}", "(".repeat(60_000), ")".repeat(60_000));
         assert_eq!(parse(&deep, "start").unwrap_err().kind, ErrorKind::Limit);
-        let e = lower::lower(&parse("start: A\nA: \"x\" A | \"y\"", "start").unwrap()).unwrap_err();
+        let e = lower::lower(&parse("start: A\nA: \"x\" A \"x\" | \"y\"", "start").unwrap()).unwrap_err();
         assert!(e.message.contains("not regular"), "{e}");
     }
 }

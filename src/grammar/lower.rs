@@ -4,7 +4,9 @@
 //! # What it does
 //! 1. **Regular rules.** A rule is *regular* when it reaches no cycle of rule references;
 //!    its body then has an equivalent regular expression (references inlined as HIR), unless
-//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes.
+//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes. A rule whose only cycle is a reference
+//!    to itself in tail position (`ws ::= ([ \t\n] ws)?`) is regular too:
+//!    `R = α R | β` has the language `α* β`.
 //! 2. **Promotion** (the engine's speed depends on it: fewer, longer terminals). A rule
 //!    becomes ONE terminal, used wherever the rule is referenced, when it is
 //!    - [`RuleKind::Lexical`] (it must then be regular, else an error), or
@@ -133,6 +135,17 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         refs[i].sort_unstable();
         refs[i].dedup();
     }
+    // Right-linear self recursion (`ws ::= ([ \t\n] ws)?`, `digits ::= [0-9] digits | [0-9]`)
+    // is still regular: R = α₁ R | … | β₁ | … has the language (α₁|…)* (β₁|…).
+    let mut tail_rec: Vec<Option<(Vec<Expr>, Vec<Expr>)>> = vec![None; n];
+    for (i, rule) in def.rules.iter().enumerate() {
+        if refs[i].binary_search(&i).is_ok() {
+            if let Some(split) = tail_split(&rule.expr, RuleId(i as u32)) {
+                tail_rec[i] = Some(split);
+                refs[i].retain(|&r| r != i);
+            }
+        }
+    }
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut pending: Vec<usize> = refs.iter().map(|r| r.len()).collect();
     for (i, rs) in refs.iter().enumerate() {
@@ -160,6 +173,9 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // grow exponentially: `a ::= b b`, `b ::= c c`, ...).
     let mut est_size = vec![usize::MAX; n];
     for &r in &order {
+        if tail_rec[r].is_some() {
+            est_size[r] = 1; // its self references
+        }
         est_size[r] = expr_size(&def.rules[r].expr, &est_size);
     }
     for &r in &order {
@@ -170,7 +186,15 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         }
         let hir = {
             let lookup = |id: RuleId| rule_hir[id.0 as usize].clone();
-            expr_to_hir(&rule.expr, &lookup)
+            match &tail_rec[r] {
+                None => expr_to_hir(&rule.expr, &lookup),
+                Some((prefixes, bases)) => (|| {
+                    let prefixes = prefixes.iter().map(|e| expr_to_hir(e, &lookup)).collect::<Option<Vec<_>>>()?;
+                    let bases = bases.iter().map(|e| expr_to_hir(e, &lookup)).collect::<Option<Vec<_>>>()?;
+                    let star = Hir::repetition(Repetition { min: 0, max: None, greedy: true, sub: Box::new(Hir::alternation(prefixes)) });
+                    Some(Hir::concat(vec![star, Hir::alternation(bases)]))
+                })(),
+            }
         };
         let Some(hir) = hir else {
             too_big[r] = true;
@@ -306,6 +330,51 @@ fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir>
             Hir::repetition(Repetition { min: *min, max: *max, greedy: true, sub: Box::new(expr_to_hir(expr, lookup)?) })
         }
     })
+}
+
+/// Split a rule body that refers to `me` only in tail position into the prefixes α with
+/// `α me` an alternative and the bases β without `me`: `L = (α₁|…)* (β₁|…)`. `None` when
+/// `me` occurs anywhere else.
+fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
+    let mentions = |x: &Expr| {
+        let mut found = false;
+        collect_refs(x, &mut |r| found |= r == me);
+        found
+    };
+    if !mentions(e) {
+        return Some((vec![], vec![e.clone()]));
+    }
+    match e {
+        Expr::Ref(r) if *r == me => Some((vec![Expr::Empty], vec![])),
+        Expr::Alt(v) => {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for x in v {
+                let (xa, xb) = tail_split(x, me)?;
+                a.extend(xa);
+                b.extend(xb);
+            }
+            Some((a, b))
+        }
+        Expr::Seq(v) => {
+            let (last, init) = v.split_last()?;
+            if init.iter().any(mentions) {
+                return None;
+            }
+            let (la, lb) = tail_split(last, me)?;
+            let prefix = |x: Expr| {
+                let mut items = init.to_vec();
+                items.push(x);
+                Expr::Seq(items)
+            };
+            Some((la.into_iter().map(prefix).collect(), lb.into_iter().map(prefix).collect()))
+        }
+        Expr::Repeat { expr, min: 0, max: Some(1) } => {
+            let (a, mut b) = tail_split(expr, me)?;
+            b.push(Expr::Empty);
+            Some((a, b))
+        }
+        _ => None,
+    }
 }
 
 /// Estimated HIR size of `e` with references inlined (saturating).
@@ -707,6 +776,14 @@ ws ::= [ \t\n]*"#,
     fn empty_language_is_an_error() {
         let def = gbnf::parse("root ::= \"a\" root", "root").unwrap();
         assert!(lower(&def).unwrap_err().message.contains("empty"));
+    }
+
+    #[test]
+    fn right_recursive_whitespace_is_one_terminal() {
+        let g = lower_gbnf("root ::= \"ab\" ws \"cd\"\nws ::= ([ \\t\\n] ws)?");
+        assert_eq!(g.terminals.len(), 3, "{:?}", g.terminals);
+        let g = lower_gbnf("root ::= d\nd ::= [0-9] d | [0-9]");
+        assert_eq!(g.terminals.len(), 1);
     }
 
     #[test]
