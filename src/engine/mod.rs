@@ -162,6 +162,7 @@ pub struct CompiledGrammar {
     grammar: ir::Grammar,
     scanner: Scanner,
     follow: Follow,
+    live_follow: Option<tree::LiveFollow>,
     tables: Arc<ParserTables>,
     caches: Mutex<Vec<(u64, Arc<TreeCache>)>>,
 }
@@ -179,8 +180,9 @@ impl CompiledGrammar {
     pub fn new(g: ir::Grammar) -> Result<Arc<Self>, EngineError> {
         let scanner = Scanner::new(&g)?;
         let follow = Follow::new(&g);
+        let live_follow = follow.live_table(&scanner, 64 << 20);
         let tables = Arc::new(ParserTables::new(&g));
-        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, tables, caches: Mutex::new(Vec::new()) }))
+        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, live_follow, tables, caches: Mutex::new(Vec::new()) }))
     }
 
     pub fn grammar(&self) -> &ir::Grammar {
@@ -242,7 +244,7 @@ impl TreeCache {
     /// The tree of scanner state `q`, built on first use.
     pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
         self.trees[q.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, &self.trie, self.vocab_len, q))
+            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, grammar.live_follow.as_ref(), &self.trie, self.vocab_len, q))
         })
     }
 
