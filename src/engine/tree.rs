@@ -330,8 +330,9 @@ impl SubterminalTree {
             for ti in p0..p1 {
                 let (s, n) = threads[ti];
                 let cont = scanner.next(s, b);
-                let cont_ok = n == 0 || live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, cont));
-                if cont != DEAD && cont_ok && !threads[p1..].contains(&(ScanState(cont), n)) {
+                let cont_ok = cont != DEAD
+                    && (n == 0 || live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, cont)));
+                if cont_ok && !threads[p1..].contains(&(ScanState(cont), n)) {
                     threads.push((ScanState(cont), n));
                 }
                 if fresh == DEAD {
