@@ -37,9 +37,10 @@
 //!   extended to a sentence.
 //! - A parser's state is a pure function of the terminals pushed: `push(t); pop()` restores
 //!   exactly the previous state (same `expected()`, same `state_fingerprint()`).
-//! - Cloning is cheap: sets live in `Arc`'d chunks of [`CHUNK_SETS`] sets; a clone copies
-//!   `depth / CHUNK_SETS` pointers, and the first push or pop after a clone copies at most one
-//!   chunk (copy on write).
+//! - Cloning is O(1): sets live in `Arc`'d chunks of [`CHUNK_SETS`] sets, the full chunks in
+//!   one `Arc`'d spine plus the partly filled last chunk; a clone copies two pointers. The first
+//!   push or pop after a clone copies at most the last chunk (copy on write), and a diverging
+//!   clone copies the spine (`depth / CHUNK_SETS` pointers) once per `CHUNK_SETS` pushes.
 //!
 //! # Fingerprints
 //! See [`Parser::state_fingerprint`]: a hash of the top set's items where each item's origin
@@ -47,11 +48,13 @@
 //! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::grammar::ir::{self, Symbol, TerminalId};
 
 /// Sets per copy-on-write chunk of the set stack.
-pub const CHUNK_SETS: usize = 32;
+pub const CHUNK_SETS: usize = 16;
 
 /// Key of a "complete" dotted item (nothing after the dot).
 const END: u32 = u32::MAX;
@@ -60,6 +63,8 @@ const NO_LEO: u32 = u32::MAX;
 /// Fingerprint context of an item predicted in the set itself (its completion context is
 /// the set being hashed).
 const SELF_CONTEXT: u64 = 0x5e1f_c0de_5e1f_c0de;
+/// `SetHeader::fingerprint` not yet computed (a computed 0 is stored as 1).
+const UNKNOWN_FP: u64 = 0;
 
 /// A production with a dot position, flattened: `ParserTables::dots[id]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -407,12 +412,25 @@ struct Bucket {
     leo_origin: u32,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct SetHeader {
     items_start: u32,
     buckets_start: u32,
-    fingerprint: u64,
+    /// The set's fingerprint, computed on first use ([`UNKNOWN_FP`] until then). Shared by
+    /// clones; the value is a pure function of the set stack, so racing writers agree.
+    fingerprint: AtomicU64,
     accepting: bool,
+}
+
+impl Clone for SetHeader {
+    fn clone(&self) -> Self {
+        SetHeader {
+            items_start: self.items_start,
+            buckets_start: self.buckets_start,
+            fingerprint: AtomicU64::new(self.fingerprint.load(Relaxed)),
+            accepting: self.accepting,
+        }
+    }
 }
 
 /// Up to [`CHUNK_SETS`] consecutive Earley sets, stored flat.
@@ -438,7 +456,7 @@ impl Chunk {
         if n >= self.sets.len() {
             return;
         }
-        let h = self.sets[n];
+        let h = &self.sets[n];
         self.items.truncate(h.items_start as usize);
         self.buckets.truncate(h.buckets_start as usize);
         self.expected.truncate(n * words);
@@ -459,6 +477,7 @@ impl Chunk {
         }
     }
 
+    #[inline]
     fn set(&self, local: usize, words: usize) -> SetRef<'_> {
         let h = &self.sets[local];
         let (items_end, buckets_end) = match self.sets.get(local + 1) {
@@ -484,8 +503,17 @@ struct SetRef<'a> {
 }
 
 impl<'a> SetRef<'a> {
+    #[inline]
     fn find(&self, key: u32) -> Option<usize> {
         self.buckets.binary_search_by_key(&key, |b| b.key).ok()
+    }
+
+    /// All items of the set.
+    fn all_items(&self) -> &'a [Item] {
+        match self.buckets.first() {
+            Some(b) => &self.items[b.start as usize..],
+            None => &[],
+        }
     }
 
     fn bucket_items(&self, b: usize) -> &'a [Item] {
@@ -527,7 +555,7 @@ impl StampSet {
     }
 
     /// Inserts `key`; returns whether it was absent.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, key: u64) -> bool {
         if (self.len + 1) * 2 > self.keys.len() {
             self.grow();
@@ -548,6 +576,7 @@ impl StampSet {
         }
     }
 
+    #[cold]
     fn grow(&mut self) {
         let old_keys = std::mem::take(&mut self.keys);
         let old_stamps = std::mem::take(&mut self.stamps);
@@ -581,9 +610,36 @@ struct Scratch {
     leo_state: Vec<u8>,
     leo_path: Vec<usize>,
     expected: Vec<u64>,
-    /// A chunk kept for reuse after popping a whole chunk.
-    spare: Option<Chunk>,
-    stats: ParserStats,
+    /// Emptied chunks kept for reuse (at most [`SPARE_CHUNKS`]), so pushing and popping
+    /// across a chunk boundary allocates nothing.
+    spare: Vec<Chunk>,
+}
+
+const SPARE_CHUNKS: usize = 64;
+
+impl Scratch {
+    fn take_chunk(&mut self, words: usize) -> Chunk {
+        self.spare.pop().unwrap_or_else(|| Chunk {
+            sets: Vec::with_capacity(CHUNK_SETS),
+            items: Vec::with_capacity(CHUNK_SETS * 32),
+            buckets: Vec::with_capacity(CHUNK_SETS * 16),
+            expected: Vec::with_capacity(CHUNK_SETS * words),
+        })
+    }
+
+    fn recycle(&mut self, chunk: Arc<Chunk>) {
+        if self.spare.len() < SPARE_CHUNKS
+            && let Ok(mut c) = Arc::try_unwrap(chunk)
+        {
+            c.clear();
+            self.spare.push(c);
+        }
+    }
+}
+
+thread_local! {
+    /// Working memory shared by all parsers on a thread, so a fresh clone allocates nothing.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// Work counters (for tests that check linearity independently of timing).
@@ -600,11 +656,14 @@ pub struct ParserStats {
 /// Incremental Earley parser state: a stack of Earley sets, one per terminal pushed.
 pub struct Parser {
     tables: Arc<ParserTables>,
-    chunks: Vec<Arc<Chunk>>,
+    /// Full chunks (each exactly `CHUNK_SETS` sets), shared copy-on-write.
+    full: Arc<Vec<Arc<Chunk>>>,
+    /// The last chunk: 1..=CHUNK_SETS sets (empty only while `new` builds set 0).
+    last: Arc<Chunk>,
     num_sets: usize,
     /// The top set's expected terminals (a copy, so `expected()` can return a reference).
     expected: TerminalSet,
-    scratch: Scratch,
+    stats: ParserStats,
 }
 
 impl Clone for Parser {
@@ -612,10 +671,11 @@ impl Clone for Parser {
     fn clone(&self) -> Self {
         Parser {
             tables: Arc::clone(&self.tables),
-            chunks: self.chunks.clone(),
+            full: Arc::clone(&self.full),
+            last: Arc::clone(&self.last),
             num_sets: self.num_sets,
             expected: self.expected.clone(),
-            scratch: Scratch::default(),
+            stats: self.stats,
         }
     }
 }
@@ -659,24 +719,23 @@ fn completion_key(a: u32, o: u32) -> u64 {
 impl Parser {
     /// A parser before any terminal: the set predicted from the start symbol.
     pub fn new(tables: Arc<ParserTables>) -> Self {
+        let first = SCRATCH.with_borrow_mut(|s| s.take_chunk(tables.words));
         let mut p = Parser {
             expected: TerminalSet::new(tables.num_terminals),
             tables,
-            chunks: Vec::new(),
+            full: Arc::new(Vec::new()),
+            last: Arc::new(first),
             num_sets: 0,
-            scratch: Scratch::default(),
+            stats: ParserStats::default(),
         };
-        let tables = Arc::clone(&p.tables);
-        let s = &mut p.scratch;
-        s.begin(&tables);
-        let accept = tables.accept_nt;
-        let accepting = tables.nullable[accept as usize];
-        if tables.own(accept).is_empty() && !accepting {
-            // Empty language (unproductive start): no items at all.
-        } else {
-            s.predict(&tables, accept, 0);
-        }
-        p.finish_set(&tables, accepting);
+        SCRATCH.with_borrow_mut(|s| {
+            let tables = &*p.tables;
+            s.begin(tables);
+            let accept = tables.accept_nt;
+            // Empty language (unproductive start): `accept` has no items at all.
+            s.predict(tables, accept, 0);
+            p.finish_set(s, tables.nullable[accept as usize]);
+        });
         p
     }
 
@@ -706,7 +765,7 @@ impl Parser {
 
     /// Work counters accumulated by this parser value's pushes (not shared with clones).
     pub fn stats(&self) -> ParserStats {
-        self.scratch.stats
+        self.stats
     }
 
     /// A 64-bit hash of the current state's *future*: the set of terminal sequences that can
@@ -729,7 +788,7 @@ impl Parser {
     /// test. Origins are normalised: in a JSON-like grammar the state after `[1, 2,` and after
     /// `[1, 2, 3,` hash equal, whether lists are left- or right-recursive.
     pub fn state_fingerprint(&self) -> u64 {
-        self.top().header.fingerprint
+        fingerprint_of(&self.tables, &self.stack(), self.num_sets - 1)
     }
 
     /// Advance by one terminal; returns false and leaves the state unchanged if it cannot
@@ -738,54 +797,60 @@ impl Parser {
         if !self.expected.contains(t) {
             return false;
         }
-        let tables = Arc::clone(&self.tables);
+        SCRATCH.with_borrow_mut(|s| {
+            let accepting = self.build_set(s, t);
+            self.finish_set(s, accepting);
+        });
+        true
+    }
+
+    /// Scan `t` from the top set and run completion (prediction happens as items arrive);
+    /// leaves the new set's items in `s`. Returns whether it accepts.
+    fn build_set(&mut self, s: &mut Scratch, t: TerminalId) -> bool {
+        let tables = &*self.tables;
         let m = self.num_sets as u32;
-        self.scratch.begin(&tables);
+        s.begin(tables);
         let mut accepting = false;
-        {
-            let chunks = &self.chunks;
-            let s = &mut self.scratch;
-            let top = set_ref(chunks, m as usize - 1, tables.words);
-            let b = top.find(t.0).expect("expected terminal has a bucket");
-            for it in top.bucket_items(b) {
-                s.add_kernel(&tables, it.dotted + 1, it.origin, m);
+        let chunks = Stack { full: &self.full, last: &self.last, words: tables.words };
+        let top = chunks.set(m as usize - 1);
+        let b = top.find(t.0).expect("expected terminal has a bucket");
+        for it in top.bucket_items(b) {
+            s.add_kernel(tables, it.dotted + 1, it.origin, m);
+        }
+        while let Some((a, o)) = s.completions.pop() {
+            if !s.seen.insert(completion_key(a, o)) {
+                continue;
             }
-            while let Some((a, o)) = s.completions.pop() {
-                if !s.seen.insert(completion_key(a, o)) {
+            self.stats.completions += 1;
+            if a == tables.accept_nt {
+                accepting = true;
+                continue;
+            }
+            let origin_set = chunks.set(o as usize);
+            let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
+            let bucket = origin_set.buckets[b];
+            if bucket.leo_nt != NO_LEO {
+                self.stats.leo_jumps += 1;
+                let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
+                if !s.seen.insert(completion_key(top_nt, top_origin)) {
                     continue;
                 }
-                s.stats.completions += 1;
-                if a == tables.accept_nt {
+                if top_nt == tables.accept_nt {
                     accepting = true;
                     continue;
                 }
-                let origin_set = set_ref(chunks, o as usize, tables.words);
-                let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
-                let bucket = origin_set.buckets[b];
-                if bucket.leo_nt != NO_LEO {
-                    s.stats.leo_jumps += 1;
-                    let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
-                    if !s.seen.insert(completion_key(top_nt, top_origin)) {
-                        continue;
-                    }
-                    if top_nt == tables.accept_nt {
-                        accepting = true;
-                        continue;
-                    }
-                    let top_set = set_ref(chunks, top_origin as usize, tables.words);
-                    let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else { continue };
-                    for it in top_set.bucket_items(tb) {
-                        s.add_kernel(&tables, it.dotted + 1, it.origin, m);
-                    }
-                } else {
-                    for it in origin_set.bucket_items(b) {
-                        s.add_kernel(&tables, it.dotted + 1, it.origin, m);
-                    }
+                let top_set = chunks.set(top_origin as usize);
+                let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else { continue };
+                for it in top_set.bucket_items(tb) {
+                    s.add_kernel(tables, it.dotted + 1, it.origin, m);
+                }
+            } else {
+                for it in origin_set.bucket_items(b) {
+                    s.add_kernel(tables, it.dotted + 1, it.origin, m);
                 }
             }
         }
-        self.finish_set(&tables, accepting);
-        true
+        accepting
     }
 
     /// Undo the last successful push (no-op at depth 0).
@@ -802,45 +867,59 @@ impl Parser {
             return;
         }
         let words = self.tables.words;
-        let keep_chunks = keep.div_ceil(CHUNK_SETS);
-        while self.chunks.len() > keep_chunks {
-            let c = self.chunks.pop().expect("chunk");
-            if self.scratch.spare.is_none()
-                && let Ok(mut c) = Arc::try_unwrap(c)
-            {
-                c.clear();
-                self.scratch.spare = Some(c);
-            }
+        // Index of the chunk that will hold the new top set (`keep - 1`).
+        let keep_full = (keep - 1) / CHUNK_SETS;
+        if keep_full < self.full.len() {
+            SCRATCH.with_borrow_mut(|s| {
+                let new_last = match Arc::get_mut(&mut self.full) {
+                    Some(v) => {
+                        while v.len() > keep_full + 1 {
+                            s.recycle(v.pop().expect("chunk"));
+                        }
+                        v.pop().expect("chunk")
+                    }
+                    None => {
+                        let c = Arc::clone(&self.full[keep_full]);
+                        self.full = Arc::new(self.full[..keep_full].to_vec());
+                        c
+                    }
+                };
+                s.recycle(std::mem::replace(&mut self.last, new_last));
+            });
         }
-        let local = keep - (keep_chunks - 1) * CHUNK_SETS;
-        let last = self.chunks.last_mut().expect("set 0 is never popped");
-        if local < last.sets.len() {
-            match Arc::get_mut(last) {
+        let local = keep - keep_full * CHUNK_SETS;
+        if local < self.last.sets.len() {
+            match Arc::get_mut(&mut self.last) {
                 Some(c) => c.truncate(local, words),
-                None => *last = Arc::new(last.prefix(local, words)),
+                None => self.last = Arc::new(self.last.prefix(local, words)),
             }
         }
         self.num_sets = keep;
         self.refresh_expected();
     }
 
+    fn stack(&self) -> Stack<'_> {
+        Stack { full: &self.full, last: &self.last, words: self.tables.words }
+    }
+
     fn top(&self) -> SetRef<'_> {
-        set_ref(&self.chunks, self.num_sets - 1, self.tables.words)
+        self.stack().set(self.num_sets - 1)
     }
 
     fn refresh_expected(&mut self) {
         let words = self.tables.words;
-        let top = set_ref(&self.chunks, self.num_sets - 1, words);
-        self.expected.words.copy_from_slice(top.expected);
+        let stack = Stack { full: &self.full, last: &self.last, words };
+        self.expected.words.copy_from_slice(stack.set(self.num_sets - 1).expected);
     }
 
     /// Sort the scratch items into buckets, resolve Leo records, fingerprint, and append the
     /// set to the stack.
-    fn finish_set(&mut self, tables: &ParserTables, accepting: bool) {
+    fn finish_set(&mut self, s: &mut Scratch, accepting: bool) {
+        let tables = &*self.tables;
         let m = self.num_sets as u32;
         let words = tables.words;
-        let s = &mut self.scratch;
-        s.stats.items_added += s.items.len() as u64;
+        let stack = Stack { full: &self.full, last: &self.last, words };
+        self.stats.items_added += s.items.len() as u64;
 
         // Bucket the items by the symbol after the dot (stable within a bucket).
         s.sort_keys.clear();
@@ -884,7 +963,7 @@ impl Parser {
                 };
                 let b_nt = tables.dots[w.dotted as usize].lhs;
                 if w.origin < m {
-                    let (nt, o) = earlier_leo(&self.chunks, words, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
+                    let (nt, o) = earlier_leo(&stack, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
                     s.buckets[cur].leo_nt = nt;
                     s.buckets[cur].leo_origin = o;
                     s.leo_state[cur] = 2;
@@ -942,32 +1021,18 @@ impl Parser {
             }
         }
 
-        // Fingerprint (order-independent sum of item hashes).
-        let mut sum: u64 = 0;
-        for it in &s.sorted {
-            let ctx = if it.origin == m {
-                SELF_CONTEXT
-            } else {
-                let lhs = tables.dots[it.dotted as usize].lhs;
-                let (nt, o) = earlier_leo(&self.chunks, words, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin));
-                completion_context(nt, set_ref(&self.chunks, o as usize, words).header.fingerprint)
-            };
-            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
-        }
-        let fingerprint = mix64(sum ^ if accepting { 0xacce_97ed } else { 0 });
-
         // Append to the stack.
-        let need_new = self.chunks.last().is_none_or(|c| c.sets.len() >= CHUNK_SETS);
-        if need_new {
-            let c = s.spare.take().unwrap_or_default();
-            self.chunks.push(Arc::new(c));
+        if self.last.sets.len() >= CHUNK_SETS {
+            let fresh = Arc::new(s.take_chunk(words));
+            let full_chunk = std::mem::replace(&mut self.last, fresh);
+            Arc::make_mut(&mut self.full).push(full_chunk);
         }
-        let chunk = Arc::make_mut(self.chunks.last_mut().expect("chunk"));
+        let chunk = Arc::make_mut(&mut self.last);
         let items_start = chunk.items.len() as u32;
         chunk.sets.push(SetHeader {
             items_start,
             buckets_start: chunk.buckets.len() as u32,
-            fingerprint,
+            fingerprint: AtomicU64::new(UNKNOWN_FP),
             accepting,
         });
         chunk.items.extend_from_slice(&s.sorted);
@@ -978,6 +1043,53 @@ impl Parser {
     }
 }
 
+/// The fingerprint of set `j` (see [`Parser::state_fingerprint`]), computing and caching it
+/// and any missing fingerprints of the sets it depends on (iteratively: the dependency chain
+/// can be as long as the stack).
+fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
+    let known = stack.set(j).header.fingerprint.load(Relaxed);
+    if known != UNKNOWN_FP {
+        return known;
+    }
+    let nt_base = tables.num_terminals as u32;
+    // The completion `(nt, set)` an item of origin `o` < its set triggers.
+    let context_of = |it: &Item| {
+        let lhs = tables.dots[it.dotted as usize].lhs;
+        earlier_leo(stack, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin))
+    };
+    let mut work = vec![j];
+    while let Some(&x) = work.last() {
+        let set = stack.set(x);
+        if set.header.fingerprint.load(Relaxed) != UNKNOWN_FP {
+            work.pop();
+            continue;
+        }
+        let items = set.all_items();
+        let missing = items.iter().filter(|it| (it.origin as usize) < x).map(&context_of).find(|&(_, o)| {
+            stack.set(o as usize).header.fingerprint.load(Relaxed) == UNKNOWN_FP
+        });
+        if let Some((_, o)) = missing {
+            work.push(o as usize);
+            continue;
+        }
+        // Order-independent sum of item hashes.
+        let mut sum: u64 = 0;
+        for it in items {
+            let ctx = if it.origin as usize == x {
+                SELF_CONTEXT
+            } else {
+                let (nt, o) = context_of(it);
+                completion_context(nt, stack.set(o as usize).header.fingerprint.load(Relaxed))
+            };
+            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
+        }
+        let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 }).max(1);
+        set.header.fingerprint.store(fp, Relaxed);
+        work.pop();
+    }
+    stack.set(j).header.fingerprint.load(Relaxed)
+}
+
 /// The only item of new-set bucket `b`, if it has exactly one.
 fn bucket_single(buckets: &[Bucket], items: &[Item], b: usize) -> Option<Item> {
     let start = buckets[b].start as usize;
@@ -986,15 +1098,27 @@ fn bucket_single(buckets: &[Bucket], items: &[Item], b: usize) -> Option<Item> {
 }
 
 /// The Leo record of finished set `o` for nonterminal `nt`, if any.
-fn earlier_leo(chunks: &[Arc<Chunk>], words: usize, nt_base: u32, o: u32, nt: u32) -> Option<(u32, u32)> {
-    let set = set_ref(chunks, o as usize, words);
+fn earlier_leo(stack: &Stack<'_>, nt_base: u32, o: u32, nt: u32) -> Option<(u32, u32)> {
+    let set = stack.set(o as usize);
     let b = set.find(nt_base + nt)?;
     let bucket = set.buckets[b];
     (bucket.leo_nt != NO_LEO).then_some((bucket.leo_nt, bucket.leo_origin))
 }
 
-fn set_ref(chunks: &[Arc<Chunk>], j: usize, words: usize) -> SetRef<'_> {
-    chunks[j / CHUNK_SETS].set(j % CHUNK_SETS, words)
+/// Read access to the set stack (full chunks, then the last one).
+struct Stack<'a> {
+    full: &'a [Arc<Chunk>],
+    last: &'a Chunk,
+    words: usize,
+}
+
+impl<'a> Stack<'a> {
+    #[inline]
+    fn set(&self, j: usize) -> SetRef<'a> {
+        let c = j / CHUNK_SETS;
+        let chunk: &'a Chunk = if c < self.full.len() { &self.full[c] } else { self.last };
+        chunk.set(j % CHUNK_SETS, self.words)
+    }
 }
 
 impl Scratch {

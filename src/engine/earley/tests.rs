@@ -330,6 +330,41 @@ fn clones_are_independent() {
 }
 
 #[test]
+fn lazy_fingerprints_match_eager_ones() {
+    let g = grammar(JSON_RIGHT);
+    let input: Vec<TerminalId> = "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S ]"
+        .split_whitespace()
+        .map(|n| tid(&g, n))
+        .collect();
+    let mut eager = parser(&g);
+    let mut fps = vec![eager.state_fingerprint()];
+    for &t in &input {
+        assert!(eager.push(t));
+        fps.push(eager.state_fingerprint());
+    }
+    for skip in [1, 2, 3, 7] {
+        let mut lazy = parser(&g);
+        for (i, &t) in input.iter().enumerate() {
+            assert!(lazy.push(t));
+            if (i + 1) % skip == 0 {
+                assert_eq!(lazy.state_fingerprint(), fps[i + 1], "after {} terminals", i + 1);
+            }
+        }
+        assert_eq!(lazy.state_fingerprint(), fps[input.len()]);
+    }
+    // A deep dependency chain is computed without recursion.
+    let mut deep = parser(&g);
+    for _ in 0..100_000 {
+        assert!(deep.push(tid(&g, "[")));
+    }
+    let mut other = deep.clone();
+    assert!(deep.push(tid(&g, "N")));
+    let fp = deep.state_fingerprint();
+    assert!(other.push(tid(&g, "[")) && other.push(tid(&g, "]")));
+    assert_eq!(other.state_fingerprint(), fp, "`[^n [ ]` has the future of `[^n N`");
+}
+
+#[test]
 fn fingerprint_normalises_list_length() {
     for src in [JSON_RIGHT, JSON_LEFT] {
         let g = grammar(src);
@@ -584,8 +619,11 @@ fn bench_push() {
                 continue;
             }
             let closing: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}")).collect();
-            let t = if !closing.is_empty() && p.depth() > 40 && rng.below(2) == 0 {
+            let opening: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "[" | "{")).collect();
+            let t = if !closing.is_empty() && p.depth() > 300 && rng.below(2) == 0 {
                 closing[0]
+            } else if !opening.is_empty() && p.depth() < 100 && rng.below(4) == 0 {
+                opening[rng.below(opening.len())]
             } else {
                 exp[rng.below(exp.len())]
             };
@@ -594,17 +632,25 @@ fn bench_push() {
         }
         let start = std::time::Instant::now();
         let mut p = Parser::new(Arc::clone(&tables));
-        let mut pushes = 0;
+        let (mut pushes, mut depth_sum) = (0, 0);
         for t in &seq {
             match t {
                 Some(t) => {
                     p.push(*t);
                     pushes += 1;
+                    depth_sum += p.depth();
                 }
                 None => p.truncate(0),
             }
         }
         let per_push = start.elapsed().as_nanos() as f64 / pushes as f64;
+        let st = p.stats();
+        eprintln!(
+            "{name}: per push {:.1} items, {:.2} completions, {:.2} Leo jumps",
+            st.items_added as f64 / pushes as f64,
+            st.completions as f64 / pushes as f64,
+            st.leo_jumps as f64 / pushes as f64
+        );
         // push+pop of every expected terminal at each position (the engine's mask pattern)
         let mut p = Parser::new(Arc::clone(&tables));
         let start = std::time::Instant::now();
@@ -623,17 +669,31 @@ fn bench_push() {
             }
         }
         let per_probe = start.elapsed().as_nanos() as f64 / probes as f64;
-        let start = std::time::Instant::now();
-        let mut clones = 0;
-        for _ in 0..10_000 {
-            let q = p.clone();
-            std::hint::black_box(&q);
-            clones += 1;
+        // Clone (+ first push on the clone) deep inside a long array, the engine's per-token
+        // pattern for candidate configurations.
+        let mut deep = Parser::new(Arc::clone(&tables));
+        let (open, num, comma) = (tid(&g, "["), tid(&g, "N"), tid(&g, ","));
+        assert!(deep.push(open) && deep.push(num));
+        while deep.depth() < 1000 {
+            assert!(deep.push(comma) && deep.push(num));
         }
-        let per_clone = start.elapsed().as_nanos() as f64 / clones as f64;
+        let start = std::time::Instant::now();
+        for _ in 0..10_000 {
+            std::hint::black_box(deep.clone());
+        }
+        let per_clone = start.elapsed().as_nanos() as f64 / 10_000.0;
+        let start = std::time::Instant::now();
+        for _ in 0..10_000 {
+            let mut q = deep.clone();
+            q.push(comma);
+            std::hint::black_box(&q);
+        }
+        let per_clone_push = start.elapsed().as_nanos() as f64 / 10_000.0;
         eprintln!(
-            "{name}: push {per_push:.0} ns ({pushes} pushes), push+pop {per_probe:.0} ns, clone at depth {} {per_clone:.0} ns",
-            p.depth()
+            "{name}: push {per_push:.0} ns ({pushes} pushes, mean depth {:.0}), push+pop {per_probe:.0} ns, \
+             at depth {}: clone {per_clone:.0} ns, clone+push {per_clone_push:.0} ns",
+            depth_sum as f64 / pushes as f64,
+            deep.depth()
         );
     }
 }
