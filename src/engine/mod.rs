@@ -248,11 +248,21 @@ impl TreeCache {
         })
     }
 
-    /// Build every scanner state's tree now (the paper's offline setting).
-    pub fn precompute_all(&self, grammar: &CompiledGrammar) {
-        for q in 0..self.trees.len() {
-            self.tree(grammar, ScanState(q as u32));
+    /// Build the tree of every scanner state a constraint can be in between tokens (the
+    /// paper's offline setting): breadth-first from the start state through the states tokens
+    /// end in. Returns the number of trees built.
+    pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
+        let mut seen = vec![false; self.trees.len()];
+        let mut queue = vec![Scanner::START];
+        seen[0] = true;
+        while let Some(q) = queue.pop() {
+            for &e in self.tree(grammar, q).end_states() {
+                if !std::mem::replace(&mut seen[e.0 as usize], true) {
+                    queue.push(e);
+                }
+            }
         }
+        seen.iter().filter(|&&s| s).count()
     }
 
     pub fn stats(&self) -> TreeStats {

@@ -270,6 +270,8 @@ pub struct TreeNode {
 /// The subterminal tree `T_q` of one scanner state (see the module doc).
 #[derive(Debug)]
 pub struct SubterminalTree {
+    /// Scanner states some token ends in (the states whose trees a walk can need next).
+    end_states: Box<[ScanState]>,
     nodes: Vec<TreeNode>,
     children: Vec<u32>,
     groups: Vec<Group>,
@@ -316,6 +318,8 @@ impl SubterminalTree {
             }
         }
         let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
+        let mut end_seen = vec![0u64; scanner.num_states().div_ceil(64)];
+        let mut end_states: Vec<ScanState> = Vec::new();
         let mut i = 0usize;
         while i < trie.nodes.len() {
             let tn = trie.nodes[i];
@@ -371,6 +375,10 @@ impl SubterminalTree {
             let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
+                    if end_seen[s.0 as usize / 64] >> (s.0 % 64) & 1 == 0 {
+                        end_seen[s.0 as usize / 64] |= 1 << (s.0 % 64);
+                        end_states.push(s);
+                    }
                     let live = scanner.live_set(s);
                     // Direct-mapped cache of (node, live set) → group index: nodes may have
                     // hundreds of groups, and neighbouring trie nodes hit the same ones.
@@ -414,7 +422,13 @@ impl SubterminalTree {
                 groups: g0..groups.len() as u32,
             });
         }
-        SubterminalTree { nodes: out_nodes, children, groups }
+        end_states.sort_unstable();
+        SubterminalTree { end_states: end_states.into(), nodes: out_nodes, children, groups }
+    }
+
+    /// Scanner states in which some token ends when starting from this tree's state.
+    pub fn end_states(&self) -> &[ScanState] {
+        &self.end_states
     }
 
     pub fn num_nodes(&self) -> usize {
@@ -427,6 +441,7 @@ impl SubterminalTree {
 
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<TreeNode>()
+            + self.end_states.len() * 4
             + self.children.len() * 4
             + self.groups.iter().map(|g| std::mem::size_of::<Group>() + g.tokens.memory_bytes()).sum::<usize>()
     }
