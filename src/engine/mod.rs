@@ -87,7 +87,7 @@ pub mod tree;
 pub mod trie;
 
 use crate::grammar::ir;
-use crate::lexer::{DEAD, LexerError, ScanState, Scanner};
+use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
 use std::collections::HashMap;
@@ -209,11 +209,13 @@ impl CompiledGrammar {
     }
 }
 
-/// Per-(grammar, vocabulary) shared state: the vocabulary trie, one lazily built subterminal
-/// tree per scanner state, and the finished-mask cache.
+/// Per-(grammar, vocabulary) shared state: the vocabulary trie, the lazily built subterminal
+/// trees (one per scanner component, and one per scanner state assembled from its
+/// components' trees), and the finished-mask cache.
 pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
+    components: Vec<OnceLock<Arc<SubterminalTree>>>,
     trees: Vec<OnceLock<Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
 }
@@ -221,9 +223,15 @@ pub struct TreeCache {
 /// Totals over the trees built so far.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct TreeStats {
+    /// Scanner-state trees built (assembled or shared with their single component).
     pub trees: usize,
+    /// Component trees built (the walks over the vocabulary).
+    pub component_trees: usize,
+    /// Nodes of the component trees.
     pub tree_nodes: usize,
     pub groups: usize,
+    /// Bytes of all trees (component trees with their token lists, plus the structure of
+    /// assembled scanner-state trees, whose token lists are shared).
     pub memory_bytes: usize,
     pub trie_bytes: usize,
 }
@@ -236,42 +244,90 @@ impl TreeCache {
         TreeCache {
             trie,
             vocab_len: vocab.len(),
+            components: (0..scanner.num_components()).map(|_| OnceLock::new()).collect(),
             trees: (0..scanner.num_states()).map(|_| OnceLock::new()).collect(),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
 
-    /// The tree of scanner state `q`, built on first use.
-    pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
-        self.trees[q.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, grammar.live_follow.as_ref(), &self.trie, self.vocab_len, q))
+    /// The tree of one scanner component, built on first use.
+    pub fn component_tree(&self, grammar: &CompiledGrammar, c: ComponentId) -> &Arc<SubterminalTree> {
+        self.components[c.0 as usize].get_or_init(|| {
+            Arc::new(SubterminalTree::build_component(
+                &grammar.scanner,
+                &grammar.follow,
+                grammar.live_follow.as_ref(),
+                &self.trie,
+                self.vocab_len,
+                c,
+            ))
         })
     }
 
-    /// Build the tree of every scanner state a constraint can be in between tokens (the
-    /// paper's offline setting): breadth-first from the start state through the states tokens
-    /// end in. Returns the number of trees built.
+    /// The tree of scanner state `q`, built (from its components' trees) on first use.
+    pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
+        self.trees[q.0 as usize].get_or_init(|| {
+            let comps = grammar.scanner.components(q);
+            if comps.len() == 1 {
+                return self.component_tree(grammar, comps[0]).clone();
+            }
+            let parts: Vec<&SubterminalTree> = comps.iter().map(|&c| &**self.component_tree(grammar, c)).collect();
+            Arc::new(SubterminalTree::assemble(&parts))
+        })
+    }
+
+    /// Build every tree a constraint can need (the paper's offline setting): the component
+    /// trees reachable from the start state through the states tokens end in, then the
+    /// scanner-state trees made of them. Returns the number of scanner-state trees.
     pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
-        let mut seen = vec![false; self.trees.len()];
-        let mut queue = vec![Scanner::START];
-        seen[0] = true;
-        while let Some(q) = queue.pop() {
-            for &e in self.tree(grammar, q).end_states() {
-                if !std::mem::replace(&mut seen[e.0 as usize], true) {
-                    queue.push(e);
+        let sc = &grammar.scanner;
+        let mut seen = vec![false; self.components.len()];
+        let mut queue: Vec<ComponentId> = Vec::new();
+        let visit = |c: ComponentId, seen: &mut Vec<bool>, queue: &mut Vec<ComponentId>| {
+            if !std::mem::replace(&mut seen[c.0 as usize], true) {
+                queue.push(c);
+            }
+        };
+        for &c in sc.components(Scanner::START) {
+            visit(c, &mut seen, &mut queue);
+        }
+        let mut state_seen = vec![false; self.trees.len()];
+        state_seen[0] = true;
+        while let Some(c) = queue.pop() {
+            let t = self.component_tree(grammar, c).clone();
+            for &e in t.end_components() {
+                visit(e, &mut seen, &mut queue);
+            }
+            for &q in t.end_states() {
+                if !std::mem::replace(&mut state_seen[q.0 as usize], true) {
+                    for &e in sc.components(q) {
+                        visit(e, &mut seen, &mut queue);
+                    }
                 }
             }
         }
-        seen.iter().filter(|&&s| s).count()
+        // Scanner states whose components are all built: assemble their trees.
+        let mut n = 0;
+        for q in 0..self.trees.len() {
+            if sc.components(ScanState(q as u32)).iter().all(|c| seen[c.0 as usize]) {
+                self.tree(grammar, ScanState(q as u32));
+                n += 1;
+            }
+        }
+        n
     }
 
     pub fn stats(&self) -> TreeStats {
         let mut s = TreeStats { trie_bytes: self.trie.memory_bytes(), ..Default::default() };
-        for t in self.trees.iter().filter_map(|t| t.get()) {
-            s.trees += 1;
+        for t in self.components.iter().filter_map(|t| t.get()) {
+            s.component_trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();
             s.memory_bytes += t.memory_bytes();
+        }
+        for t in self.trees.iter().filter_map(|t| t.get()) {
+            s.trees += 1;
+            s.memory_bytes += t.structure_bytes();
         }
         s
     }

@@ -157,10 +157,23 @@ pub struct LiveSetId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ScanState(pub u32);
 
+/// One `(terminal, terminal-DFA state)` pair of a scanner state, interned: a *component*.
+/// Subterminal trees are built per component and shared by every scanner state holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ComponentId(pub u32);
+
 /// The product automaton over all terminals (see the module doc).
 #[derive(Debug)]
 pub struct Scanner {
     num_terminals: usize,
+    dfas: Vec<TerminalDfa>,
+    /// Interned components: `(terminal, terminal-DFA state)`.
+    components: Vec<(ir::TerminalId, u32)>,
+    component_ids: HashMap<(u32, u32), u32>,
+    /// The components of each scanner state.
+    state_components: Vec<Box<[ComponentId]>>,
+    /// The live set `{t}` of each terminal.
+    singleton_live: Vec<LiveSetId>,
     /// Byte → class.
     classes: [u8; 256],
     num_classes: usize,
@@ -220,9 +233,22 @@ impl Scanner {
         let mut live_sets: Vec<Box<[ir::TerminalId]>> = Vec::new();
         let mut live = Vec::new();
         let mut accepting = Vec::new();
+        let mut components: Vec<(ir::TerminalId, u32)> = Vec::new();
+        let mut component_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut state_components: Vec<Box<[ComponentId]>> = Vec::new();
         let mut i = 0;
         while i < states.len() {
             let cur = states[i].clone();
+            state_components.push(
+                cur.iter()
+                    .map(|&(t, s)| {
+                        ComponentId(*component_ids.entry((t, s)).or_insert_with(|| {
+                            components.push((ir::TerminalId(t), s));
+                            (components.len() - 1) as u32
+                        }))
+                    })
+                    .collect(),
+            );
             let terms: Vec<u32> = cur.iter().map(|p| p.0).collect();
             let lid = *live_intern.entry(terms.clone()).or_insert_with(|| {
                 live_sets.push(terms.iter().map(|&t| ir::TerminalId(t)).collect());
@@ -263,7 +289,28 @@ impl Scanner {
             }
             i += 1;
         }
-        Ok(Scanner { num_terminals: dfas.len(), classes, num_classes, trans, accepting, live, live_sets })
+        let singleton_live = (0..dfas.len() as u32)
+            .map(|t| {
+                LiveSetId(*live_intern.entry(vec![t]).or_insert_with(|| {
+                    live_sets.push(vec![ir::TerminalId(t)].into());
+                    (live_sets.len() - 1) as u32
+                }))
+            })
+            .collect();
+        Ok(Scanner {
+            num_terminals: dfas.len(),
+            dfas,
+            components,
+            component_ids,
+            state_components,
+            singleton_live,
+            classes,
+            num_classes,
+            trans,
+            accepting,
+            live,
+            live_sets,
+        })
     }
 
     /// Next state after byte `b`, or [`DEAD`].
@@ -306,6 +353,39 @@ impl Scanner {
         self.live.len()
     }
 
+    /// The components `(terminal, terminal-DFA state)` of a scanner state.
+    #[inline]
+    pub fn components(&self, s: ScanState) -> &[ComponentId] {
+        &self.state_components[s.0 as usize]
+    }
+
+    /// A component's terminal and terminal-DFA state.
+    #[inline]
+    pub fn component(&self, c: ComponentId) -> (ir::TerminalId, u32) {
+        self.components[c.0 as usize]
+    }
+
+    /// The component of terminal `t` in its DFA state `s`, if some scanner state has it.
+    pub fn component_id(&self, t: ir::TerminalId, s: u32) -> Option<ComponentId> {
+        self.component_ids.get(&(t.0, s)).map(|&c| ComponentId(c))
+    }
+
+    pub fn num_components(&self) -> usize {
+        self.components.len()
+    }
+
+    /// Terminal `t`'s own DFA.
+    #[inline]
+    pub fn terminal_dfa(&self, t: ir::TerminalId) -> &TerminalDfa {
+        &self.dfas[t.0 as usize]
+    }
+
+    /// The interned live set `{t}`.
+    #[inline]
+    pub fn singleton_live(&self, t: ir::TerminalId) -> LiveSetId {
+        self.singleton_live[t.0 as usize]
+    }
+
     pub fn num_terminals(&self) -> usize {
         self.num_terminals
     }
@@ -317,6 +397,9 @@ impl Scanner {
     /// Bytes of heap the tables use.
     pub fn memory_bytes(&self) -> usize {
         self.trans.len() * 4
+            + self.dfas.iter().map(|d| d.next.len() * 4 + d.accept.len()).sum::<usize>()
+            + self.components.len() * 8
+            + self.state_components.iter().map(|c| c.len() * 4 + 16).sum::<usize>()
             + self.accepting.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
             + self.live.len() * 4
             + self.live_sets.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
