@@ -1,7 +1,7 @@
 //! Vocabulary-aligned subterminal trees (DOMINO §3.3).
 //!
-//! For one scanner state `q`, [`SubterminalTree::build`] walks every vocabulary token's bytes
-//! through the scanner and enumerates **every** way to split them into terminal pieces: the
+//! For one scanner state `q`, the tree `T_q` records, for every vocabulary token, **every**
+//! way to split the token's bytes into terminal pieces: the
 //! rest of the terminal in progress, zero or more whole terminals, and the start of a next
 //! terminal. A split is recorded as its sequence of *boundary events* — "terminal `t` ends
 //! here" — followed by the scanner state reached at the token's end (its live terminals
@@ -13,6 +13,20 @@
 //! terminal, and a group is allowed when one of its live terminals is expected by the parser
 //! at that point (so the final partial piece can still be completed into an acceptable
 //! terminal). This is exact: the grammar allows `prefix · token` iff some split passes.
+//!
+//! # Components: how trees are built and shared
+//! A scanner state is a set of *components* `(terminal t, state of t's DFA)`. Before a
+//! token's first boundary each component runs on its own, and the first boundary ends one
+//! specific terminal, after which the walk continues from the scanner's start state whatever
+//! the component was. So [`SubterminalTree::build_component`] walks the vocabulary trie once
+//! per component (a byte trie: shared prefixes are stepped once, and a dead scanner state
+//! skips the whole subtree), and the tree of a scanner state is [`SubterminalTree::assemble`]d
+//! from its components' trees (token lists shared, not copied). At the root each component
+//! contributes one group, "tokens that stay inside `t`", with live set `{t}`; a token that
+//! keeps several components alive is in several root groups, which is exact because a group
+//! is allowed when *some* live terminal is expected. The expensive walks (open-ended
+//! terminals like a string body, present in many scanner states such as every prefix of
+//! every key literal) thus happen once.
 //!
 //! # Boundaries and lookahead
 //! A boundary at byte position 0 of a token ends the terminal that was in progress before
@@ -31,14 +45,15 @@
 //!
 //! # Invariants
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
-//! - Token ids in a group are sorted and distinct; special tokens never appear.
+//! - Token ids in a group are distinct; special tokens never appear.
+//! - Only the component trees own token lists; assembled trees share them (`Arc`).
 
 use super::earley::Parser;
 use super::trie::VocabTrie;
 use crate::grammar::ir::{self, TerminalId};
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
-use std::sync::Arc;
 use crate::vocab::TokenSet;
+use std::sync::Arc;
 
 /// Which terminal can immediately follow which in some sentential form of the grammar.
 #[derive(Clone, Debug)]

@@ -29,7 +29,7 @@ use crate::grammar::ir;
 use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;
 use regex_automata::util::start;
-use regex_automata::Anchored;
+use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
 
 /// No live terminal remains: the byte sequence cannot continue any terminal.
@@ -77,6 +77,9 @@ impl TerminalDfa {
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
+                    // All matches, not leftmost-first: with leftmost-first, `[0-9]|[1-9][0-9]*`
+                    // would stop after "1" (the first alternative wins) and never match "10".
+                    .match_kind(MatchKind::All)
                     .start_kind(StartKind::Anchored)
                     .minimize(false)
                     .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))
@@ -443,6 +446,14 @@ mod tests {
         assert_eq!(sc.live_terminals(sc.live_set(ifx)), &[ir::TerminalId(1)]);
         assert!(sc.walk(Scanner::START, b"i1").is_none());
         assert_eq!(sc.accepting(sc.walk(Scanner::START, b"42").unwrap()), &[ir::TerminalId(2)]);
+    }
+
+    #[test]
+    fn every_match_counts_not_only_the_preferred_alternative() {
+        let g = grammar(&[re("[0-9]|[1-9][0-9]*")]);
+        let sc = Scanner::new(&g).unwrap();
+        let s = sc.walk(Scanner::START, b"10").expect("\"10\" is a prefix");
+        assert_eq!(sc.accepting(s), &[ir::TerminalId(0)]);
     }
 
     #[test]
