@@ -210,29 +210,24 @@ impl CompiledGrammar {
 }
 
 /// Per-(grammar, vocabulary) shared state: the vocabulary trie, the lazily built subterminal
-/// trees (one per scanner component, and one per scanner state assembled from its
-/// components' trees), and the finished-mask cache.
+/// trees (one per scanner component), and the finished-mask cache.
 pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
     components: Vec<OnceLock<Arc<SubterminalTree>>>,
-    trees: Vec<OnceLock<Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
 }
 
 /// Totals over the trees built so far.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct TreeStats {
-    /// Scanner-state trees built (assembled or shared with their single component).
+    /// Component trees built (each one walk over the vocabulary trie).
     pub trees: usize,
-    /// Component trees built (the walks over the vocabulary).
-    pub component_trees: usize,
-    /// Nodes of the component trees.
     pub tree_nodes: usize,
     pub groups: usize,
-    /// Bytes of all trees (component trees with their token lists, plus the structure of
-    /// assembled scanner-state trees, whose token lists are shared).
+    /// Bytes of the trees (nodes, edges, token lists).
     pub memory_bytes: usize,
+    /// Bytes of the vocabulary trie.
     pub trie_bytes: usize,
 }
 
@@ -245,7 +240,6 @@ impl TreeCache {
             trie,
             vocab_len: vocab.len(),
             components: (0..scanner.num_components()).map(|_| OnceLock::new()).collect(),
-            trees: (0..scanner.num_states()).map(|_| OnceLock::new()).collect(),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
@@ -264,21 +258,9 @@ impl TreeCache {
         })
     }
 
-    /// The tree of scanner state `q`, built (from its components' trees) on first use.
-    pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
-        self.trees[q.0 as usize].get_or_init(|| {
-            let comps = grammar.scanner.components(q);
-            if comps.len() == 1 {
-                return self.component_tree(grammar, comps[0]).clone();
-            }
-            let parts: Vec<&SubterminalTree> = comps.iter().map(|&c| &**self.component_tree(grammar, c)).collect();
-            Arc::new(SubterminalTree::assemble(&parts))
-        })
-    }
-
     /// Build every tree a constraint can need (the paper's offline setting): the component
-    /// trees reachable from the start state through the states tokens end in, then the
-    /// scanner-state trees made of them. Returns the number of scanner-state trees.
+    /// trees reachable from the start state through the states tokens end in. Returns the
+    /// number of trees.
     pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
         let sc = &grammar.scanner;
         let mut seen = vec![false; self.components.len()];
@@ -291,9 +273,11 @@ impl TreeCache {
         for &c in sc.components(Scanner::START) {
             visit(c, &mut seen, &mut queue);
         }
-        let mut state_seen = vec![false; self.trees.len()];
+        let mut state_seen = vec![false; sc.num_states()];
         state_seen[0] = true;
+        let mut n = 0;
         while let Some(c) = queue.pop() {
+            n += 1;
             let t = self.component_tree(grammar, c).clone();
             for &e in t.end_components() {
                 visit(e, &mut seen, &mut queue);
@@ -306,28 +290,16 @@ impl TreeCache {
                 }
             }
         }
-        // Scanner states whose components are all built: assemble their trees.
-        let mut n = 0;
-        for q in 0..self.trees.len() {
-            if sc.components(ScanState(q as u32)).iter().all(|c| seen[c.0 as usize]) {
-                self.tree(grammar, ScanState(q as u32));
-                n += 1;
-            }
-        }
         n
     }
 
     pub fn stats(&self) -> TreeStats {
         let mut s = TreeStats { trie_bytes: self.trie.memory_bytes(), ..Default::default() };
         for t in self.components.iter().filter_map(|t| t.get()) {
-            s.component_trees += 1;
+            s.trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();
             s.memory_bytes += t.memory_bytes();
-        }
-        for t in self.trees.iter().filter_map(|t| t.get()) {
-            s.trees += 1;
-            s.memory_bytes += t.structure_bytes();
         }
         s
     }
@@ -497,9 +469,16 @@ impl Constraint {
         let k = self.opts.max_inside();
         let grammar = self.grammar.clone();
         let cache = self.cache.clone();
+        let scanner = &grammar.scanner;
         for c in &mut self.configs {
-            let tree = cache.tree(&grammar, c.scan);
-            tree.mask_into(&grammar.scanner, &mut c.parser, k, out);
+            // Every path of a component's tree starts by continuing or ending its terminal:
+            // only components whose terminal the parser expects can contribute.
+            for &comp in scanner.components(c.scan) {
+                if !c.parser.expected().contains(scanner.component(comp).0) {
+                    continue;
+                }
+                cache.component_tree(&grammar, comp).mask_into(scanner, &mut c.parser, k, out);
+            }
         }
         if self.is_accepting() {
             for &e in self.vocab.eog_tokens() {

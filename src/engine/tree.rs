@@ -46,14 +46,12 @@
 //! # Invariants
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
 //! - Token ids in a group are distinct; special tokens never appear.
-//! - Only the component trees own token lists; assembled trees share them (`Arc`).
 
 use super::earley::Parser;
 use super::trie::VocabTrie;
 use crate::grammar::ir::{self, TerminalId};
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
-use std::sync::Arc;
 
 /// Which terminal can immediately follow which in some sentential form of the grammar.
 #[derive(Clone, Debug)]
@@ -270,8 +268,7 @@ impl TokenList {
 #[derive(Clone, Debug)]
 pub struct Group {
     pub live: LiveSetId,
-    /// Shared between a component's tree and the scanner-state trees assembled from it.
-    pub tokens: Arc<TokenList>,
+    pub tokens: TokenList,
 }
 
 #[derive(Clone, Debug)]
@@ -284,7 +281,7 @@ pub struct TreeNode {
     groups: std::ops::Range<u32>,
 }
 
-/// The subterminal tree of one component or one scanner state (see the module doc).
+/// The subterminal tree of one scanner component (see the module doc).
 #[derive(Debug, Default)]
 pub struct SubterminalTree {
     /// Components some token ends in without a boundary (component trees only).
@@ -457,7 +454,7 @@ impl SubterminalTree {
             children.extend(n.children.iter().map(|c| c.1));
             let g0 = groups.len() as u32;
             for (live, ids) in n.groups {
-                groups.push(Group { live, tokens: Arc::new(TokenList::from_unsorted(ids, vocab_len)) });
+                groups.push(Group { live, tokens: TokenList::from_unsorted(ids, vocab_len) });
             }
             out_nodes.push(TreeNode {
                 terminal: n.terminal,
@@ -479,48 +476,6 @@ impl SubterminalTree {
         }
     }
 
-    /// The tree of a scanner state from its components' trees: one root holding every
-    /// part's root groups and root edges (each part's first edges end its own terminal, so
-    /// edge labels stay distinct); token lists are shared, not copied.
-    pub fn assemble(parts: &[&SubterminalTree]) -> Self {
-        let mut base = Vec::with_capacity(parts.len());
-        let mut next = 1u32;
-        for p in parts {
-            base.push(next);
-            next += p.nodes.len() as u32 - 1;
-        }
-        let remap = |pi: usize, c: u32| base[pi] + c - 1;
-        let mut children = Vec::new();
-        let mut groups = Vec::new();
-        for (pi, p) in parts.iter().enumerate() {
-            let r = &p.nodes[0];
-            children.extend(p.children[r.children.start as usize..r.children.end as usize].iter().map(|&c| remap(pi, c)));
-            groups.extend(p.groups[r.groups.start as usize..r.groups.end as usize].iter().cloned());
-        }
-        let mut nodes = Vec::with_capacity(next as usize);
-        nodes.push(TreeNode {
-            terminal: TerminalId(0),
-            inside: 0,
-            children: 0..children.len() as u32,
-            groups: 0..groups.len() as u32,
-        });
-        for (pi, p) in parts.iter().enumerate() {
-            for n in &p.nodes[1..] {
-                let c0 = children.len() as u32;
-                children.extend(p.children[n.children.start as usize..n.children.end as usize].iter().map(|&c| remap(pi, c)));
-                let g0 = groups.len() as u32;
-                groups.extend(p.groups[n.groups.start as usize..n.groups.end as usize].iter().cloned());
-                nodes.push(TreeNode {
-                    terminal: n.terminal,
-                    inside: n.inside,
-                    children: c0..children.len() as u32,
-                    groups: g0..groups.len() as u32,
-                });
-            }
-        }
-        SubterminalTree { end_components: Box::new([]), end_states: Box::new([]), nodes, children, groups }
-    }
-
     /// Components in which some token ends (without a boundary) from this component tree.
     pub fn end_components(&self) -> &[ComponentId] {
         &self.end_components
@@ -539,16 +494,12 @@ impl SubterminalTree {
         self.groups.len()
     }
 
-    /// Bytes of the tree's own structure (nodes, edges, group headers), token lists excluded.
-    pub fn structure_bytes(&self) -> usize {
+    /// Bytes of the tree: nodes, edges, groups and their token lists.
+    pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<TreeNode>()
             + (self.end_states.len() + self.end_components.len() + self.children.len()) * 4
             + self.groups.len() * std::mem::size_of::<Group>()
-    }
-
-    /// Structure plus token lists (for component trees, which own their lists).
-    pub fn memory_bytes(&self) -> usize {
-        self.structure_bytes() + self.groups.iter().map(|g| g.tokens.memory_bytes()).sum::<usize>()
+            + self.groups.iter().map(|g| g.tokens.memory_bytes()).sum::<usize>()
     }
 
     /// OR into `out` every token whose split the parser accepts, checking at most
