@@ -543,11 +543,42 @@ fn gemma_truncate_and_batched_decoding() {
         .prompt_tokens("The quick brown fox jumps over the lazy dog", false)
         .unwrap();
     let mut s = m.session(session_options()).unwrap();
-    s.decode(&tokens, LogitsAt::All).unwrap();
-    let all: Vec<Vec<f32>> = (0..tokens.len()).map(|i| s.logits(i).to_vec()).collect();
+    s.decode(&tokens[..3], LogitsAt::Last).unwrap();
+    s.decode(&tokens[3..], LogitsAt::All).unwrap();
+    let tail: Vec<Vec<f32>> = (0..tokens.len() - 3)
+        .map(|i| s.logits(i).to_vec())
+        .collect();
+    assert_eq!(tail[0].len(), 262_144);
     s.truncate(3).unwrap();
     s.decode(&tokens[3..], LogitsAt::All).unwrap();
-    for i in 3..tokens.len() {
-        assert!(s.logits(i - 3) == all[i].as_slice(), "position {i}");
+    for (i, want) in tail.iter().enumerate() {
+        assert!(
+            s.logits(i) == want.as_slice(),
+            "position {} differs after truncate + re-decode",
+            i + 3
+        );
+    }
+    let mut seq = m.session(session_options()).unwrap();
+    seq.decode(&tokens[..3], LogitsAt::Last).unwrap();
+    for (i, &t) in tokens[3..].iter().enumerate() {
+        seq.decode(&[t], LogitsAt::Last).unwrap();
+        let d = seq
+            .logits(0)
+            .iter()
+            .zip(&tail[i])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        let am = domino::decode::sampler::argmax(seq.logits(0))
+            == domino::decode::sampler::argmax(&tail[i]);
+        let range = tail[i].iter().cloned().fold(f32::NEG_INFINITY, f32::max)
+            - tail[i].iter().cloned().fold(f32::INFINITY, f32::min);
+        // Batched (GEMM) and single-token (GEMV) kernels round differently on Gemma: up to
+        // ~0.6 on a logit range of ~50 (measured), never enough to move the argmax here.
+        assert!(am, "position {}: greedy choice differs", i + 3);
+        assert!(
+            d < 0.05 * range,
+            "position {}: batched vs sequential differ by {d}",
+            i + 3
+        );
     }
 }
