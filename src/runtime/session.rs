@@ -118,6 +118,10 @@ impl<'m> Session<'m> {
             .with_n_ubatch(options.n_ctx.min(512))
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32);
+        // llama.cpp may write to the model while creating a context (see llama-cpp-2's
+        // `new_context`): never create two at once.
+        static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = CREATING.lock().unwrap_or_else(|e| e.into_inner());
         let ctx = model
             .llama()
             .new_context(super::backend()?, params)
