@@ -11,8 +11,9 @@
 //!   misalignment of the paper's Fig. 2;
 //! - **drafts** (`--draft S`, DOMINO §3.6): up to `S` tokens proposed by a count model
 //!   [`DraftModel`] keyed by [`Constraint::draft_context`] (while its probability reaches the
-//!   threshold), or by the grammar itself where the text is forced (probability 1: the
-//!   tokenizer's first token of the forced bytes). Each proposal is checked with `allows`
+//!   threshold), or else by the grammar itself where the text is forced (probability 1: the
+//!   tokenizer's first token of the forced bytes; the counts go first because they know
+//!   which tokenization of forced text this model actually prefers). Each proposal is checked with `allows`
 //!   and committed so the next proposal sees its context; all of them are rolled back before
 //!   verification.
 //!
@@ -146,7 +147,7 @@ impl Run<'_> {
         out.clear();
         while out.len() < room {
             let ctx = self.constraint.draft_context();
-            let Some(t) = self.forced_token().or_else(|| self.drafts.propose(ctx, threshold)) else {
+            let Some(t) = self.drafts.propose(ctx, threshold).or_else(|| self.forced_token()) else {
                 break;
             };
             if self.vocab.is_eog(t) || self.constraint.commit(t).is_err() {
@@ -338,6 +339,12 @@ pub fn generate_constrained(
                 run.stats.draft_accepted += 1;
             } else {
                 // The model's own token at the first disagreement; drop the rest.
+                crate::log!(
+                    2,
+                    "draft rejected: proposed {:?}, chose {:?}",
+                    String::from_utf8_lossy(run.vocab.bytes(d)),
+                    String::from_utf8_lossy(run.vocab.bytes(y))
+                );
                 session.truncate(session.n_past() - unverified)?;
                 pending = Some((y, lp));
                 break;

@@ -25,8 +25,10 @@ use std::path::Path;
 
 /// Distinct tokens remembered per context.
 pub const MAX_TOKENS_PER_CONTEXT: usize = 32;
-/// A context must have been seen this often before it drafts anything.
-pub const MIN_OBSERVATIONS: u32 = 2;
+/// A context must have been seen this often before it drafts anything (once: under greedy
+/// decoding the same context tends to repeat the same choice, and a wrong draft costs only
+/// verification time).
+pub const MIN_OBSERVATIONS: u32 = 1;
 /// Contexts kept at most (a runaway grammar cannot grow the table without bound).
 pub const MAX_CONTEXTS: usize = 1 << 20;
 
@@ -191,8 +193,9 @@ mod tests {
     #[test]
     fn proposes_the_most_frequent_token_above_the_threshold() {
         let mut m = DraftModel::new(7);
+        assert_eq!(m.propose(1, 0.0), None, "an unseen context drafts nothing");
         m.observe(1, TokenId(5));
-        assert_eq!(m.propose(1, 0.5), None, "one observation is not enough");
+        assert_eq!(m.propose(1, 0.5), Some(TokenId(5)));
         m.observe(1, TokenId(5));
         m.observe(1, TokenId(6));
         m.observe(1, TokenId(6));
