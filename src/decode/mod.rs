@@ -3,8 +3,8 @@
 //! [`generate`] evaluates the prompt in one batch (logits at its last position only), then
 //! repeats: sample a token from the latest logits ([`sampler`]), stop on an end-of-generation
 //! token (`"eos"`) or after `max_tokens` (`"length"`), hand the token's bytes to the
-//! caller's callback, and decode it. It never decodes a token it will not use, so
-//! `forward_passes = 1 + generated_tokens - 1` when it stops on length.
+//! caller's callback, and decode it. It never decodes a token it will not use: stopping on
+//! length after `n` tokens costs `n` forward passes (the prompt's and `n - 1` tokens').
 //!
 //! Extension points: a constraint supplies a mask per step (the sampler already takes one)
 //! and may end generation with `"grammar_end"`; speculation decodes several tokens per pass
