@@ -15,6 +15,11 @@
 //! in the session's KV cache (the last sampled token is decoded only if another step
 //! follows); `tokens`, `logprobs` and the callback calls correspond one to one.
 
+pub mod baselines;
+pub mod constrained;
+pub mod draft_model;
+pub mod methods;
+pub mod opportunistic;
 pub mod sampler;
 
 pub use sampler::{Sampler, SamplingConfig, log_softmax_at};
@@ -71,6 +76,17 @@ pub struct GenerationStats {
     pub decode_ms: f64,
     /// `generated_tokens / decode time`.
     pub tokens_per_s: f64,
+    /// Full mask computations (constrained methods).
+    pub masks_computed: usize,
+    /// Time spent computing them, in microseconds.
+    pub mask_us_total: f64,
+    /// Steps where the model's own top choice (raw argmax) was not allowed.
+    pub interventions: usize,
+    /// Speculative draft tokens proposed and accepted.
+    pub draft_proposed: usize,
+    pub draft_accepted: usize,
+    /// Tokens appended without consulting the model (`template`).
+    pub forced_tokens: usize,
 }
 
 /// The outcome of [`generate`].
