@@ -1,0 +1,241 @@
+//! Per-sample records and per-method aggregates (the columns of Table 2 and more).
+//!
+//! Metric definitions, per method over the samples it completed:
+//! - **accuracy**: share of samples scored correct ([`super::score`] defines correct per task).
+//! - **well-formed rate**: share whose first JSON document validates against the task schema.
+//! - **perplexity**: `exp(-Σ logprob / Σ tokens)` over all generated tokens of all samples,
+//!   where each logprob is the chosen token's log-probability under the *unmasked* model
+//!   (token-weighted, so long outputs weigh more; `mean_sample_perplexity` is the per-sample
+//!   mean for comparison). This is how the paper shows that invasive methods push the model
+//!   into tokens it would not choose.
+//! - **tokens/s**: `Σ generated tokens / Σ decode seconds` (prompt evaluation excluded), and
+//!   **performance impact**: that divided by `none`'s tokens/s in the same run (absent when
+//!   `none` was not run).
+//! - **intervention rate**: `Σ interventions / Σ generated tokens`, an intervention being a step
+//!   where the model's top token was blocked.
+//! - **exact match with `none`**: share of samples (completed by both) whose generated token
+//!   ids equal `none`'s; **mean first divergence**: over the samples that differ, the mean
+//!   index of the first differing token (the shorter length when one is a prefix of the other).
+//! - **entity F1** (CoNLL): micro F1 over summed entity counts.
+
+use super::method::Method;
+use super::score::EntityCounts;
+use super::Task;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// Why generation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// An end-of-generation token (or, constrained, the grammar accepted and ended).
+    Eos,
+    /// A stop string was produced.
+    Stop,
+    /// The token limit was reached.
+    MaxTokens,
+    /// The constraint left no token to choose (a dead end).
+    DeadEnd,
+    /// The backend failed on this sample; `error` in the record says why.
+    Error,
+}
+
+impl FinishReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            FinishReason::Eos => "eos",
+            FinishReason::Stop => "stop",
+            FinishReason::MaxTokens => "max_tokens",
+            FinishReason::DeadEnd => "dead_end",
+            FinishReason::Error => "error",
+        }
+    }
+}
+
+/// One line of `results.jsonl`: one sample decoded with one method, and its score.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleResult {
+    pub task: Task,
+    /// The sample's 0-based line index in the test file.
+    pub sample_id: usize,
+    pub method: Method,
+    /// Fingerprint of the few-shot prompt ([`super::prompt::FewShotPrompt::prompt_id`]).
+    pub prompt_id: String,
+    pub output_text: String,
+    /// Generated token ids.
+    pub tokens: Vec<u32>,
+    /// Log-probability of each generated token under the unmasked model.
+    pub logprobs: Vec<f32>,
+    /// Steps where the model's top token was blocked.
+    pub interventions: u32,
+    pub parsed_answer: Value,
+    pub gold: Value,
+    pub correct: bool,
+    pub well_formed: bool,
+    pub generated_tokens: usize,
+    pub prompt_tokens: usize,
+    /// Milliseconds spent generating (prompt evaluation excluded).
+    pub decode_ms: f64,
+    /// Milliseconds spent evaluating the prompt.
+    pub prompt_ms: f64,
+    pub finish_reason: FinishReason,
+    /// CoNLL entity counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entities: Option<EntityCounts>,
+    /// Why no answer could be read (extraction or schema error), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_note: Option<String>,
+    /// The backend's error, when `finish_reason` is `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SampleResult {
+    /// Perplexity of this sample's generated tokens (None without tokens).
+    pub fn perplexity(&self) -> Option<f64> {
+        if self.logprobs.is_empty() {
+            return None;
+        }
+        let sum: f64 = self.logprobs.iter().map(|&l| l as f64).sum();
+        Some((-sum / self.logprobs.len() as f64).exp())
+    }
+}
+
+/// Aggregates of one method over one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MethodSummary {
+    pub method: Method,
+    pub samples: usize,
+    pub correct: usize,
+    pub accuracy: f64,
+    pub well_formed_rate: f64,
+    pub perplexity: Option<f64>,
+    pub mean_sample_perplexity: Option<f64>,
+    pub generated_tokens: u64,
+    pub decode_seconds: f64,
+    pub tokens_per_second: Option<f64>,
+    /// tokens/s divided by `none`'s tokens/s in the same run.
+    pub performance_impact: Option<f64>,
+    pub intervention_rate: Option<f64>,
+    /// Share of samples whose tokens equal `none`'s; None when `none` has no shared samples.
+    pub exact_match_with_none: Option<f64>,
+    /// Mean first divergence position over the samples that differ from `none`.
+    pub mean_first_divergence: Option<f64>,
+    /// Samples compared with `none`.
+    pub compared_with_none: usize,
+    /// CoNLL only.
+    pub entity_f1: Option<f64>,
+    pub entities: Option<EntityCounts>,
+    /// Samples per finish reason.
+    pub finish_reasons: BTreeMap<String, usize>,
+    /// Samples the backend failed on.
+    pub errors: usize,
+}
+
+/// Index of the first differing element (the shorter length when one is a prefix), or None
+/// when equal.
+pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => Some(i),
+        None if a.len() == b.len() => None,
+        None => Some(a.len().min(b.len())),
+    }
+}
+
+fn rate(n: usize, d: usize) -> f64 {
+    if d == 0 { 0.0 } else { n as f64 / d as f64 }
+}
+
+/// Summaries per method, in the order of `methods` (methods without results are left out).
+pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSummary> {
+    let none_tokens: HashMap<usize, &Vec<u32>> =
+        results.iter().filter(|r| r.method == Method::None && r.error.is_none()).map(|r| (r.sample_id, &r.tokens)).collect();
+    let none_tps = tokens_per_second(results.iter().filter(|r| r.method == Method::None));
+    let mut out = Vec::new();
+    for &method in methods {
+        let rows: Vec<&SampleResult> = results.iter().filter(|r| r.method == method).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let n = rows.len();
+        let correct = rows.iter().filter(|r| r.correct).count();
+        let well_formed = rows.iter().filter(|r| r.well_formed).count();
+        let token_count: usize = rows.iter().map(|r| r.logprobs.len()).sum();
+        let logprob_sum: f64 = rows.iter().flat_map(|r| r.logprobs.iter()).map(|&l| l as f64).sum();
+        let perplexity = (token_count > 0).then(|| (-logprob_sum / token_count as f64).exp());
+        let sample_ppl: Vec<f64> = rows.iter().filter_map(|r| r.perplexity()).collect();
+        let mean_sample_perplexity = (!sample_ppl.is_empty()).then(|| sample_ppl.iter().sum::<f64>() / sample_ppl.len() as f64);
+        let generated_tokens: u64 = rows.iter().map(|r| r.generated_tokens as u64).sum();
+        let decode_seconds: f64 = rows.iter().map(|r| r.decode_ms).sum::<f64>() / 1000.0;
+        let tps = tokens_per_second(rows.iter().copied());
+        let performance_impact = match (tps, none_tps) {
+            (Some(t), Some(n)) if n > 0.0 => Some(t / n),
+            _ => None,
+        };
+        let interventions: u64 = rows.iter().map(|r| r.interventions as u64).sum();
+        let intervention_rate = (generated_tokens > 0).then(|| interventions as f64 / generated_tokens as f64);
+        let mut compared = 0;
+        let mut equal = 0;
+        let mut divergences = Vec::new();
+        for r in rows.iter().filter(|r| r.error.is_none()) {
+            if let Some(reference) = none_tokens.get(&r.sample_id) {
+                compared += 1;
+                match first_divergence(&r.tokens, reference) {
+                    None => equal += 1,
+                    Some(i) => divergences.push(i as f64),
+                }
+            }
+        }
+        let exact_match_with_none = (compared > 0).then(|| rate(equal, compared));
+        let mean_first_divergence = (!divergences.is_empty()).then(|| divergences.iter().sum::<f64>() / divergences.len() as f64);
+        let entities = rows.iter().filter_map(|r| r.entities).fold(None, |acc: Option<EntityCounts>, c| {
+            let mut acc = acc.unwrap_or_default();
+            acc.add(c);
+            Some(acc)
+        });
+        let mut finish_reasons = BTreeMap::new();
+        for r in &rows {
+            *finish_reasons.entry(r.finish_reason.name().to_string()).or_insert(0) += 1;
+        }
+        out.push(MethodSummary {
+            method,
+            samples: n,
+            correct,
+            accuracy: rate(correct, n),
+            well_formed_rate: rate(well_formed, n),
+            perplexity,
+            mean_sample_perplexity,
+            generated_tokens,
+            decode_seconds,
+            tokens_per_second: tps,
+            performance_impact,
+            intervention_rate,
+            exact_match_with_none,
+            mean_first_divergence,
+            compared_with_none: compared,
+            entity_f1: entities.map(|e| e.f1()),
+            entities,
+            finish_reasons,
+            errors: rows.iter().filter(|r| r.error.is_some()).count(),
+        });
+    }
+    out
+}
+
+fn tokens_per_second<'a>(rows: impl Iterator<Item = &'a SampleResult>) -> Option<f64> {
+    let (tokens, ms) = rows.fold((0u64, 0f64), |(t, m), r| (t + r.generated_tokens as u64, m + r.decode_ms));
+    (ms > 0.0 && tokens > 0).then(|| tokens as f64 / (ms / 1000.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divergence_positions() {
+        assert_eq!(first_divergence(&[1, 2, 3], &[1, 2, 3]), None);
+        assert_eq!(first_divergence(&[1, 2, 3], &[1, 5, 3]), Some(1));
+        assert_eq!(first_divergence(&[1, 2], &[1, 2, 3]), Some(2));
+    }
+}

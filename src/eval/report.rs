@@ -1,0 +1,318 @@
+//! Reports of an accuracy run: `report.md`, `report.json`, `accuracy.svg`.
+//!
+//! `report.md` lays our numbers out like the paper's Table 2 (Dataset, Model, Method,
+//! Accuracy, Well-Formed, Perplexity, Performance Impact) and puts the paper's numbers for the
+//! corresponding method beside them (Mistral 7B / Llama-2 13B, from
+//! `eval/paper_reference.json`), then the invasiveness columns, entity F1 for CoNLL and the
+//! Table 4 lookahead ablation when `domino-k*` methods ran. The model is always named.
+//! Nothing in a report depends on the clock, so a resumed run's report equals an
+//! uninterrupted one's.
+
+use super::metrics::MethodSummary;
+use super::method::Method;
+use super::runner::{RunConfig, RunOptions};
+use super::svg::BarChart;
+use super::Task;
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::Path;
+
+/// `eval/paper_reference.json`, parsed loosely (the file is documentation as much as data).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PaperReference {
+    pub source: String,
+    #[serde(default)]
+    pub models: Vec<String>,
+    #[serde(default)]
+    pub table2: Vec<Table2Row>,
+    #[serde(default)]
+    pub table3: Vec<Table3Row>,
+    #[serde(default)]
+    pub table3_columns: Vec<Table3Column>,
+    #[serde(default)]
+    pub table4: Vec<Value>,
+}
+
+/// One row of the paper's Table 2.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Table2Row {
+    pub dataset: String,
+    pub model: String,
+    pub method: String,
+    /// Our method of the same kind, if any.
+    pub ours: Option<String>,
+    pub accuracy: f64,
+    pub well_formed: f64,
+    pub perplexity: f64,
+    pub performance_impact: f64,
+}
+
+/// One row of the paper's Table 3 (a workload on a model).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Table3Row {
+    pub workload: String,
+    pub model: String,
+    pub values: std::collections::BTreeMap<String, Option<f64>>,
+    pub accel: String,
+    pub accel_ours: String,
+}
+
+/// A column of Table 3 and our counterpart (`accel_ours` = per row).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Table3Column {
+    pub name: String,
+    pub ours: Option<String>,
+}
+
+impl PaperReference {
+    /// Load `eval/paper_reference.json` from the repository.
+    pub fn load_default() -> anyhow::Result<PaperReference> {
+        Self::load(&super::resolve("eval/paper_reference.json"))
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<PaperReference> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not a paper reference file", path.display()))
+    }
+
+    /// Table 2 rows of `task`'s dataset for our `method`, one per paper model.
+    pub fn table2_for(&self, task: Task, method: Method) -> Vec<&Table2Row> {
+        let name = method.to_string();
+        self.table2.iter().filter(|r| r.dataset == task.name() && r.ours.as_deref() == Some(name.as_str())).collect()
+    }
+}
+
+/// `report.json` of an accuracy run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskReport {
+    pub task: Task,
+    pub dataset: String,
+    pub model: String,
+    pub command: String,
+    /// Samples evaluated per method (the first N of the test split).
+    pub samples: usize,
+    pub shots: usize,
+    pub demo_ids: Vec<usize>,
+    pub seed: u64,
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub prompt_id: String,
+    pub methods: Vec<MethodSummary>,
+    /// The paper's Table 2 rows for this dataset.
+    pub paper_reference: Vec<Table2Row>,
+    pub paper_source: String,
+}
+
+impl TaskReport {
+    pub fn new(task: Task, config: &RunConfig, opts: &RunOptions, samples: usize, methods: Vec<MethodSummary>) -> anyhow::Result<Self> {
+        let paper = PaperReference::load_default()?;
+        Ok(TaskReport {
+            task,
+            dataset: task.paper_name().to_string(),
+            model: config.model.clone(),
+            command: opts.command_line.clone(),
+            samples,
+            shots: config.shots,
+            demo_ids: config.demo_ids.clone(),
+            seed: config.seed,
+            max_tokens: config.max_tokens,
+            temperature: config.temperature,
+            prompt_id: config.prompt_id.clone(),
+            methods,
+            paper_reference: paper.table2.iter().filter(|r| r.dataset == task.name()).cloned().collect(),
+            paper_source: paper.source,
+        })
+    }
+}
+
+fn opt(x: Option<f64>, decimals: usize) -> String {
+    x.map_or("—".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// Paper values of `field` for `method` as "Mistral 7B / Llama-2 13B".
+fn paper_cell(report: &TaskReport, method: Method, field: impl Fn(&Table2Row) -> f64, decimals: usize) -> String {
+    let name = method.to_string();
+    let rows: Vec<&Table2Row> = report.paper_reference.iter().filter(|r| r.ours.as_deref() == Some(name.as_str())).collect();
+    if rows.is_empty() {
+        return "—".into();
+    }
+    rows.iter().map(|r| format!("{:.decimals$}", field(r))).collect::<Vec<_>>().join(" / ")
+}
+
+/// Render `report.md`.
+pub fn render_markdown(report: &TaskReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# domino eval {} — {}\n", report.task, report.dataset);
+    let _ = writeln!(s, "- Model: `{}`", report.model);
+    let _ = writeln!(
+        s,
+        "- Samples: the first {} of the test split, every method on every sample; {}-shot prompts (demonstrations: training lines {:?}, seed {}), prompt id `{}`",
+        report.samples,
+        report.shots,
+        report.demo_ids.iter().map(|i| i + 1).collect::<Vec<_>>(),
+        report.seed,
+        report.prompt_id
+    );
+    let sampling = if report.temperature == 0.0 { "greedy".to_string() } else { format!("temperature {}", report.temperature) };
+    let _ = writeln!(s, "- Decoding: {sampling}, at most {} new tokens", report.max_tokens);
+    if !report.command.is_empty() {
+        let _ = writeln!(s, "- Command: `{}`", report.command);
+    }
+    let _ = writeln!(
+        s,
+        "\nSmall models score low on these tasks, far below the paper's 7B/13B models; what matters is the \
+         comparison between methods on the same model (accuracy, well-formedness, and the invasiveness columns), \
+         not the absolute level.\n"
+    );
+
+    let _ = writeln!(s, "## Accuracy (laid out like the paper's Table 2)\n");
+    let _ = writeln!(
+        s,
+        "Paper columns give the paper's numbers for the same kind of method as Mistral 7B / Llama-2 13B \
+         (template ↔ guidance, llama-grammar ↔ llama.cpp, domino ↔ Domino k=∞); — where the paper has none.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| Dataset | Model | Method | Accuracy | Well-Formed | Perplexity | Performance Impact | Paper Accuracy | Paper Well-Formed | Paper Perplexity | Paper Impact |"
+    );
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for m in &report.methods {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
+            report.dataset,
+            report.model,
+            m.method,
+            m.accuracy,
+            m.well_formed_rate,
+            opt(m.perplexity, 3),
+            m.performance_impact.map_or("—".into(), |x| format!("{x:.2}×")),
+            paper_cell(report, m.method, |r| r.accuracy, 3),
+            paper_cell(report, m.method, |r| r.well_formed, 3),
+            paper_cell(report, m.method, |r| r.perplexity, 3),
+            paper_cell(report, m.method, |r| r.performance_impact, 2),
+        );
+    }
+
+    let _ = writeln!(s, "\n## Invasiveness and speed\n");
+    let _ = writeln!(
+        s,
+        "| Method | Samples | Correct | Intervention rate | Exact match with none | Mean first divergence (tokens) | Tokens/s | Generated tokens | Mean sample perplexity | Finish reasons | Errors |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    for m in &report.methods {
+        let reasons = m.finish_reasons.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            m.method,
+            m.samples,
+            m.correct,
+            opt(m.intervention_rate, 4),
+            m.exact_match_with_none.map_or("—".into(), |x| format!("{x:.3} (of {})", m.compared_with_none)),
+            opt(m.mean_first_divergence, 1),
+            opt(m.tokens_per_second, 1),
+            m.generated_tokens,
+            opt(m.mean_sample_perplexity, 3),
+            reasons,
+            m.errors
+        );
+    }
+
+    if report.task == Task::Conll {
+        let _ = writeln!(s, "\n## Entity-level F1 (IOB2 chunks, seqeval default mode, micro-averaged)\n");
+        let _ = writeln!(s, "| Method | Precision | Recall | F1 | True positives | Predicted | Gold |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+        for m in &report.methods {
+            if let Some(e) = m.entities {
+                let _ = writeln!(
+                    s,
+                    "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
+                    m.method,
+                    e.precision(),
+                    e.recall(),
+                    e.f1(),
+                    e.true_positive,
+                    e.predicted,
+                    e.gold
+                );
+            }
+        }
+    }
+
+    let lookahead: Vec<&MethodSummary> = report
+        .methods
+        .iter()
+        .filter(|m| matches!(m.method, Method::None | Method::Domino { speculative: None, .. }))
+        .collect();
+    if report.task == Task::Gsm8k && lookahead.iter().any(|m| matches!(m.method, Method::Domino { lookahead: Some(_), .. })) {
+        let _ = writeln!(s, "\n## Lookahead ablation (the paper's Table 4: Mistral 7B / Llama-2 13B)\n");
+        let _ = writeln!(s, "| Configuration | Accuracy | Well-Formed | Paper accuracy |");
+        let _ = writeln!(s, "|---|---:|---:|---:|");
+        let table4 = PaperReference::load_default().map(|p| p.table4).unwrap_or_default();
+        for m in lookahead {
+            let name = m.method.to_string();
+            let paper = table4
+                .iter()
+                .find(|r| r.get("ours").and_then(Value::as_str) == Some(name.as_str()))
+                .map(|r| format!("{} / {}", r["Mistral 7B"], r["Llama-2 13B"]))
+                .unwrap_or_else(|| "—".into());
+            let _ = writeln!(s, "| {} | {:.3} | {:.3} | {} |", m.method, m.accuracy, m.well_formed_rate, paper);
+        }
+    }
+
+    let _ = writeln!(s, "\n## Definitions\n");
+    let _ = writeln!(
+        s,
+        "- Accuracy: {}\n- Well-formed: the first JSON object in the output parses and validates against `{}`.\n\
+         - Perplexity: exp of the mean negative log-probability of all generated tokens under the unmasked model.\n\
+         - Performance impact: generated tokens per second of decoding (prompt evaluation excluded) relative to `none` in this run.\n\
+         - Intervention rate: share of decoding steps where the model's top token was blocked.\n\
+         - Exact match with none / first divergence: generated token ids compared with `none`'s on the same sample.\n\
+         - Paper numbers: {}",
+        match report.task {
+            Task::Gsm8k => "`answer` is a JSON number equal to the gold final answer.",
+            Task::Conll => {
+                "exact sequence accuracy — the `tokens` array has the gold length and every `tag` equals the gold tag at its position."
+            }
+        },
+        report.task.schema_path(),
+        report.paper_source
+    );
+    let _ = writeln!(s, "\n![accuracy and well-formed rate per method](accuracy.svg)");
+    s
+}
+
+/// The accuracy / well-formed chart.
+pub fn accuracy_chart(report: &TaskReport) -> BarChart {
+    let mut series = vec![
+        ("accuracy".to_string(), report.methods.iter().map(|m| Some(m.accuracy)).collect()),
+        ("well-formed".to_string(), report.methods.iter().map(|m| Some(m.well_formed_rate)).collect()),
+    ];
+    if report.task == Task::Conll {
+        series.push(("entity F1".to_string(), report.methods.iter().map(|m| m.entity_f1).collect()));
+    }
+    BarChart {
+        title: format!("{} — {} ({} samples)", report.dataset, report.model, report.samples),
+        y_label: "rate".into(),
+        categories: report.methods.iter().map(|m| m.method.to_string()).collect(),
+        series,
+        y_max: Some(1.0),
+        reference_line: None,
+        decimals: 2,
+    }
+}
+
+/// Write `report.md`, `report.json` and `accuracy.svg` into `out_dir`.
+pub fn write_task_report(report: &TaskReport, out_dir: &Path) -> anyhow::Result<()> {
+    let write = |name: &str, text: String| {
+        let path = out_dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write("report.md", render_markdown(report))?;
+    write("report.json", serde_json::to_string_pretty(report)? + "\n")?;
+    write("accuracy.svg", accuracy_chart(report).render())?;
+    Ok(())
+}
