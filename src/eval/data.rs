@@ -6,7 +6,8 @@
 //! - CoNLL-2003: `{"tokens": [str], "tags": [str]}` with IOB2 tags over PER/LOC/ORG/MISC.
 //!
 //! The data is not part of the repository. Default paths are
-//! `../shared/data/<dir>/{train,test}.jsonl` relative to the repository root; a missing file is
+//! `../shared/data/<dir>/{train,test}.jsonl` relative to the repository root (see [`data_root`]
+//! for the override and the fallback); a missing file is
 //! an error naming the path and where the data comes from. Malformed lines are errors with
 //! `path:line`, never panics. A sample's id is its 0-based line index in its file, which is
 //! stable across runs and what `results.jsonl` records.
@@ -32,9 +33,31 @@ impl Split {
     }
 }
 
-/// The default location of a split: `<repo>/../shared/data/<dir>/<split>.jsonl`.
+/// Environment variable that overrides where the evaluation data lives.
+pub const DATA_DIR_ENV: &str = "DOMINO_DATA_DIR";
+
+/// The evaluation data directory: `$DOMINO_DATA_DIR` if set, else `../shared/data` relative to
+/// the repository root; when that does not exist (a git worktree nested one level deeper, such
+/// as `work/wt/<branch>`), the nearest ancestor's `shared/data` that exists.
+pub fn data_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let root = super::repo_root();
+    let primary = root.join("..").join("shared").join("data");
+    if primary.is_dir() {
+        return primary;
+    }
+    root.ancestors()
+        .skip(2)
+        .map(|a| a.join("shared").join("data"))
+        .find(|p| p.is_dir())
+        .unwrap_or(primary)
+}
+
+/// The default location of a split: `<data root>/<dir>/<split>.jsonl` (see [`data_root`]).
 pub fn default_path(task: Task, split: Split) -> PathBuf {
-    super::repo_root().join("..").join("shared").join("data").join(task.data_dir_name()).join(split.file_name())
+    data_root().join(task.data_dir_name()).join(split.file_name())
 }
 
 /// One GSM8K problem.
