@@ -43,7 +43,8 @@ fn pinned_draw_for_seed_zero() {
     // with it every committed result, so it must be a deliberate change.
     let data = train(Task::Gsm8k);
     let first = choose_demos(&data, 5, 0).unwrap();
-    assert_eq!(first, choose_demos(&data, 5, 0).unwrap());
+    assert_eq!(first, [7435, 2765, 192, 2203, 4458]);
+    assert_eq!(choose_demos(&train(Task::Conll), 5, 0).unwrap(), [3621, 12675, 1607, 5589, 8788]);
     let more = choose_demos(&data, 8, 0).unwrap();
     assert_eq!(&more[..5], &first[..], "drawing more keeps the first K (partial Fisher-Yates)");
 }
@@ -99,3 +100,4 @@ fn throughput_prompts_and_manifest() {
     let c = load_prompt_list(&domino::eval::resolve("prompts/throughput/c.txt")).unwrap();
     assert_eq!(c[0], "A C program that prints \"Hello, world!\":\n```c\n");
 }
+
