@@ -41,6 +41,9 @@ pub enum Command {
     /// Benchmarks: mask computation speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Evaluate methods on GSM8K / CoNLL-2003 (accuracy, invasiveness) and throughput.
+    #[command(subcommand)]
+    Eval(crate::eval::cli::EvalCommand),
 }
 
 /// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
@@ -89,6 +92,10 @@ pub fn main() -> ExitCode {
         Command::Grammar(cmd) => grammar::run(cmd),
         Command::Mask(args) => mask::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        // TODO(decode): pass a factory building the decode loop's EvalBackend from model flags.
+        Command::Eval(cmd) => crate::eval::cli::run(cmd, || {
+            anyhow::bail!("`domino eval` needs the generation backend, which is not wired in yet (only --show-prompt works)")
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -29,6 +29,7 @@
 //! - Reports contain no wall-clock timestamps, for the same reason.
 //! - Scoring never panics on model output: whatever the model wrote is a value to score.
 
+pub mod cli;
 pub mod data;
 pub mod extract;
 pub mod gold;
