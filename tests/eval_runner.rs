@@ -18,6 +18,8 @@ struct FakeBackend {
     conll_gold: HashMap<String, Vec<String>>,
     calls: usize,
     panic_after: Option<usize>,
+    /// The shared prompt prefix seen first; every later request must share it.
+    prefix: Option<String>,
 }
 
 impl FakeBackend {
@@ -33,6 +35,7 @@ impl FakeBackend {
             conll_gold: c.into_iter().map(|s| (domino::eval::prompt::conll_question(&domino::eval::data::ConllSample { id: 0, tokens: s.tokens, tags: vec![] }), s.tags)).collect(),
             calls: 0,
             panic_after: None,
+            prefix: None,
         }
     }
 }
@@ -57,6 +60,14 @@ impl EvalBackend for FakeBackend {
         self.calls += 1;
         if self.panic_after.is_some_and(|n| self.calls > n) {
             panic!("simulated kill");
+        }
+        if req.shared_prefix_len > 0 {
+            let prefix = &req.prompt[..req.shared_prefix_len];
+            assert!(prefix.ends_with("\n\n") && prefix.contains("Q: "), "the shared prefix is instruction + demonstrations");
+            match &self.prefix {
+                Some(p) => assert_eq!(p, prefix, "every request of a run shares the prefix"),
+                None => self.prefix = Some(prefix.to_string()),
+            }
         }
         // Few-shot prompts end in `Q: <question>\nA:`; throughput prompts are used whole.
         let question = req.prompt.rsplit("\nQ: ").next().unwrap().strip_suffix("\nA:").unwrap_or(req.prompt);

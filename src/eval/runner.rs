@@ -33,7 +33,14 @@ pub struct GenerationRequest<'a> {
     /// The task (`gsm8k`, `conll`) or throughput workload name; lets a backend cache compiled
     /// grammars and draft priors per task.
     pub task: &'a str,
+    /// The full prompt. Few-shot prompts end in `A:`: the output starts right after it, and the
+    /// demonstrations put a space (or newline) before `{`, so a grammar must allow leading
+    /// whitespace for the model to follow them.
     pub prompt: &'a str,
+    /// Length in bytes of the prefix of `prompt` shared by every request of this run (the
+    /// instruction and demonstrations): a backend can keep its KV cache for it and evaluate
+    /// only the rest. 0 when nothing is shared.
+    pub shared_prefix_len: usize,
     pub method: Method,
     /// Grammar or JSON Schema file constraining the output (ignored by `none`).
     pub grammar: &'a Path,
@@ -227,6 +234,7 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
             let request = GenerationRequest {
                 task: task.name(),
                 prompt: &prompt,
+                shared_prefix_len: prepared.prompt.prefix.len(),
                 method,
                 grammar: &prepared.schema_path,
                 max_tokens: opts.max_tokens,

@@ -307,6 +307,7 @@ pub fn run_throughput(
                 let request = GenerationRequest {
                     task: &w.name,
                     prompt,
+                    shared_prefix_len: 0,
                     method,
                     grammar: &grammar,
                     max_tokens,
@@ -327,6 +328,7 @@ pub fn run_throughput(
                 let request = GenerationRequest {
                     task: &w.name,
                     prompt: &prompts[prompt_index],
+                    shared_prefix_len: 0,
                     method,
                     grammar: &grammar,
                     max_tokens,
