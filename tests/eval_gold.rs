@@ -5,8 +5,8 @@
 use domino::eval::Task;
 use domino::eval::data::{Dataset, Split, default_path};
 use domino::eval::gold::{conll_gold, gsm8k_gold};
-use domino::eval::score::{Gold, Scorer};
 use domino::eval::prompt::{JsonStyle, render_json};
+use domino::eval::score::{Gold, Scorer};
 
 fn load(task: Task, split: Split) -> Dataset {
     let path = default_path(task, split);

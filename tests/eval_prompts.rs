@@ -70,7 +70,10 @@ fn conll_prompt_presents_the_token_list() {
     let p = build(Task::Conll, &data, 3, 1);
     let Dataset::Conll(v) = &data else { unreachable!() };
     let prompt = p.conll_prompt(&v[0]);
-    assert!(prompt.ends_with("Q: [\"EU\", \"rejects\", \"German\", \"call\", \"to\", \"boycott\", \"British\", \"lamb\", \".\"]\nA:"), "{prompt}");
+    assert!(
+        prompt.ends_with("Q: [\"EU\", \"rejects\", \"German\", \"call\", \"to\", \"boycott\", \"British\", \"lamb\", \".\"]\nA:"),
+        "{prompt}"
+    );
     assert_eq!(prompt.matches("\"tag\": ").count(), p.demo_ids.iter().map(|&i| v[i].tokens.len()).sum::<usize>());
     let compact = FewShotPrompt::build(Template::for_task(Task::Conll).unwrap(), &data, 3, 1, JsonStyle::Compact).unwrap();
     assert!(compact.prefix.contains("A: {\"tokens\":[{\"token\":"));
@@ -100,4 +103,3 @@ fn throughput_prompts_and_manifest() {
     let c = load_prompt_list(&domino::eval::resolve("prompts/throughput/c.txt")).unwrap();
     assert_eq!(c[0], "A C program that prints \"Hello, world!\":\n```c\n");
 }
-

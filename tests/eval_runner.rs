@@ -32,7 +32,15 @@ impl FakeBackend {
         };
         FakeBackend {
             gsm_gold: g.into_iter().map(|s| (s.question, s.final_answer)).collect(),
-            conll_gold: c.into_iter().map(|s| (domino::eval::prompt::conll_question(&domino::eval::data::ConllSample { id: 0, tokens: s.tokens, tags: vec![] }), s.tags)).collect(),
+            conll_gold: c
+                .into_iter()
+                .map(|s| {
+                    (
+                        domino::eval::prompt::conll_question(&domino::eval::data::ConllSample { id: 0, tokens: s.tokens, tags: vec![] }),
+                        s.tags,
+                    )
+                })
+                .collect(),
             calls: 0,
             panic_after: None,
             prefix: None,

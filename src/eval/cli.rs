@@ -8,11 +8,11 @@
 //! stdout carries the result only (the report as Markdown, or `report.json` with
 //! `--format json`); progress goes to stderr.
 
+use super::Task;
 use super::method::Method;
 use super::prompt::JsonStyle;
 use super::runner::{EvalBackend, PreparedTask, RunOptions, run_task};
 use super::throughput::{Manifest, ThroughputOptions, render_throughput_markdown, run_throughput};
-use super::Task;
 use crate::cli::UsageError;
 use crate::cli::args::OutputFormat;
 use clap::{Args, Subcommand};

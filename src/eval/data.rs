@@ -48,11 +48,7 @@ pub fn data_root() -> PathBuf {
     if primary.is_dir() {
         return primary;
     }
-    root.ancestors()
-        .skip(2)
-        .map(|a| a.join("shared").join("data"))
-        .find(|p| p.is_dir())
-        .unwrap_or(primary)
+    root.ancestors().skip(2).map(|a| a.join("shared").join("data")).find(|p| p.is_dir()).unwrap_or(primary)
 }
 
 /// The default location of a split: `<data root>/<dir>/<split>.jsonl` (see [`data_root`]).
@@ -141,9 +137,8 @@ fn load_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, task_dir: &str) -> anyh
         if line.trim().is_empty() {
             continue;
         }
-        let record: T = serde_json::from_str(line).map_err(|e| {
-            anyhow::anyhow!("{}:{}:{}: not a valid record: {e}", path.display(), index + 1, e.column())
-        })?;
+        let record: T = serde_json::from_str(line)
+            .map_err(|e| anyhow::anyhow!("{}:{}:{}: not a valid record: {e}", path.display(), index + 1, e.column()))?;
         out.push((index, record));
     }
     if out.is_empty() {

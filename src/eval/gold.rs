@@ -122,8 +122,7 @@ pub fn gsm8k_gold(sample: &GsmSample) -> Value {
 
 /// The Appendix D JSON for a CoNLL sentence.
 pub fn conll_gold(sample: &ConllSample) -> Value {
-    let tokens: Vec<Value> =
-        sample.tokens.iter().zip(&sample.tags).map(|(token, tag)| json!({"token": token, "tag": tag})).collect();
+    let tokens: Vec<Value> = sample.tokens.iter().zip(&sample.tags).map(|(token, tag)| json!({"token": token, "tag": tag})).collect();
     json!({ "tokens": tokens })
 }
 

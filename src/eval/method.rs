@@ -24,7 +24,10 @@ pub enum Method {
     /// No constraint.
     None,
     /// DOMINO: `lookahead` None is k = ∞; `speculative` is the draft length s, if any.
-    Domino { lookahead: Option<u32>, speculative: Option<u32> },
+    Domino {
+        lookahead: Option<u32>,
+        speculative: Option<u32>,
+    },
     Naive,
     LlamaGrammar,
     Template,
@@ -155,7 +158,9 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for name in ["none", "domino", "domino-k0", "domino-k1", "domino-s10", "domino-k2-s4", "naive", "llama-grammar", "template", "llguidance"] {
+        for name in
+            ["none", "domino", "domino-k0", "domino-k1", "domino-s10", "domino-k2-s4", "naive", "llama-grammar", "template", "llguidance"]
+        {
             let m: Method = name.parse().unwrap();
             assert_eq!(m.to_string(), name);
         }

@@ -18,9 +18,9 @@
 //!   index of the first differing token (the shorter length when one is a prefix of the other).
 //! - **entity F1** (CoNLL): micro F1 over summed entity counts.
 
+use super::Task;
 use super::method::Method;
 use super::score::EntityCounts;
-use super::Task;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};

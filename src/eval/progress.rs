@@ -61,7 +61,8 @@ impl Progress {
             Display::Lines { every, started } => {
                 if self.done % every == 0 || self.done == self.total {
                     let elapsed = started.elapsed().as_secs_f64();
-                    let eta = if self.done > 0 { elapsed / self.done as f64 * (self.total - self.done.min(self.total)) as f64 } else { 0.0 };
+                    let eta =
+                        if self.done > 0 { elapsed / self.done as f64 * (self.total - self.done.min(self.total)) as f64 } else { 0.0 };
                     eprintln!("[eval] {}/{} ETA {:.0}s  acc: {}", self.done, self.total, eta, self.accuracy_line());
                 }
             }
@@ -70,12 +71,7 @@ impl Progress {
 
     /// `none 0.40  domino 0.42 …` for the methods seen so far.
     pub fn accuracy_line(&self) -> String {
-        self.tally
-            .iter()
-            .filter(|t| t.2 > 0)
-            .map(|(m, c, n)| format!("{m} {:.2}", *c as f64 / *n as f64))
-            .collect::<Vec<_>>()
-            .join("  ")
+        self.tally.iter().filter(|t| t.2 > 0).map(|(m, c, n)| format!("{m} {:.2}", *c as f64 / *n as f64)).collect::<Vec<_>>().join("  ")
     }
 
     pub fn finish(&mut self) {

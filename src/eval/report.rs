@@ -8,11 +8,11 @@
 //! Nothing in a report depends on the clock, so a resumed run's report equals an
 //! uninterrupted one's.
 
-use super::metrics::MethodSummary;
+use super::Task;
 use super::method::Method;
+use super::metrics::MethodSummary;
 use super::runner::{RunConfig, RunOptions};
 use super::svg::BarChart;
-use super::Task;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -242,11 +242,8 @@ pub fn render_markdown(report: &TaskReport) -> String {
         }
     }
 
-    let lookahead: Vec<&MethodSummary> = report
-        .methods
-        .iter()
-        .filter(|m| matches!(m.method, Method::None | Method::Domino { speculative: None, .. }))
-        .collect();
+    let lookahead: Vec<&MethodSummary> =
+        report.methods.iter().filter(|m| matches!(m.method, Method::None | Method::Domino { speculative: None, .. })).collect();
     if report.task == Task::Gsm8k && lookahead.iter().any(|m| matches!(m.method, Method::Domino { lookahead: Some(_), .. })) {
         let _ = writeln!(s, "\n## Lookahead ablation (the paper's Table 4: Mistral 7B / Llama-2 13B)\n");
         let _ = writeln!(s, "| Configuration | Accuracy | Well-Formed | Paper accuracy |");

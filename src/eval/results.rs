@@ -7,8 +7,8 @@
 //! stays valid JSON Lines. Any other unparsable line is corruption and an error naming
 //! `path:line` — silently skipping it would make a resumed run redo or lose samples.
 
-use super::metrics::SampleResult;
 use super::method::Method;
+use super::metrics::SampleResult;
 use anyhow::{Context, bail};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -64,10 +64,7 @@ pub fn read_results<T: DeserializeOwned>(path: &Path) -> anyhow::Result<ReadResu
             Err(_) if !terminated => {
                 dropped_partial_line = true;
             }
-            Err(e) => bail!(
-                "{}:{line_no}: corrupt record ({e}); remove the line or start a fresh --out directory",
-                path.display()
-            ),
+            Err(e) => bail!("{}:{line_no}: corrupt record ({e}); remove the line or start a fresh --out directory", path.display()),
         }
         offset = next;
     }
@@ -93,10 +90,7 @@ impl ResultsLog {
     pub fn open<T: DeserializeOwned>(path: &Path, resume: bool) -> anyhow::Result<(ResultsLog, Vec<T>)> {
         let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         if !resume && existing > 0 {
-            bail!(
-                "{} already holds results; pass --resume to continue that run, or choose another --out",
-                path.display()
-            );
+            bail!("{} already holds results; pass --resume to continue that run, or choose another --out", path.display());
         }
         let read = read_results::<T>(path)?;
         let mut file =

@@ -13,15 +13,15 @@
 //! skips every (sample, method) pair already in `results.jsonl`. The report is always computed
 //! from `results.jsonl`, so resumed and uninterrupted runs produce identical reports.
 
+use super::Task;
 use super::data::{Dataset, Split, default_path};
-use super::metrics::{FinishReason, SampleResult, summarize};
 use super::method::Method;
+use super::metrics::{FinishReason, SampleResult, summarize};
 use super::progress::Progress;
 use super::prompt::{FewShotPrompt, JsonStyle, Template};
 use super::report::{self, TaskReport};
 use super::results::ResultsLog;
 use super::score::{Gold, Scorer};
-use super::Task;
 use crate::cli::UsageError;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -341,8 +341,7 @@ fn error_record(task: Task, sample_id: usize, method: Method, prompt_id: &str, g
 fn check_or_write_config(path: &Path, config: &RunConfig, resume: bool) -> anyhow::Result<()> {
     if resume && path.exists() {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let previous: RunConfig =
-            serde_json::from_str(&text).with_context(|| format!("{} is not a run configuration", path.display()))?;
+        let previous: RunConfig = serde_json::from_str(&text).with_context(|| format!("{} is not a run configuration", path.display()))?;
         if &previous != config {
             let old = serde_json::to_string_pretty(&previous)?;
             let new = serde_json::to_string_pretty(config)?;

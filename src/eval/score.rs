@@ -185,14 +185,12 @@ impl Scorer {
                     value.as_ref().and_then(|v| v.get("tokens")).and_then(Value::as_array).map(|items| {
                         items
                             .iter()
-                            .map(|item| {
-                                item.get("tag").and_then(Value::as_str).filter(|t| CONLL_TAGS.contains(t)).map(str::to_string)
-                            })
+                            .map(|item| item.get("tag").and_then(Value::as_str).filter(|t| CONLL_TAGS.contains(t)).map(str::to_string))
                             .collect()
                     });
-                let correct = predicted.as_ref().is_some_and(|p| {
-                    p.len() == gold_tags.len() && p.iter().zip(gold_tags).all(|(a, b)| a.as_deref() == Some(b.as_str()))
-                });
+                let correct = predicted
+                    .as_ref()
+                    .is_some_and(|p| p.len() == gold_tags.len() && p.iter().zip(gold_tags).all(|(a, b)| a.as_deref() == Some(b.as_str())));
                 let as_o: Option<Vec<String>> =
                     predicted.as_ref().map(|p| p.iter().map(|t| t.clone().unwrap_or_else(|| "O".into())).collect());
                 let counts = entity_counts(as_o.as_deref(), gold_tags);

@@ -97,7 +97,13 @@ impl BarChart {
             escape(&self.y_label)
         );
         let _ = writeln!(s, r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/>"##, top + plot_height);
-        let _ = writeln!(s, r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##, top + plot_height, left + plot_width, top + plot_height);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##,
+            top + plot_height,
+            left + plot_width,
+            top + plot_height
+        );
         // Bars.
         let used_width = group_width * group_count as f64;
         let offset = left + (plot_width - used_width) / 2.0 + group_gap / 2.0;

@@ -16,15 +16,15 @@
 //! runs; on resume a workload whose records are complete is skipped, and an incomplete one
 //! re-runs its warm-up (priors are not saved) and then only the missing repetitions.
 
+use super::Task;
 use super::data::{Dataset, Split, default_path};
-use super::metrics::FinishReason;
 use super::method::Method;
+use super::metrics::FinishReason;
 use super::prompt::{FewShotPrompt, JsonStyle, SplitMix64, Template, fnv1a64, load_prompt_list};
 use super::report::PaperReference;
 use super::results::{ResultsLog, read_results};
 use super::runner::{EvalBackend, GenerationRequest};
 use super::svg::BarChart;
-use super::Task;
 use crate::cli::UsageError;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -483,7 +483,9 @@ pub fn throughput_chart(report: &ThroughputReport, methods: &[Method]) -> BarCha
                 let values = report
                     .workloads
                     .iter()
-                    .map(|(n, _)| report.summaries.iter().find(|x| &x.workload == n && x.method == m).and_then(|x| x.ratio_to_none.map(|r| r.median)))
+                    .map(|(n, _)| {
+                        report.summaries.iter().find(|x| &x.workload == n && x.method == m).and_then(|x| x.ratio_to_none.map(|r| r.median))
+                    })
                     .collect();
                 (m.to_string(), values)
             })
