@@ -35,6 +35,8 @@ pub enum FinishReason {
     Stop,
     /// The token limit was reached.
     MaxTokens,
+    /// Constrained: the grammar reached a state with nothing more to generate.
+    GrammarEnd,
     /// The constraint left no token to choose (a dead end).
     DeadEnd,
     /// The backend failed on this sample; `error` in the record says why.
@@ -47,6 +49,7 @@ impl FinishReason {
             FinishReason::Eos => "eos",
             FinishReason::Stop => "stop",
             FinishReason::MaxTokens => "max_tokens",
+            FinishReason::GrammarEnd => "grammar_end",
             FinishReason::DeadEnd => "dead_end",
             FinishReason::Error => "error",
         }

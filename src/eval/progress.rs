@@ -21,6 +21,8 @@ pub struct Progress {
     display: Display,
     total: u64,
     done: u64,
+    /// Of `done`, how many were finished by an earlier (resumed) run: excluded from the rate.
+    resumed: u64,
     /// Running (correct, scored) per method, in run order.
     tally: Vec<(Method, u64, u64)>,
 }
@@ -42,7 +44,17 @@ impl Progress {
         } else {
             Display::Lines { every: (total / 20).max(1), started: Instant::now() }
         };
-        Progress { display, total, done: 0, tally: methods.iter().map(|&m| (m, 0, 0)).collect() }
+        Progress { display, total, done: 0, resumed: 0, tally: methods.iter().map(|&m| (m, 0, 0)).collect() }
+    }
+
+    /// One (sample, method) finished by an earlier run (`--resume`): counted in the position
+    /// and the accuracies, not in the rate the ETA is computed from.
+    pub fn record_resumed(&mut self, method: Method, correct: bool) {
+        self.resumed += 1;
+        self.record(method, correct);
+        if let Display::Bar(bar) = &self.display {
+            bar.reset_eta();
+        }
     }
 
     /// One (sample, method) finished.
@@ -59,10 +71,11 @@ impl Progress {
                 bar.set_message(self.accuracy_line());
             }
             Display::Lines { every, started } => {
-                if self.done % every == 0 || self.done == self.total {
+                if self.done > self.resumed && (self.done % every == 0 || self.done == self.total) {
                     let elapsed = started.elapsed().as_secs_f64();
-                    let eta =
-                        if self.done > 0 { elapsed / self.done as f64 * (self.total - self.done.min(self.total)) as f64 } else { 0.0 };
+                    let fresh = self.done - self.resumed;
+                    let remaining = self.total.saturating_sub(self.done) as f64;
+                    let eta = if fresh > 0 { elapsed / fresh as f64 * remaining } else { 0.0 };
                     eprintln!("[eval] {}/{} ETA {:.0}s  acc: {}", self.done, self.total, eta, self.accuracy_line());
                 }
             }
@@ -78,5 +91,20 @@ impl Progress {
         if let Display::Bar(bar) = &self.display {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_accuracy_per_method() {
+        let mut p = Progress::new(6, &[Method::None, Method::DOMINO, Method::Naive], false);
+        p.record_resumed(Method::None, true);
+        p.record(Method::None, false);
+        p.record(Method::DOMINO, true);
+        assert_eq!(p.accuracy_line(), "none 0.50  domino 1.00");
+        assert_eq!((p.done, p.resumed), (3, 1));
     }
 }

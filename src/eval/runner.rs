@@ -220,7 +220,7 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
     let count = prepared.sample_count(opts.limit);
     let mut progress = Progress::new((count * opts.methods.len()) as u64, &opts.methods, opts.progress);
     for r in existing.iter().filter(|r| r.sample_id < count && opts.methods.contains(&r.method)) {
-        progress.record(r.method, r.correct);
+        progress.record_resumed(r.method, r.correct);
     }
 
     let stop = vec!["\nQ:".to_string()];

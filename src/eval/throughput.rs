@@ -289,7 +289,7 @@ pub fn run_throughput(
             .filter(|(rep, m)| !done.contains(&(w.name.clone(), *m, *rep)))
             .collect();
         for _ in 0..(reps * opts.methods.len() - missing.len()) {
-            progress.record(Method::None, false);
+            progress.record_resumed(Method::None, false);
         }
         if missing.is_empty() {
             continue;
