@@ -70,7 +70,7 @@ pub struct TaskArgs {
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
     /// Layout of the demonstration answers.
-    #[arg(long, value_name = "STYLE", default_value = "pretty")]
+    #[arg(long, value_enum, default_value_t = JsonStyle::Pretty)]
     pub json_style: JsonStyle,
     /// Few-shot template (default: prompts/<task>.txt).
     #[arg(long, value_name = "FILE")]
@@ -201,6 +201,9 @@ fn run_accuracy(
     stdout: &mut impl Write,
 ) -> anyhow::Result<()> {
     let opts = args.run_options(command_line());
+    if opts.max_tokens == 0 {
+        anyhow::bail!(UsageError("--max-tokens must be at least 1".into()));
+    }
     if args.show_prompt {
         let prepared = PreparedTask::load(task, &opts)?;
         if prepared.sample_count(opts.limit) == 0 {

@@ -71,7 +71,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// How demonstration answers are laid out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum JsonStyle {
     /// Indented by four spaces, one key per line, as in the paper's Listings 8 and 9.
