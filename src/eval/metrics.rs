@@ -13,9 +13,14 @@
 //!   `none` was not run).
 //! - **intervention rate**: `Σ interventions / Σ generated tokens`, an intervention being a step
 //!   where the model's top token was blocked.
-//! - **exact match with `none`**: share of samples (completed by both) whose generated token
-//!   ids equal `none`'s; **mean first divergence**: over the samples that differ, the mean
-//!   index of the first differing token (the shorter length when one is a prefix of the other).
+//! - **exact match with `none`**: share of samples (completed by both) where the method
+//!   produced the same output as `none` — see [`same_output`]: equal token ids, or one a prefix
+//!   of the other where the shorter one holds a complete JSON document. (A constrained run stops
+//!   when the document is complete, while `none` often writes on: `\n\nQ: …`. By the paper's
+//!   claim, and this project's invariant, k = ∞ DOMINO with greedy decoding reproduces `none`'s
+//!   tokens exactly up to the end of a valid document.) **Mean first divergence**: over the
+//!   samples that are not the same, the mean index of the first differing token (the shorter
+//!   length when one is a prefix of the other).
 //! - **entity F1** (CoNLL): micro F1 over summed entity counts.
 
 use super::Task;
@@ -146,14 +151,29 @@ pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
     }
 }
 
+/// Whether `result` is the same output as `reference` (`none`'s on the same sample): equal
+/// tokens, or one a prefix of the other where the shorter output contains a complete JSON
+/// document (it stopped because its answer was complete, not because it was cut short).
+pub fn same_output(result: &SampleResult, reference: &SampleResult) -> bool {
+    let (a, b) = (&result.tokens, &reference.tokens);
+    match first_divergence(a, b) {
+        None => true,
+        Some(i) if i == a.len().min(b.len()) => {
+            let shorter = if a.len() <= b.len() { result } else { reference };
+            super::extract::first_json_document(&shorter.output_text).is_ok()
+        }
+        Some(_) => false,
+    }
+}
+
 fn rate(n: usize, d: usize) -> f64 {
     if d == 0 { 0.0 } else { n as f64 / d as f64 }
 }
 
 /// Summaries per method, in the order of `methods` (methods without results are left out).
 pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSummary> {
-    let none_tokens: HashMap<usize, &Vec<u32>> =
-        results.iter().filter(|r| r.method == Method::None && r.error.is_none()).map(|r| (r.sample_id, &r.tokens)).collect();
+    let none_results: HashMap<usize, &SampleResult> =
+        results.iter().filter(|r| r.method == Method::None && r.error.is_none()).map(|r| (r.sample_id, r)).collect();
     let none_tps = tokens_per_second(results.iter().filter(|r| r.method == Method::None));
     let mut out = Vec::new();
     for &method in methods {
@@ -182,11 +202,13 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
         let mut equal = 0;
         let mut divergences = Vec::new();
         for r in rows.iter().filter(|r| r.error.is_none()) {
-            if let Some(reference) = none_tokens.get(&r.sample_id) {
+            if let Some(reference) = none_results.get(&r.sample_id) {
                 compared += 1;
-                match first_divergence(&r.tokens, reference) {
-                    None => equal += 1,
-                    Some(i) => divergences.push(i as f64),
+                if same_output(r, reference) {
+                    equal += 1;
+                } else {
+                    let i = first_divergence(&r.tokens, &reference.tokens).unwrap_or(r.tokens.len());
+                    divergences.push(i as f64);
                 }
             }
         }
@@ -240,5 +262,48 @@ mod tests {
         assert_eq!(first_divergence(&[1, 2, 3], &[1, 2, 3]), None);
         assert_eq!(first_divergence(&[1, 2, 3], &[1, 5, 3]), Some(1));
         assert_eq!(first_divergence(&[1, 2], &[1, 2, 3]), Some(2));
+    }
+
+    fn record(method: Method, text: &str) -> SampleResult {
+        let tokens: Vec<u32> = text.bytes().map(u32::from).collect();
+        SampleResult {
+            task: Task::Gsm8k,
+            sample_id: 0,
+            method,
+            prompt_id: String::new(),
+            output_text: text.into(),
+            logprobs: vec![-1.0; tokens.len()],
+            generated_tokens: tokens.len(),
+            tokens,
+            interventions: 0,
+            parsed_answer: Value::Null,
+            gold: Value::Null,
+            correct: false,
+            well_formed: false,
+            prompt_tokens: 0,
+            decode_ms: 1.0,
+            prompt_ms: 0.0,
+            finish_reason: FinishReason::Eos,
+            entities: None,
+            score_note: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn constrained_output_stopping_at_the_document_end_is_the_same() {
+        let none = record(Method::None, "{\"answer\": 1}\n\nQ: next");
+        assert!(same_output(&record(Method::DOMINO, "{\"answer\": 1}"), &none));
+        assert!(!same_output(&record(Method::DOMINO, "{\"answer\": 2}"), &none));
+        assert!(!same_output(&record(Method::DOMINO, "{\"answer\""), &none), "a cut-off prefix is not the same output");
+        assert!(!same_output(&record(Method::DOMINO, ""), &none));
+        let summary = summarize(
+            &[none.clone(), record(Method::DOMINO, "{\"answer\": 1}"), record(Method::Naive, "{\"answer\":1}")],
+            &[Method::None, Method::DOMINO, Method::Naive],
+        );
+        assert_eq!(summary[1].exact_match_with_none, Some(1.0));
+        assert_eq!(summary[1].mean_first_divergence, None);
+        assert_eq!(summary[2].exact_match_with_none, Some(0.0));
+        assert_eq!(summary[2].mean_first_divergence, Some(10.0));
     }
 }

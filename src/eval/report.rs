@@ -267,7 +267,8 @@ pub fn render_markdown(report: &TaskReport) -> String {
          - Perplexity: exp of the mean negative log-probability of all generated tokens under the unmasked model.\n\
          - Performance impact: generated tokens per second of decoding (prompt evaluation excluded) relative to `none` in this run.\n\
          - Intervention rate: share of decoding steps where the model's top token was blocked.\n\
-         - Exact match with none / first divergence: generated token ids compared with `none`'s on the same sample.\n\
+         - Exact match with none / first divergence: generated token ids compared with `none`'s on the same sample; \
+         a prefix counts as the same output when the shorter one holds a complete JSON document (constrained runs stop there).\n\
          - Paper numbers: {}",
         match report.task {
             Task::Gsm8k => "`answer` is a JSON number equal to the gold final answer.",
