@@ -174,6 +174,11 @@ fn reports_contain_every_method() {
     }
     assert!(md.contains("0.415 / 0.262"), "the paper's unconstrained accuracy is beside ours");
     assert!(md.contains("Small models score low"));
+    assert!(md.contains("## The paper's claims in this run"));
+    assert_eq!(report.claims.len(), 7, "{:#?}", report.claims);
+    let summary_of = |m: Method| report.methods.iter().find(|s| s.method == m).unwrap();
+    assert_eq!(report.claims[0].holds, Some(summary_of(Method::DOMINO).accuracy >= summary_of(Method::None).accuracy));
+    assert_eq!(report.claims[2].holds, Some(false), "the fake's domino is slower than none");
 
     let results = read_results::<SampleResult>(&dir.join("results.jsonl")).unwrap().records;
     assert_eq!(results.len(), 12 * 5);

@@ -132,6 +132,9 @@ pub struct MethodSummary {
     pub mean_first_divergence: Option<f64>,
     /// Samples compared with `none`.
     pub compared_with_none: usize,
+    /// Exact match with `none` over the samples where `none`'s output is well-formed: where
+    /// the unconstrained answer is already valid, a minimally invasive method must not change it.
+    pub exact_match_where_none_well_formed: Option<f64>,
     /// CoNLL only.
     pub entity_f1: Option<f64>,
     pub entities: Option<EntityCounts>,
@@ -200,11 +203,17 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
         let intervention_rate = (generated_tokens > 0).then(|| interventions as f64 / generated_tokens as f64);
         let mut compared = 0;
         let mut equal = 0;
+        let (mut compared_valid, mut equal_valid) = (0, 0);
         let mut divergences = Vec::new();
         for r in rows.iter().filter(|r| r.error.is_none()) {
             if let Some(reference) = none_results.get(&r.sample_id) {
                 compared += 1;
-                if same_output(r, reference) {
+                let same = same_output(r, reference);
+                if reference.well_formed {
+                    compared_valid += 1;
+                    equal_valid += same as usize;
+                }
+                if same {
                     equal += 1;
                 } else {
                     let i = first_divergence(&r.tokens, &reference.tokens).unwrap_or(r.tokens.len());
@@ -239,6 +248,7 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
             exact_match_with_none,
             mean_first_divergence,
             compared_with_none: compared,
+            exact_match_where_none_well_formed: (compared_valid > 0).then(|| rate(equal_valid, compared_valid)),
             entity_f1: entities.map(|e| e.f1()),
             entities,
             finish_reasons,
