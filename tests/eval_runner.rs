@@ -280,8 +280,16 @@ fn conll_run_reports_entity_f1() {
 #[test]
 fn throughput_suite_reports_every_workload_and_method() {
     let dir = fresh_dir("throughput");
-    let manifest = Manifest::load_default().unwrap();
+    let mut manifest = Manifest::load_default().unwrap();
     let methods = Method::default_throughput_methods();
+    // The fake ignores grammars; the shipped grammar files belong to another part of the tree.
+    let mut missing = Manifest { workloads: vec![manifest.workloads[0].clone()], ..manifest.clone() };
+    missing.workloads[0].grammar = "grammars/does-not-exist.gbnf".into();
+    let err = run_throughput(&missing, &mut FakeBackend::new(), &ThroughputOptions::default(), &dir).unwrap_err();
+    assert!(format!("{err:#}").contains("does-not-exist.gbnf"), "{err:#}");
+    for w in &mut manifest.workloads {
+        w.grammar = "grammars/gsm8k.schema.json".into();
+    }
     let opts = ThroughputOptions { reps: Some(3), warmup: Some(1), methods: methods.clone(), ..ThroughputOptions::default() };
     let mut backend = FakeBackend::new();
     let report = run_throughput(&manifest, &mut backend, &opts, &dir).unwrap();

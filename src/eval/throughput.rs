@@ -275,6 +275,15 @@ pub fn run_throughput(
             bail!(UsageError(format!("unknown workload `{name}` (the manifest has {})", known.join(", "))));
         }
     }
+    // Fail before any generation, not at the first constrained method of the third workload.
+    if opts.methods.iter().any(|m| m.is_constrained()) {
+        for w in &workloads {
+            let grammar = super::resolve(&w.grammar);
+            if !grammar.is_file() {
+                bail!("grammar file {} of workload `{}` not found", grammar.display(), w.name);
+            }
+        }
+    }
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
     let path = out_dir.join("throughput.jsonl");
     let (mut log, existing) = ResultsLog::open::<ThroughputRecord>(&path, opts.resume)?;
