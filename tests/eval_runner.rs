@@ -223,6 +223,7 @@ fn resume_after_a_kill_gives_the_same_report() {
 
     let mut opts = options(12);
     opts.resume = true;
+    opts.command_line.push_str(" --resume");
     let mut backend = FakeBackend::new();
     run_task(Task::Gsm8k, &mut backend, &opts, &killed).unwrap();
     assert_eq!(backend.calls, 60 - 23, "resume runs only the missing pairs");
@@ -239,6 +240,14 @@ fn resume_after_a_kill_gives_the_same_report() {
     let mut backend = FakeBackend::new();
     run_task(Task::Gsm8k, &mut backend, &opts, &torn).unwrap();
     assert_eq!(backend.calls, 30);
+    assert_same_outputs(&full, &torn);
+
+    // Reports rewritten from the files alone, without a model, are the same too.
+    for name in ["report.md", "report.json", "accuracy.svg"] {
+        std::fs::remove_file(torn.join(name)).unwrap();
+    }
+    let rewritten = domino::eval::runner::rewrite_report(Task::Gsm8k, &RunOptions::default(), &torn).unwrap();
+    assert_eq!(rewritten.samples, 12);
     assert_same_outputs(&full, &torn);
 
     // Resuming with another configuration (seed → other demonstrations) is refused.

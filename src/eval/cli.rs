@@ -84,6 +84,10 @@ pub struct TaskArgs {
     /// Print the prompt of the first selected test sample and exit (needs no model).
     #[arg(long)]
     pub show_prompt: bool,
+    /// Rewrite the reports of the run in --out from its results.jsonl (needs no model); reports
+    /// every method found there, and the first --limit samples (default: all done).
+    #[arg(long, conflicts_with_all = ["show_prompt", "resume"])]
+    pub report_only: bool,
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
@@ -214,8 +218,12 @@ fn run_accuracy(
         return Ok(());
     }
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval-runs").join(task.name()));
-    let mut backend = make_backend()?;
-    let report = run_task(task, backend.as_mut(), &opts, &out)?;
+    let report = if args.report_only {
+        super::runner::rewrite_report(task, &opts, &out)?
+    } else {
+        let mut backend = make_backend()?;
+        run_task(task, backend.as_mut(), &opts, &out)?
+    };
     match args.format {
         OutputFormat::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,
         OutputFormat::Text => write!(stdout, "{}", super::report::render_markdown(&report))?,

@@ -11,7 +11,7 @@
 use super::Task;
 use super::method::Method;
 use super::metrics::MethodSummary;
-use super::runner::{RunConfig, RunOptions};
+use super::runner::RunConfig;
 use super::svg::BarChart;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -108,13 +108,13 @@ pub struct TaskReport {
 }
 
 impl TaskReport {
-    pub fn new(task: Task, config: &RunConfig, opts: &RunOptions, samples: usize, methods: Vec<MethodSummary>) -> anyhow::Result<Self> {
+    pub fn new(task: Task, config: &RunConfig, samples: usize, methods: Vec<MethodSummary>) -> anyhow::Result<Self> {
         let paper = PaperReference::load_default()?;
         Ok(TaskReport {
             task,
             dataset: task.paper_name().to_string(),
             model: config.model.clone(),
-            command: opts.command_line.clone(),
+            command: config.command.clone(),
             samples,
             shots: config.shots,
             demo_ids: config.demo_ids.clone(),

@@ -145,6 +145,10 @@ pub struct RunConfig {
     pub max_tokens: usize,
     pub temperature: f32,
     pub json_style: JsonStyle,
+    /// The command line that started the run (kept on resume, not compared: a resumed run's
+    /// report names the command that produced the run, and equals an uninterrupted run's).
+    #[serde(default)]
+    pub command: String,
 }
 
 /// Stop after this many consecutive backend failures of one method: something is broken
@@ -210,8 +214,9 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
         max_tokens: opts.max_tokens,
         temperature: opts.temperature,
         json_style: opts.json_style,
+        command: opts.command_line.clone(),
     };
-    check_or_write_config(&out_dir.join("run.json"), &config, opts.resume)?;
+    let config = check_or_write_config(&out_dir.join("run.json"), config, opts.resume)?;
 
     let results_path = out_dir.join("results.jsonl");
     let (mut log, existing) = ResultsLog::open::<SampleResult>(&results_path, opts.resume)?;
@@ -337,34 +342,76 @@ fn error_record(task: Task, sample_id: usize, method: Method, prompt_id: &str, g
     }
 }
 
-/// Write `run.json`, or on resume check it matches.
-fn check_or_write_config(path: &Path, config: &RunConfig, resume: bool) -> anyhow::Result<()> {
+/// Write `run.json`, or on resume check it matches (all but the command line) and return the
+/// recorded configuration.
+fn check_or_write_config(path: &Path, config: RunConfig, resume: bool) -> anyhow::Result<RunConfig> {
     if resume && path.exists() {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let previous: RunConfig = serde_json::from_str(&text).with_context(|| format!("{} is not a run configuration", path.display()))?;
-        if &previous != config {
+        let without_command = |c: &RunConfig| RunConfig { command: String::new(), ..c.clone() };
+        if without_command(&previous) != without_command(&config) {
             let old = serde_json::to_string_pretty(&previous)?;
-            let new = serde_json::to_string_pretty(config)?;
+            let new = serde_json::to_string_pretty(&config)?;
             bail!(UsageError(format!(
                 "cannot resume: this run's configuration differs from the one in {}\nprevious: {old}\nnow: {new}",
                 path.display()
             )));
         }
-        return Ok(());
+        return Ok(previous);
     }
-    std::fs::write(path, serde_json::to_string_pretty(config)? + "\n").with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, serde_json::to_string_pretty(&config)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(config)
 }
 
 /// Compute the report from `results.jsonl` (first `count` samples, the run's methods) and
 /// write `report.md`, `report.json` and the charts.
 pub fn write_task_report(task: Task, opts: &RunOptions, config: &RunConfig, out_dir: &Path, count: usize) -> anyhow::Result<TaskReport> {
     let all = super::results::read_results::<SampleResult>(&out_dir.join("results.jsonl"))?.records;
+    // Sample ids are line indices, increasing with the sample index: the first `count` samples
+    // are exactly those with an id below the next sample's id.
+    let id_limit = match count {
+        0 => 0,
+        _ => {
+            let prepared = PreparedTask::load(task, opts)?;
+            prepared.sample(count - 1).0 + 1
+        }
+    };
     let mut results: Vec<SampleResult> =
-        all.into_iter().filter(|r| r.task == task && r.sample_id < count && opts.methods.contains(&r.method)).collect();
+        all.into_iter().filter(|r| r.task == task && r.sample_id < id_limit && opts.methods.contains(&r.method)).collect();
     results.sort_by_key(|r| (r.sample_id, opts.methods.iter().position(|m| *m == r.method)));
     results.dedup_by_key(|r| (r.sample_id, r.method));
     let summaries = summarize(&results, &opts.methods);
-    let report = TaskReport::new(task, config, opts, count, summaries)?;
+    let report = TaskReport::new(task, config, count, summaries)?;
     report::write_task_report(&report, out_dir)?;
     Ok(report)
+}
+
+/// Rewrite the reports of an existing run directory from its `run.json` and `results.jsonl`,
+/// without a model (e.g. after a run was killed, or to report fewer samples with `limit`).
+/// Reports every method found in `results.jsonl`, in the order the run used them.
+pub fn rewrite_report(task: Task, opts: &RunOptions, out_dir: &Path) -> anyhow::Result<TaskReport> {
+    let config_path = out_dir.join("run.json");
+    let text = std::fs::read_to_string(&config_path)
+        .with_context(|| format!("cannot read {}: is {} a run directory?", config_path.display(), out_dir.display()))?;
+    let config: RunConfig = serde_json::from_str(&text).with_context(|| format!("{} is not a run configuration", config_path.display()))?;
+    if config.task != task {
+        bail!(UsageError(format!("{} holds a {} run, not {task}", out_dir.display(), config.task)));
+    }
+    let records = super::results::read_results::<SampleResult>(&out_dir.join("results.jsonl"))?.records;
+    let mut methods: Vec<Method> = Vec::new();
+    for r in &records {
+        if !methods.contains(&r.method) {
+            methods.push(r.method);
+        }
+    }
+    let mut opts = opts.clone();
+    opts.methods = methods;
+    opts.shots = config.shots;
+    opts.seed = config.seed;
+    opts.json_style = config.json_style;
+    let prepared = PreparedTask::load(task, &opts)?;
+    let id_end = records.iter().map(|r| r.sample_id + 1).max().unwrap_or(0);
+    let done = (0..prepared.test.len()).take_while(|&i| prepared.sample(i).0 < id_end).count();
+    let count = opts.limit.unwrap_or(done).min(prepared.test.len());
+    write_task_report(task, &opts, &config, out_dir, count)
 }
