@@ -324,5 +324,9 @@ fn throughput_suite_reports_every_workload_and_method() {
     run_throughput(&manifest, &mut again, &ThroughputOptions { resume: true, ..opts.clone() }, &dir).unwrap();
     assert_eq!(again.calls, 0);
     assert_eq!(read(&dir, "throughput.json"), before);
+    // … but not with another protocol.
+    let other = ThroughputOptions { resume: true, max_tokens: Some(64), ..opts.clone() };
+    let err = run_throughput(&manifest, &mut FakeBackend::new(), &other, &dir).unwrap_err();
+    assert!(format!("{err:#}").contains("cannot resume"), "{err:#}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

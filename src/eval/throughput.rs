@@ -208,6 +208,33 @@ pub struct ThroughputReport {
     pub summaries: Vec<ThroughputSummary>,
 }
 
+/// What must not change between a throughput run and its resumption (`throughput_run.json`).
+/// More repetitions, workloads or methods may be added on resume; the measurement protocol may not.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputConfig {
+    pub model: String,
+    pub seed: u64,
+    pub warmup: usize,
+    pub max_tokens: usize,
+    pub temperature: f32,
+}
+
+fn check_or_write_config(path: &Path, config: &ThroughputConfig, resume: bool) -> anyhow::Result<()> {
+    if resume && path.exists() {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let previous: ThroughputConfig =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a throughput run configuration", path.display()))?;
+        if &previous != config {
+            bail!(UsageError(format!(
+                "cannot resume: the run in {} used {previous:?}, this one {config:?}",
+                path.parent().unwrap_or(path).display()
+            )));
+        }
+        return Ok(());
+    }
+    std::fs::write(path, serde_json::to_string_pretty(config)? + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// Aggregate records into summaries, workloads × methods in the given orders.
 pub fn summarize_throughput(records: &[ThroughputRecord], workloads: &[String], methods: &[Method]) -> Vec<ThroughputSummary> {
     let mut out = Vec::new();
@@ -285,6 +312,8 @@ pub fn run_throughput(
         }
     }
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    let config = ThroughputConfig { model: backend.model_name(), seed: opts.seed, warmup, max_tokens, temperature };
+    check_or_write_config(&out_dir.join("throughput_run.json"), &config, opts.resume)?;
     let path = out_dir.join("throughput.jsonl");
     let (mut log, existing) = ResultsLog::open::<ThroughputRecord>(&path, opts.resume)?;
     let done: HashSet<(String, Method, usize)> = existing.iter().map(|r| (r.workload.clone(), r.method, r.rep)).collect();
