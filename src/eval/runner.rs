@@ -71,6 +71,19 @@ pub struct GenerationOutcome {
 }
 
 /// A model that can generate under each method. Implemented by the decode loop.
+///
+/// What the harness relies on (the metrics are only as honest as these):
+/// - `tokens` are the generated token ids (no end-of-generation token), `text` their bytes
+///   decoded; `logprobs[i]` is `log p(tokens[i])` under the model's *unmasked* distribution
+///   at that step (for every method, `none` included), so perplexities compare across methods.
+/// - `interventions` counts the steps where the unmasked argmax token was not allowed
+///   (0 for `none`). With sampling, "top token" still means the argmax.
+/// - `decode_ms` covers generation after the prompt's logits (sampling, masking, forward
+///   passes), `prompt_ms` the prompt evaluation; tokens/s is computed from `decode_ms`.
+/// - `temperature` 0 is greedy; otherwise sample with `seed`.
+/// - The grammar for `request.grammar` may be compiled once and cached per `request.task`.
+/// - An `Err` is recorded for that sample and the run goes on; three in a row for one method
+///   stop the run (resumable).
 pub trait EvalBackend {
     /// The model's name as reports show it (e.g. the GGUF file name).
     fn model_name(&self) -> String;
