@@ -18,6 +18,8 @@ struct FakeBackend {
     conll_gold: HashMap<String, Vec<String>>,
     calls: usize,
     panic_after: Option<usize>,
+    /// Fail this many of the first requests of this method.
+    fail: Option<(Method, usize)>,
     /// The shared prompt prefix seen first; every later request must share it.
     prefix: Option<String>,
 }
@@ -43,6 +45,7 @@ impl FakeBackend {
                 .collect(),
             calls: 0,
             panic_after: None,
+            fail: None,
             prefix: None,
         }
     }
@@ -68,6 +71,13 @@ impl EvalBackend for FakeBackend {
         self.calls += 1;
         if self.panic_after.is_some_and(|n| self.calls > n) {
             panic!("simulated kill");
+        }
+        if let Some((method, left)) = &mut self.fail
+            && *method == req.method
+            && *left > 0
+        {
+            *left -= 1;
+            anyhow::bail!("simulated backend failure");
         }
         if req.shared_prefix_len > 0 {
             let prefix = &req.prompt[..req.shared_prefix_len];
@@ -258,6 +268,40 @@ fn resume_after_a_kill_gives_the_same_report() {
     assert_eq!(domino::cli::exit_code_for(&err), 2);
 
     for d in [full, killed, torn] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn backend_errors_are_recorded_and_retried_on_resume() {
+    let full = fresh_dir("errors-full");
+    run_task(Task::Gsm8k, &mut FakeBackend::new(), &options(6), &full).unwrap();
+
+    let dir = fresh_dir("errors");
+    let mut flaky = FakeBackend::new();
+    flaky.fail = Some((Method::Template, 2));
+    let report = run_task(Task::Gsm8k, &mut flaky, &options(6), &dir).unwrap();
+    let template = report.methods.iter().find(|m| m.method == Method::Template).unwrap();
+    assert_eq!((template.errors, template.finish_reasons["error"]), (2, 2));
+    assert_eq!(done_pairs(&dir.join("results.jsonl")).unwrap().len(), 6 * 5 - 2);
+
+    let mut opts = options(6);
+    opts.resume = true;
+    let mut backend = FakeBackend::new();
+    run_task(Task::Gsm8k, &mut backend, &opts, &dir).unwrap();
+    assert_eq!(backend.calls, 2, "only the failed pairs are retried");
+    for name in ["report.md", "report.json", "accuracy.svg"] {
+        assert_eq!(read(&full, name), read(&dir, name), "{name}: the retried records replace the errors");
+    }
+
+    // Three failures in a row of one method stop the run, pointing at --resume.
+    let broken = fresh_dir("errors-broken");
+    let mut dead = FakeBackend::new();
+    dead.fail = Some((Method::Naive, usize::MAX));
+    let err = run_task(Task::Gsm8k, &mut dead, &options(6), &broken).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("naive failed on 3 samples in a row") && msg.contains("--resume"), "{msg}");
+    for d in [full, dir, broken] {
         std::fs::remove_dir_all(d).unwrap();
     }
 }

@@ -71,10 +71,11 @@ pub fn read_results<T: DeserializeOwned>(path: &Path) -> anyhow::Result<ReadResu
     Ok(ReadResults { records, valid_len, dropped_partial_line, needs_newline })
 }
 
-/// The (sample id, method) pairs already in an accuracy run's results file.
+/// The (sample id, method) pairs done in an accuracy run's results file: those with a record
+/// that is not a backend error (errors are retried on resume).
 pub fn done_pairs(path: &Path) -> anyhow::Result<HashSet<(usize, Method)>> {
     let read = read_results::<SampleResult>(path)?;
-    Ok(read.records.iter().map(|r| (r.sample_id, r.method)).collect())
+    Ok(read.records.iter().filter(|r| r.error.is_none()).map(|r| (r.sample_id, r.method)).collect())
 }
 
 /// An append-only results file.

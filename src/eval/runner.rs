@@ -233,11 +233,14 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
 
     let results_path = out_dir.join("results.jsonl");
     let (mut log, existing) = ResultsLog::open::<SampleResult>(&results_path, opts.resume)?;
-    let done: std::collections::HashSet<(usize, Method)> = existing.iter().map(|r| (r.sample_id, r.method)).collect();
+    // A pair whose record is a backend error is not done: resume retries it (the report
+    // prefers the retry's record).
+    let done: std::collections::HashSet<(usize, Method)> =
+        existing.iter().filter(|r| r.error.is_none()).map(|r| (r.sample_id, r.method)).collect();
 
     let count = prepared.sample_count(opts.limit);
     let mut progress = Progress::new((count * opts.methods.len()) as u64, &opts.methods, opts.progress);
-    for r in existing.iter().filter(|r| r.sample_id < count && opts.methods.contains(&r.method)) {
+    for r in existing.iter().filter(|r| r.error.is_none() && r.sample_id < count && opts.methods.contains(&r.method)) {
         progress.record_resumed(r.method, r.correct);
     }
 
@@ -391,7 +394,9 @@ pub fn write_task_report(task: Task, opts: &RunOptions, config: &RunConfig, out_
     };
     let mut results: Vec<SampleResult> =
         all.into_iter().filter(|r| r.task == task && r.sample_id < id_limit && opts.methods.contains(&r.method)).collect();
-    results.sort_by_key(|r| (r.sample_id, opts.methods.iter().position(|m| *m == r.method)));
+    // One record per (sample, method): a successful one over a backend error (stable sort keeps
+    // file order among equals, so the first success wins).
+    results.sort_by_key(|r| (r.sample_id, opts.methods.iter().position(|m| *m == r.method), r.error.is_some()));
     results.dedup_by_key(|r| (r.sample_id, r.method));
     let summaries = summarize(&results, &opts.methods);
     let report = TaskReport::new(task, config, count, summaries)?;
