@@ -115,3 +115,38 @@ impl ResultsLog {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn temp_file(name: &str, content: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("domino-results-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("results.jsonl");
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    #[test]
+    fn torn_last_line_is_cut_before_appending() {
+        let path = temp_file("torn", "{\"a\":1}\n{\"a\":2}\n{\"a\":");
+        let (mut log, records) = ResultsLog::open::<Value>(&path, true).unwrap();
+        assert_eq!(records, vec![json!({"a": 1}), json!({"a": 2})]);
+        log.append(&json!({"a": 3})).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn complete_last_record_without_newline_is_kept() {
+        let path = temp_file("nonl", "{\"a\":1}");
+        let (mut log, records) = ResultsLog::open::<Value>(&path, true).unwrap();
+        assert_eq!(records, vec![json!({"a": 1})]);
+        log.append(&json!({"a": 2})).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":2}\n");
+        assert!(ResultsLog::open::<Value>(&path, false).is_err(), "without resume an existing file is refused");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+}
