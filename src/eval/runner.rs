@@ -85,7 +85,8 @@ pub struct GenerationOutcome {
 /// - An `Err` is recorded for that sample and the run goes on; three in a row for one method
 ///   stop the run (resumable).
 pub trait EvalBackend {
-    /// The model's name as reports show it (e.g. the GGUF file name).
+    /// The model's name as reports show it: preferably the GGUF file name, which also names
+    /// the quantisation (`SmolLM2-135M-Instruct.Q4_1.gguf`).
     fn model_name(&self) -> String;
 
     /// Generate one output.
