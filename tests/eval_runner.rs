@@ -94,6 +94,7 @@ impl EvalBackend for FakeBackend {
         let mut text = match req.task {
             "gsm8k" => {
                 let gold = self.gsm_gold[question];
+                assert_eq!(req.max_tokens, 512);
                 let answer = if h % 2 == 0 || (mi == 1 && h % 4 == 1) { gold } else { gold + 1 };
                 let json = format!(
                     "{{\n    \"thoughts\": [\n        {{\"step\": \"s\", \"calculation\": \"1+1\", \"result\": 2}}\n    ],\n    \"answer\": {answer}\n}}"
@@ -102,6 +103,7 @@ impl EvalBackend for FakeBackend {
             }
             "conll" => {
                 let gold = &self.conll_gold[question];
+                assert_eq!(req.max_tokens, (64 + 32 * gold.len()).min(2048), "the CoNLL budget grows with the sentence");
                 let items: Vec<String> = gold
                     .iter()
                     .enumerate()

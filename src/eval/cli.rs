@@ -63,9 +63,10 @@ pub struct TaskArgs {
     /// template, llguidance.
     #[arg(long, value_name = "LIST", default_value = "none,domino,naive,llama-grammar,template")]
     pub methods: MethodList,
-    /// Most tokens generated per answer.
-    #[arg(long, value_name = "N", default_value_t = 512)]
-    pub max_tokens: usize,
+    /// Most tokens generated per answer (default: 512 for GSM8K; for CoNLL 64 + 32 per input
+    /// token, 16 with --json-style compact, at most 2048).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<usize>,
     /// Sampling temperature (0 = greedy, the default).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
@@ -205,7 +206,7 @@ fn run_accuracy(
     stdout: &mut impl Write,
 ) -> anyhow::Result<()> {
     let opts = args.run_options(command_line());
-    if opts.max_tokens == 0 {
+    if opts.max_tokens == Some(0) {
         anyhow::bail!(UsageError("--max-tokens must be at least 1".into()));
     }
     if args.show_prompt {

@@ -96,7 +96,8 @@ pub struct TaskReport {
     pub shots: usize,
     pub demo_ids: Vec<usize>,
     pub seed: u64,
-    pub max_tokens: usize,
+    /// None = automatic per sample (see `runner::auto_max_tokens`).
+    pub max_tokens: Option<usize>,
     pub temperature: f32,
     pub prompt_id: String,
     pub methods: Vec<MethodSummary>,
@@ -228,7 +229,14 @@ pub fn render_markdown(report: &TaskReport) -> String {
         report.prompt_id
     );
     let sampling = if report.temperature == 0.0 { "greedy".to_string() } else { format!("temperature {}", report.temperature) };
-    let _ = writeln!(s, "- Decoding: {sampling}, at most {} new tokens", report.max_tokens);
+    let budget = match report.max_tokens {
+        Some(n) => format!("at most {n} new tokens"),
+        None => match report.task {
+            Task::Gsm8k => "at most 512 new tokens".to_string(),
+            Task::Conll => "at most 64 + 32 new tokens per input token (16 for compact JSON), capped at 2048".to_string(),
+        },
+    };
+    let _ = writeln!(s, "- Decoding: {sampling}, {budget}");
     if !report.command.is_empty() {
         let _ = writeln!(s, "- Command: `{}`", report.command);
     }

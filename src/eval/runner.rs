@@ -112,7 +112,8 @@ pub struct RunOptions {
     /// Seed of the demonstration draw and of sampling.
     pub seed: u64,
     pub methods: Vec<Method>,
-    pub max_tokens: usize,
+    /// Token budget per answer; None = [`auto_max_tokens`] (per sample).
+    pub max_tokens: Option<usize>,
     pub temperature: f32,
     pub resume: bool,
     pub json_style: JsonStyle,
@@ -135,7 +136,7 @@ impl Default for RunOptions {
             shots: 5,
             seed: 0,
             methods: Method::default_accuracy_methods(),
-            max_tokens: 512,
+            max_tokens: None,
             temperature: 0.0,
             resume: false,
             json_style: JsonStyle::Pretty,
@@ -156,7 +157,8 @@ pub struct RunConfig {
     pub shots: usize,
     pub demo_ids: Vec<usize>,
     pub seed: u64,
-    pub max_tokens: usize,
+    /// None = automatic per sample ([`auto_max_tokens`]).
+    pub max_tokens: Option<usize>,
     pub temperature: f32,
     pub json_style: JsonStyle,
     /// The command line that started the run (kept on resume, not compared: a resumed run's
@@ -168,6 +170,24 @@ pub struct RunConfig {
 /// Stop after this many consecutive backend failures of one method: something is broken
 /// (a grammar the backend rejects, a model that is gone), not one unlucky sample.
 const MAX_CONSECUTIVE_ERRORS: usize = 3;
+
+/// The default token budget of a sample: 512 for GSM8K (gold answers in the pretty layout
+/// take 100–350 tokens); for CoNLL it grows with the sentence, since the answer repeats every
+/// token: 64 + 32 per input token in the pretty layout (an entry takes about 20 tokens),
+/// 64 + 16 compact, at most 2048. A fixed budget would cut long sentences short and bias
+/// accuracy towards short ones.
+pub fn auto_max_tokens(test: &Dataset, index: usize, style: JsonStyle) -> usize {
+    match test {
+        Dataset::Gsm8k(_) => 512,
+        Dataset::Conll(v) => {
+            let per_token = match style {
+                JsonStyle::Pretty => 32,
+                JsonStyle::Compact => 16,
+            };
+            (64 + per_token * v[index].tokens.len()).min(2048)
+        }
+    }
+}
 
 /// A test split with its prompts ready: everything of a run that does not need the model.
 pub struct PreparedTask {
@@ -259,7 +279,7 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
                 shared_prefix_len: prepared.prompt.prefix.len(),
                 method,
                 grammar: &prepared.schema_path,
-                max_tokens: opts.max_tokens,
+                max_tokens: opts.max_tokens.unwrap_or_else(|| auto_max_tokens(&prepared.test, index, opts.json_style)),
                 stop: &stop,
                 temperature: opts.temperature,
                 seed: opts.seed.wrapping_add(sample_id as u64),
