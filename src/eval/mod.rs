@@ -22,6 +22,7 @@
 //!    `eval/paper_reference.json` beside ours), `report.json` and hand-written SVG charts.
 //!
 //! [`throughput`] does the same for the Table 3 workloads (manifest `eval/throughput.json`).
+//! [`cli`] holds the `domino eval` flags and handler; the caller supplies the backend.
 //!
 //! Invariants:
 //! - Reports are computed from `results.jsonl` alone (never from in-memory state), so a run
