@@ -65,7 +65,9 @@ impl BarChart {
         let group_gap = 28.0;
         let group_width = bar_width * series_count as f64 + group_gap;
         let (left, right, top, bottom) = (70.0, 20.0, 50.0, 90.0);
-        let plot_width = (group_width * group_count as f64).max(300.0);
+        // Wide enough for the bars and for the title (about 8 px per character at 15 px).
+        let title_width = self.title.chars().count() as f64 * 8.0;
+        let plot_width = (group_width * group_count as f64).max(300.0).max(title_width - left - right);
         let plot_height = 260.0;
         let width = left + plot_width + right;
         let legend_height = 18.0 * series_count as f64;
@@ -109,7 +111,7 @@ impl BarChart {
         let offset = left + (plot_width - used_width) / 2.0 + group_gap / 2.0;
         for (ci, category) in self.categories.iter().enumerate() {
             let gx = offset + ci as f64 * group_width;
-            for (si, (_, values)) in self.series.iter().enumerate() {
+            for (si, (series_name, values)) in self.series.iter().enumerate() {
                 let Some(Some(v)) = values.get(ci) else { continue };
                 let x = gx + si as f64 * bar_width;
                 let y = y_of(*v);
@@ -119,7 +121,7 @@ impl BarChart {
                     r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{}</title></rect>"#,
                     bar_width - 2.0,
                     PALETTE[si % PALETTE.len()],
-                    escape(&format!("{category}: {}", format_value(*v, self.decimals)))
+                    escape(&format!("{category} — {series_name}: {}", format_value(*v, self.decimals)))
                 );
                 let _ = writeln!(
                     s,
