@@ -94,6 +94,9 @@ pub fn workload_prompts(workload: &Workload, seed: u64) -> anyhow::Result<Vec<St
             let train = Dataset::load(*fewshot, &default_path(*fewshot, Split::Train))?;
             let test = Dataset::load(*fewshot, &default_path(*fewshot, Split::Test))?;
             let prompt = FewShotPrompt::build(Template::for_task(*fewshot)?, &train, 5, seed, JsonStyle::Pretty)?;
+            if *questions == 0 {
+                bail!("workload `{}`: `questions` must be at least 1", workload.name);
+            }
             Ok(match &test {
                 Dataset::Gsm8k(v) => v.iter().take(*questions).map(|s| prompt.gsm8k_prompt(s)).collect(),
                 Dataset::Conll(v) => v.iter().take(*questions).map(|s| prompt.conll_prompt(s)).collect(),
