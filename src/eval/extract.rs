@@ -126,6 +126,14 @@ mod tests {
     }
 
     #[test]
+    fn non_ascii_text_around_and_inside() {
+        let e = first_json_document("Voilà — {\"é\": \"ü\"} ✓").unwrap();
+        assert_eq!(e.value, serde_json::json!({"é": "ü"}));
+        let e = first_json_document("{ünquoted: 1}\n«{\"ok\": true}»").unwrap();
+        assert_eq!(e.value, serde_json::json!({"ok": true}));
+    }
+
+    #[test]
     fn skips_a_broken_brace_before_the_answer() {
         let e = first_json_document("I think {this} is it: {\"x\": 1}").unwrap();
         assert_eq!(e.value, serde_json::json!({"x": 1}));
