@@ -202,11 +202,19 @@ fn reports_contain_every_method() {
     assert!(summary(Method::Naive).mean_first_divergence.is_some());
     assert!((summary(Method::None).perplexity.unwrap() - (0.05f64).exp()).abs() < 1e-6);
     assert!((summary(Method::DOMINO).performance_impact.unwrap() - 10.0 / 11.0).abs() < 0.02);
+    assert!(md.contains("(McNemar p)") && md.contains("McNemar p = "));
     // Scores recomputed by hand from the records.
+    let none_correct = results.iter().filter(|r| r.method == Method::None && r.correct).count();
     for s in &report.methods {
         let rows: Vec<&SampleResult> = results.iter().filter(|r| r.method == s.method).collect();
         let correct = rows.iter().filter(|r| r.correct).count();
         assert_eq!(s.correct, correct);
+        if let Some(p) = s.vs_none {
+            assert_eq!((p.both_correct + p.only_method, p.both_correct + p.only_none), (correct, none_correct));
+            assert_eq!(p.both_correct + p.only_method + p.only_none + p.neither, 12);
+        } else {
+            assert_eq!(s.method, Method::None);
+        }
         assert_eq!(s.well_formed_rate, rows.iter().filter(|r| r.well_formed).count() as f64 / 12.0);
     }
     // Truncated outputs (llama-grammar on every fifth hash) are never well-formed.

@@ -135,6 +135,8 @@ pub struct MethodSummary {
     /// Exact match with `none` over the samples where `none`'s output is well-formed: where
     /// the unconstrained answer is already valid, a minimally invasive method must not change it.
     pub exact_match_where_none_well_formed: Option<f64>,
+    /// Correctness paired with `none` on the same samples (McNemar's exact test).
+    pub vs_none: Option<PairedComparison>,
     /// CoNLL only.
     pub entity_f1: Option<f64>,
     pub entities: Option<EntityCounts>,
@@ -167,6 +169,59 @@ pub fn same_output(result: &SampleResult, reference: &SampleResult) -> bool {
         }
         Some(_) => false,
     }
+}
+
+/// A method's correctness against `none`'s on the same samples.
+///
+/// Accuracy differences on a few hundred samples are often noise; McNemar's exact test looks
+/// only at the discordant samples (one right, the other wrong) and asks how likely a split at
+/// least this uneven is if both methods were equally good: a two-sided binomial test with
+/// p = 1/2. `p_value` near 1 = no evidence of a difference.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairedComparison {
+    pub both_correct: usize,
+    /// Correct with this method, wrong with `none`.
+    pub only_method: usize,
+    /// Correct with `none`, wrong with this method.
+    pub only_none: usize,
+    pub neither: usize,
+    pub p_value: f64,
+}
+
+impl PairedComparison {
+    /// From (method correct, none correct) pairs.
+    pub fn from_pairs(pairs: &[(bool, bool)]) -> PairedComparison {
+        let count = |m: bool, n: bool| pairs.iter().filter(|&&p| p == (m, n)).count();
+        let (only_method, only_none) = (count(true, false), count(false, true));
+        PairedComparison {
+            both_correct: count(true, true),
+            only_method,
+            only_none,
+            neither: count(false, false),
+            p_value: mcnemar_exact(only_method, only_none),
+        }
+    }
+}
+
+/// Two-sided exact McNemar p-value for `b` and `c` discordant pairs:
+/// `min(1, 2 · P[X ≤ min(b, c)])` with `X ~ Binomial(b + c, 1/2)`.
+pub fn mcnemar_exact(b: usize, c: usize) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    let k = b.min(c);
+    // ln C(n, i) built up incrementally, in log space so large n cannot overflow.
+    let ln_half_n = n as f64 * 0.5f64.ln();
+    let mut ln_choose = 0.0f64;
+    let mut tail = 0.0f64;
+    for i in 0..=k {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        tail += (ln_choose + ln_half_n).exp();
+    }
+    (2.0 * tail).min(1.0)
 }
 
 fn rate(n: usize, d: usize) -> f64 {
@@ -222,6 +277,9 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
             }
         }
         let exact_match_with_none = (compared > 0).then(|| rate(equal, compared));
+        let paired: Vec<(bool, bool)> =
+            rows.iter().filter_map(|r| none_results.get(&r.sample_id).map(|n| (r.correct, n.correct))).collect();
+        let vs_none = (method != Method::None && !paired.is_empty()).then(|| PairedComparison::from_pairs(&paired));
         let mean_first_divergence = (!divergences.is_empty()).then(|| divergences.iter().sum::<f64>() / divergences.len() as f64);
         let entities = rows.iter().filter_map(|r| r.entities).fold(None, |acc: Option<EntityCounts>, c| {
             let mut acc = acc.unwrap_or_default();
@@ -249,6 +307,7 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
             mean_first_divergence,
             compared_with_none: compared,
             exact_match_where_none_well_formed: (compared_valid > 0).then(|| rate(equal_valid, compared_valid)),
+            vs_none,
             entity_f1: entities.map(|e| e.f1()),
             entities,
             finish_reasons,
@@ -266,6 +325,20 @@ fn tokens_per_second<'a>(rows: impl Iterator<Item = &'a SampleResult>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcnemar_reference_values() {
+        assert_eq!(mcnemar_exact(0, 0), 1.0);
+        assert_eq!(mcnemar_exact(3, 3), 1.0);
+        // b = 0, c = 5: 2 · 0.5^5 = 0.0625.
+        assert!((mcnemar_exact(0, 5) - 0.0625).abs() < 1e-12);
+        // b = 1, c = 9: 2 · (1 + 10) / 1024.
+        assert!((mcnemar_exact(9, 1) - 22.0 / 1024.0).abs() < 1e-12);
+        assert!(mcnemar_exact(0, 2000) < 1e-300 || mcnemar_exact(0, 2000) == 0.0);
+        let p = PairedComparison::from_pairs(&[(true, true), (true, false), (false, true), (false, true), (false, false)]);
+        assert_eq!((p.both_correct, p.only_method, p.only_none, p.neither), (1, 1, 2, 1));
+        assert!((p.p_value - 1.0).abs() < 1e-12);
+    }
 
     #[test]
     fn divergence_positions() {

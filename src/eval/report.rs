@@ -143,6 +143,11 @@ pub struct Claim {
     pub holds: Option<bool>,
 }
 
+/// `, McNemar p = …` for a method compared with `none`.
+fn p_note(m: &MethodSummary) -> String {
+    m.vs_none.map_or(String::new(), |p| format!(", McNemar p = {:.3}", p.p_value))
+}
+
 /// Check the paper's main accuracy-table claims against `methods` (those the run has).
 pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
     let find = |m: Method| methods.iter().find(|s| s.method == m);
@@ -153,7 +158,7 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
         claims.push(Claim {
             claim: "DOMINO (k=∞) costs no accuracy: accuracy ≥ unconstrained".into(),
             paper: "GSM8K 0.418 vs 0.415 (Mistral), 0.262 vs 0.262 (Llama-2); CoNLL equal for both".into(),
-            ours: format!("{:.3} vs {:.3} ({} samples)", domino.accuracy, none.accuracy, n),
+            ours: format!("{:.3} vs {:.3} ({} samples{})", domino.accuracy, none.accuracy, n, p_note(domino)),
             holds: Some(domino.accuracy >= none.accuracy),
         });
         if let Some(x) = domino.exact_match_where_none_well_formed {
@@ -184,7 +189,13 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
             claims.push(Claim {
                 claim: format!("Invasive constraining ({method}) loses accuracy against unconstrained"),
                 paper: paper.into(),
-                ours: format!("{:.3} vs {:.3} ({:+.1} points)", m.accuracy, none.accuracy, (m.accuracy - none.accuracy) * 100.0),
+                ours: format!(
+                    "{:.3} vs {:.3} ({:+.1} points{})",
+                    m.accuracy,
+                    none.accuracy,
+                    (m.accuracy - none.accuracy) * 100.0,
+                    p_note(m)
+                ),
                 holds: Some(m.accuracy < none.accuracy),
             });
         }
@@ -255,13 +266,13 @@ pub fn render_markdown(report: &TaskReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| Dataset | Model | Method | Accuracy | Well-Formed | Perplexity | Performance Impact | Paper Accuracy | Paper Well-Formed | Paper Perplexity | Paper Impact |"
+        "| Dataset | Model | Method | Accuracy | Well-Formed | Perplexity | Performance Impact | Paper Accuracy | Paper Well-Formed | Paper Perplexity | Paper Impact | vs none: +/− samples (McNemar p) |"
     );
-    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in &report.methods {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} | {:.3} | {} | {} | {} | {} | {} | {} | {} |",
             report.dataset,
             report.model,
             m.method,
@@ -273,6 +284,7 @@ pub fn render_markdown(report: &TaskReport) -> String {
             paper_cell(report, m.method, |r| r.well_formed, 3),
             paper_cell(report, m.method, |r| r.perplexity, 3),
             paper_cell(report, m.method, |r| r.performance_impact, 2),
+            m.vs_none.map_or("—".into(), |p| format!("+{} / −{} (p = {:.3})", p.only_method, p.only_none, p.p_value)),
         );
     }
 
@@ -368,6 +380,8 @@ pub fn render_markdown(report: &TaskReport) -> String {
          - Perplexity: exp of the mean negative log-probability of all generated tokens under the unmasked model.\n\
          - Performance impact: generated tokens per second of decoding (prompt evaluation excluded) relative to `none` in this run.\n\
          - Intervention rate: share of decoding steps where the model's top token was blocked.\n\
+         - vs none: samples this method gets right and `none` wrong (+) and the reverse (−); McNemar's exact test p-value \
+         (small p: the accuracy difference is unlikely to be noise).\n\
          - Exact match with none / first divergence: generated token ids compared with `none`'s on the same sample; \
          a prefix counts as the same output when the shorter one holds a complete JSON document (constrained runs stop there).\n\
          - Paper numbers: {}",
