@@ -141,6 +141,9 @@ pub struct Claim {
     pub ours: String,
     /// Whether our numbers agree; None when this run lacks the methods to tell.
     pub holds: Option<bool>,
+    /// For accuracy claims: McNemar's p-value of the difference behind the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
 }
 
 /// `, McNemar p = …` for a method compared with `none`.
@@ -160,6 +163,7 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
             paper: "GSM8K 0.418 vs 0.415 (Mistral), 0.262 vs 0.262 (Llama-2); CoNLL equal for both".into(),
             ours: format!("{:.3} vs {:.3} ({} samples{})", domino.accuracy, none.accuracy, n, p_note(domino)),
             holds: Some(domino.accuracy >= none.accuracy),
+            p_value: domino.vs_none.map(|p| p.p_value),
         });
         if let Some(x) = domino.exact_match_where_none_well_formed {
             claims.push(Claim {
@@ -167,6 +171,7 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
                 paper: "§3 minimal invasiveness (greedy: identical tokens up to the end of the document)".into(),
                 ours: format!("{x:.3} of the samples with a well-formed unconstrained output are identical"),
                 holds: Some(x >= 1.0),
+                p_value: None,
             });
         }
         if let Some(p) = domino.performance_impact {
@@ -175,6 +180,7 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
                 paper: "1.66–2.71× (Table 2, with speculative decoding)".into(),
                 ours: format!("{p:.2}×"),
                 holds: Some(p > 1.0),
+                p_value: None,
             });
         }
     }
@@ -197,6 +203,7 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
                     p_note(m)
                 ),
                 holds: Some(m.accuracy < none.accuracy),
+                p_value: m.vs_none.map(|p| p.p_value),
             });
         }
     }
@@ -206,6 +213,7 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
             paper: "0.80–0.86× (Table 2)".into(),
             ours: format!("{p:.2}×"),
             holds: Some(p < 1.0),
+            p_value: None,
         });
     }
     claims
@@ -303,6 +311,11 @@ pub fn render_markdown(report: &TaskReport) -> String {
                 Some(true) => "yes",
                 Some(false) => "no",
                 None => "—",
+            };
+            // A direction without significance is reported as such, not as a finding.
+            let verdict = match c.p_value {
+                Some(p) if p >= 0.05 => format!("{verdict} (within noise, p = {p:.2})"),
+                _ => verdict.to_string(),
             };
             let _ = writeln!(s, "| {} | {} | {} | {verdict} |", c.claim, c.paper, c.ours);
         }
