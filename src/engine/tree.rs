@@ -1,0 +1,476 @@
+//! Vocabulary-aligned subterminal trees (DOMINO §3.3).
+//!
+//! For one scanner state `q`, [`SubterminalTree::build`] walks every vocabulary token's bytes
+//! through the scanner and enumerates **every** way to split them into terminal pieces: the
+//! rest of the terminal in progress, zero or more whole terminals, and the start of a next
+//! terminal. A split is recorded as its sequence of *boundary events* — "terminal `t` ends
+//! here" — followed by the scanner state reached at the token's end (its live terminals
+//! are what the final partial piece could still become). Sequences are organised as a
+//! prefix tree over boundary events; each node carries groups `(live set, tokens)`: the tokens
+//! whose split has exactly this event sequence and ends in a state with that live set.
+//!
+//! A mask walks the tree with the parser: an edge is taken when the parser accepts its
+//! terminal, and a group is allowed when one of its live terminals is expected by the parser
+//! at that point (so the final partial piece can still be completed into an acceptable
+//! terminal). This is exact: the grammar allows `prefix · token` iff some split passes.
+//!
+//! # Boundaries and lookahead
+//! A boundary at byte position 0 of a token ends the terminal that was in progress before
+//! the token; a boundary at position `1..len` is *inside* the token. Each node records how
+//! many inside boundaries its path has ([`TreeNode::inside`]); lookahead `k` drops nodes with
+//! more than `k` (see [`crate::engine::Options::lookahead`]). A boundary exactly at the token's
+//! end is never an event: the next token's tree handles it (it is the position-0 boundary
+//! there), so each split is represented once.
+//!
+//! # Pruning
+//! Splits that no sentence of the grammar can contain are not stored: two consecutive events
+//! `a, b` require `b` to be able to follow `a` somewhere in the grammar ([`Follow`]), and a new
+//! terminal started after `a` must have a live terminal that can follow `a`. Without this, a
+//! token of 16 spaces would have 2^15 splits into whitespace terminals. The pruning is a
+//! static over-approximation of the parser, so it never removes a split the parser accepts.
+//!
+//! # Invariants
+//! - Node 0 is the root (no events); children of a node have distinct edge labels.
+//! - Token ids in a group are sorted and distinct; special tokens never appear.
+
+use super::earley::Parser;
+use super::trie::VocabTrie;
+use crate::grammar::ir::{self, TerminalId};
+use crate::lexer::{DEAD, LiveSetId, ScanState, Scanner};
+use crate::vocab::TokenSet;
+
+/// Which terminal can immediately follow which in some sentential form of the grammar.
+#[derive(Clone, Debug)]
+pub struct Follow {
+    n: usize,
+    bits: Vec<u64>,
+}
+
+impl Follow {
+    /// Pairs `(a, b)` such that `… a b …` occurs in a derivation: for every production and
+    /// every two right-hand-side positions with only nullable symbols between, LAST of the
+    /// first × FIRST of the second.
+    pub fn new(g: &ir::Grammar) -> Self {
+        let nt = g.nonterminals.len();
+        let n = g.terminals.len();
+        let words = n.div_ceil(64).max(1);
+        let mut nullable = vec![false; nt];
+        loop {
+            let mut changed = false;
+            for p in &g.productions {
+                if !nullable[p.lhs.0 as usize]
+                    && p.rhs.iter().all(|s| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]))
+                {
+                    nullable[p.lhs.0 as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // FIRST / LAST sets of nonterminals as bitsets over terminals.
+        let mut first = vec![vec![0u64; words]; nt];
+        let mut last = vec![vec![0u64; words]; nt];
+        let set_of = |sets: &Vec<Vec<u64>>, s: &ir::Symbol| -> Vec<u64> {
+            match s {
+                ir::Symbol::Terminal(t) => {
+                    let mut v = vec![0u64; words];
+                    v[t.0 as usize / 64] |= 1 << (t.0 % 64);
+                    v
+                }
+                ir::Symbol::Nonterminal(x) => sets[x.0 as usize].clone(),
+            }
+        };
+        let is_nullable = |s: &ir::Symbol| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]);
+        loop {
+            let mut changed = false;
+            for p in &g.productions {
+                let l = p.lhs.0 as usize;
+                for s in &p.rhs {
+                    let add = set_of(&first, s);
+                    for (a, b) in first[l].iter_mut().zip(&add) {
+                        if *a | b != *a {
+                            *a |= b;
+                            changed = true;
+                        }
+                    }
+                    if !is_nullable(s) {
+                        break;
+                    }
+                }
+                for s in p.rhs.iter().rev() {
+                    let add = set_of(&last, s);
+                    for (a, b) in last[l].iter_mut().zip(&add) {
+                        if *a | b != *a {
+                            *a |= b;
+                            changed = true;
+                        }
+                    }
+                    if !is_nullable(s) {
+                        break;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut bits = vec![0u64; n * words];
+        for p in &g.productions {
+            for i in 0..p.rhs.len() {
+                let lasts = set_of(&last, &p.rhs[i]);
+                for j in i + 1..p.rhs.len() {
+                    let firsts = set_of(&first, &p.rhs[j]);
+                    for a in 0..n {
+                        if lasts[a / 64] >> (a % 64) & 1 == 1 {
+                            for (w, f) in bits[a * words..(a + 1) * words].iter_mut().zip(&firsts) {
+                                *w |= f;
+                            }
+                        }
+                    }
+                    if !is_nullable(&p.rhs[j]) {
+                        break;
+                    }
+                }
+            }
+        }
+        Follow { n: words, bits }
+    }
+
+    /// Everything may follow everything (no pruning).
+    pub fn all(num_terminals: usize) -> Self {
+        let words = num_terminals.div_ceil(64).max(1);
+        Follow { n: words, bits: vec![u64::MAX; num_terminals * words] }
+    }
+
+    /// The table "after terminal `t`, may a piece in scanner state `q` still become a terminal
+    /// that can follow `t`?" for every (t, q); `None` when it would exceed `max_bits`.
+    pub fn live_table(&self, scanner: &Scanner, max_bits: usize) -> Option<LiveFollow> {
+        let nt = scanner.num_terminals();
+        let ns = scanner.num_states();
+        if nt.saturating_mul(ns) > max_bits {
+            return None;
+        }
+        let words = ns.div_ceil(64).max(1);
+        let mut bits = vec![0u64; nt * words];
+        for q in 0..ns {
+            let live = scanner.live_terminals(scanner.live_set(ScanState(q as u32)));
+            for t in 0..nt {
+                if live.iter().any(|&u| self.can_follow(TerminalId(t as u32), u)) {
+                    bits[t * words + q / 64] |= 1 << (q % 64);
+                }
+            }
+        }
+        Some(LiveFollow { words, bits })
+    }
+
+    #[inline]
+    pub fn can_follow(&self, a: TerminalId, b: TerminalId) -> bool {
+        self.bits[a.0 as usize * self.n + b.0 as usize / 64] >> (b.0 % 64) & 1 == 1
+    }
+}
+
+/// See [`Follow::live_table`].
+#[derive(Clone, Debug)]
+pub struct LiveFollow {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl LiveFollow {
+    #[inline]
+    pub fn ok(&self, t: TerminalId, q: u32) -> bool {
+        self.bits[t.0 as usize * self.words + q as usize / 64] >> (q % 64) & 1 == 1
+    }
+}
+
+/// A set of token ids stored as a sorted list or a bitset, whichever is smaller.
+#[derive(Clone, Debug)]
+pub enum TokenList {
+    Sparse(Box<[u32]>),
+    Dense(Box<[u64]>),
+}
+
+impl TokenList {
+    /// From ids in any order, duplicates allowed (big sets go straight to a bitset: no sort).
+    fn from_unsorted(mut ids: Vec<u32>, vocab_len: usize) -> Self {
+        if ids.len() * 32 <= vocab_len {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        Self::from_sorted(ids, vocab_len)
+    }
+
+    fn from_sorted(ids: Vec<u32>, vocab_len: usize) -> Self {
+        if ids.len() * 32 > vocab_len {
+            let mut w = vec![0u64; vocab_len.div_ceil(64)];
+            for &i in &ids {
+                w[i as usize / 64] |= 1 << (i % 64);
+            }
+            TokenList::Dense(w.into())
+        } else {
+            TokenList::Sparse(ids.into())
+        }
+    }
+
+    /// `out |= self`.
+    #[inline]
+    pub fn union_into(&self, out: &mut TokenSet) {
+        match self {
+            TokenList::Sparse(ids) => {
+                let w = out.words_mut();
+                for &i in ids.iter() {
+                    w[i as usize >> 6] |= 1 << (i & 63);
+                }
+            }
+            TokenList::Dense(bits) => {
+                for (a, b) in out.words_mut().iter_mut().zip(bits.iter()) {
+                    *a |= *b;
+                }
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            TokenList::Sparse(ids) => ids.len(),
+            TokenList::Dense(bits) => bits.iter().map(|w| w.count_ones() as usize).sum(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match self {
+            TokenList::Sparse(ids) => ids.len() * 4,
+            TokenList::Dense(bits) => bits.len() * 8,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub live: LiveSetId,
+    pub tokens: TokenList,
+}
+
+#[derive(Clone, Debug)]
+pub struct TreeNode {
+    /// The boundary event on the edge into this node (meaningless for the root).
+    pub terminal: TerminalId,
+    /// Number of boundaries strictly inside the token on the path from the root.
+    pub inside: u32,
+    children: std::ops::Range<u32>,
+    groups: std::ops::Range<u32>,
+}
+
+/// The subterminal tree `T_q` of one scanner state (see the module doc).
+#[derive(Debug)]
+pub struct SubterminalTree {
+    /// Scanner states some token ends in (the states whose trees a walk can need next).
+    end_states: Box<[ScanState]>,
+    nodes: Vec<TreeNode>,
+    children: Vec<u32>,
+    groups: Vec<Group>,
+}
+
+/// Build-time node.
+struct BuildNode {
+    terminal: TerminalId,
+    inside: u32,
+    /// (edge label, child): label = terminal << 1 | at_position_0.
+    children: Vec<(u32, u32)>,
+    groups: Vec<(LiveSetId, Vec<u32>)>,
+}
+
+impl SubterminalTree {
+    /// Build `T_q` for scanner state `q` over the vocabulary trie.
+    pub fn build(
+        scanner: &Scanner,
+        follow: &Follow,
+        live_follow: Option<&LiveFollow>,
+        trie: &VocabTrie,
+        vocab_len: usize,
+        q: ScanState,
+    ) -> Self {
+        let mut nodes = vec![BuildNode { terminal: TerminalId(0), inside: 0, children: vec![], groups: vec![] }];
+        // Threads (scanner state, tree node) of every depth of the current trie path, flat:
+        // depth d's threads are `threads[level_start[d]..level_start[d + 1]]` (no allocation
+        // per trie node).
+        let mut threads: Vec<(ScanState, u32)> = vec![(q, 0)];
+        let mut level_start: Vec<usize> = vec![0, 1];
+        // A terminal may start after `t` with byte `b` when δ(START, b) has a live terminal
+        // that can follow `t`: precomputed per (t, b).
+        let num_t = scanner.num_terminals();
+        let mut fresh_of = [DEAD; 256];
+        let mut start_ok = vec![false; num_t * 256];
+        for b in 0..=255u8 {
+            let f = scanner.next(Scanner::START, b);
+            fresh_of[b as usize] = f;
+            if f != DEAD {
+                let live = scanner.live_terminals(scanner.live_set(ScanState(f)));
+                for t in 0..num_t {
+                    start_ok[t * 256 + b as usize] = live.iter().any(|&u| follow.can_follow(TerminalId(t as u32), u));
+                }
+            }
+        }
+        let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
+        let mut end_seen = vec![0u64; scanner.num_states().div_ceil(64)];
+        let mut end_states: Vec<ScanState> = Vec::new();
+        let mut i = 0usize;
+        while i < trie.nodes.len() {
+            let tn = trie.nodes[i];
+            let d = tn.depth as usize;
+            // Drop deeper levels left from the previous path.
+            level_start.truncate(d + 1);
+            threads.truncate(level_start[d]);
+            let (p0, p1) = (level_start[d - 1], level_start[d]);
+            let pos = d - 1;
+            let b = tn.byte;
+            let fresh = fresh_of[b as usize];
+            for ti in p0..p1 {
+                let (s, n) = threads[ti];
+                let cont = scanner.next(s, b);
+                let cont_ok = cont != DEAD
+                    && (n == 0 || live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, cont)));
+                if cont_ok && !threads[p1..].contains(&(ScanState(cont), n)) {
+                    threads.push((ScanState(cont), n));
+                }
+                if fresh == DEAD {
+                    continue;
+                }
+                for &t in scanner.accepting(s) {
+                    if !start_ok[t.0 as usize * 256 + b as usize] {
+                        continue;
+                    }
+                    if live_follow.is_some_and(|lf| !lf.ok(t, fresh)) {
+                        continue;
+                    }
+                    if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
+                        continue;
+                    }
+                    let label = (t.0 << 1) | (pos == 0) as u32;
+                    let child = match nodes[n as usize].children.iter().find(|c| c.0 == label) {
+                        Some(c) => c.1,
+                        None => {
+                            let id = nodes.len() as u32;
+                            let inside = nodes[n as usize].inside + (pos > 0) as u32;
+                            nodes.push(BuildNode { terminal: t, inside, children: vec![], groups: vec![] });
+                            nodes[n as usize].children.push((label, id));
+                            id
+                        }
+                    };
+                    if !threads[p1..].contains(&(ScanState(fresh), child)) {
+                        threads.push((ScanState(fresh), child));
+                    }
+                }
+            }
+            if threads.len() == p1 {
+                i = tn.next as usize;
+                continue;
+            }
+            let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
+            if !toks.is_empty() {
+                for &(s, n) in &threads[p1..] {
+                    if end_seen[s.0 as usize / 64] >> (s.0 % 64) & 1 == 0 {
+                        end_seen[s.0 as usize / 64] |= 1 << (s.0 % 64);
+                        end_states.push(s);
+                    }
+                    let live = scanner.live_set(s);
+                    // Direct-mapped cache of (node, live set) → group index: nodes may have
+                    // hundreds of groups, and neighbouring trie nodes hit the same ones.
+                    let slot = (n.wrapping_mul(0x9E37_79B9) ^ live.0.wrapping_mul(0x85EB_CA6B)) as usize >> 24;
+                    let groups = &mut nodes[n as usize].groups;
+                    let g = match group_cache[slot] {
+                        (cn, cl, g) if cn == n && cl == live.0 => g as usize,
+                        _ => {
+                            let g = match groups.iter().position(|g| g.0 == live) {
+                                Some(g) => g,
+                                None => {
+                                    groups.push((live, Vec::new()));
+                                    groups.len() - 1
+                                }
+                            };
+                            group_cache[slot] = (n, live.0, g as u32);
+                            g
+                        }
+                    };
+                    groups[g].1.extend(toks.iter().map(|t| t.0));
+                }
+            }
+            level_start.push(threads.len());
+            i += 1;
+        }
+        // Freeze: children and groups contiguous, breadth-irrelevant order.
+        let mut out_nodes = Vec::with_capacity(nodes.len());
+        let mut children = Vec::new();
+        let mut groups = Vec::new();
+        for n in nodes {
+            let c0 = children.len() as u32;
+            children.extend(n.children.iter().map(|c| c.1));
+            let g0 = groups.len() as u32;
+            for (live, ids) in n.groups {
+                groups.push(Group { live, tokens: TokenList::from_unsorted(ids, vocab_len) });
+            }
+            out_nodes.push(TreeNode {
+                terminal: n.terminal,
+                inside: n.inside,
+                children: c0..children.len() as u32,
+                groups: g0..groups.len() as u32,
+            });
+        }
+        end_states.sort_unstable();
+        SubterminalTree { end_states: end_states.into(), nodes: out_nodes, children, groups }
+    }
+
+    /// Scanner states in which some token ends when starting from this tree's state.
+    pub fn end_states(&self) -> &[ScanState] {
+        &self.end_states
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<TreeNode>()
+            + self.end_states.len() * 4
+            + self.children.len() * 4
+            + self.groups.iter().map(|g| std::mem::size_of::<Group>() + g.tokens.memory_bytes()).sum::<usize>()
+    }
+
+    /// OR into `out` every token whose split the parser accepts, checking at most
+    /// `max_inside` inside-token boundaries. `parser` is restored before returning.
+    pub fn mask_into(&self, scanner: &Scanner, parser: &mut Parser, max_inside: u32, out: &mut TokenSet) {
+        self.walk(0, scanner, parser, max_inside, out);
+    }
+
+    fn walk(&self, node: u32, scanner: &Scanner, parser: &mut Parser, max_inside: u32, out: &mut TokenSet) {
+        let n = &self.nodes[node as usize];
+        {
+            let expected = parser.expected();
+            for g in &self.groups[n.groups.start as usize..n.groups.end as usize] {
+                if scanner.live_terminals(g.live).iter().any(|&t| expected.contains(t)) {
+                    g.tokens.union_into(out);
+                }
+            }
+        }
+        for &c in &self.children[n.children.start as usize..n.children.end as usize] {
+            let child = &self.nodes[c as usize];
+            if child.inside > max_inside {
+                continue;
+            }
+            if parser.push(child.terminal) {
+                self.walk(c, scanner, parser, max_inside, out);
+                parser.pop();
+            }
+        }
+    }
+}

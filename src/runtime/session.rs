@@ -1,0 +1,292 @@
+//! A llama context over one model: the KV cache of one sequence, batched decoding with
+//! logits at chosen positions, and rollback of the cache's tail.
+//!
+//! Positions are contiguous: a decode of `k` tokens occupies positions
+//! `n_past .. n_past + k`. Logits cost an output-layer pass each (the large part of a forward
+//! pass for big vocabularies), so callers name the batch positions they need: the last one
+//! for plain generation, all of them to verify a speculative draft, none while feeding forced
+//! tokens that are followed by more.
+
+use super::{Model, RuntimeError};
+use crate::vocab::TokenId;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::token::LlamaToken;
+use std::num::NonZeroU32;
+
+/// Context parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Context size in tokens (prompt + generated).
+    pub n_ctx: u32,
+    /// CPU threads for single-token and batch decoding; `None` = physical cores.
+    pub threads: Option<u32>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            n_ctx: 4096,
+            threads: None,
+        }
+    }
+}
+
+/// The number of physical CPU cores (hyper-threads share one core's arithmetic units, so
+/// llama.cpp is fastest with one thread per core). Falls back to the logical count.
+pub fn physical_cores() -> u32 {
+    let logical = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return logical;
+    };
+    let mut cores = std::collections::HashSet::new();
+    let mut physical = "";
+    for line in cpuinfo.lines() {
+        let (key, value) = match line.split_once(':') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None => continue,
+        };
+        match key {
+            "physical id" => physical = value,
+            "core id" => {
+                cores.insert((physical.to_string(), value.to_string()));
+            }
+            _ => {}
+        }
+    }
+    // A container may see fewer CPUs than the host has cores.
+    if cores.is_empty() {
+        logical
+    } else {
+        (cores.len() as u32).min(logical)
+    }
+}
+
+/// Which positions of a batch get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitsAt<'a> {
+    /// Every position (verifying a speculative draft, scoring a text).
+    All,
+    /// Only the last position (plain generation).
+    Last,
+    /// No position (feeding tokens whose successors follow in a later batch).
+    None,
+    /// These batch indices (0-based within the batch; any order, duplicates ignored).
+    Positions(&'a [usize]),
+}
+
+/// One context over a [`Model`]: a single sequence in the KV cache.
+pub struct Session<'m> {
+    model: &'m Model,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    n_ctx: usize,
+    n_vocab: usize,
+    /// Tokens in the KV cache, in position order (`tokens.len() == n_past`).
+    tokens: Vec<TokenId>,
+    /// Which indices of the latest batch have logits (cleared by `truncate`).
+    has_logits: Vec<bool>,
+    threads: u32,
+}
+
+impl std::fmt::Debug for Session<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("n_ctx", &self.n_ctx)
+            .field("n_past", &self.tokens.len())
+            .finish()
+    }
+}
+
+impl<'m> Session<'m> {
+    pub(super) fn new(model: &'m Model, options: SessionOptions) -> Result<Self, RuntimeError> {
+        if options.n_ctx == 0 {
+            return Err(RuntimeError::ContextFailed(
+                "context size must be at least 1".into(),
+            ));
+        }
+        let threads = options.threads.unwrap_or_else(physical_cores).max(1);
+        let n_ctx = NonZeroU32::new(options.n_ctx).expect("checked above");
+        // n_batch = n_ctx: any decode that fits in the context fits in one batch, so the logits
+        // of every requested position stay readable (llama.cpp aborts on a batch > n_batch).
+        let params = LlamaContextParams::default()
+            .with_n_ctx(Some(n_ctx))
+            .with_n_batch(options.n_ctx)
+            .with_n_ubatch(options.n_ctx.min(512))
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32);
+        // llama.cpp may write to the model while creating a context (see llama-cpp-2's
+        // `new_context`): never create two at once.
+        static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = CREATING.lock().unwrap_or_else(|e| e.into_inner());
+        let ctx = model
+            .llama()
+            .new_context(super::backend()?, params)
+            .map_err(|e| RuntimeError::ContextFailed(format!("{e} (n_ctx = {})", options.n_ctx)))?;
+        // llama.cpp may round the context size; a batch may never exceed n_batch.
+        let n_ctx = ctx.n_ctx().min(ctx.n_batch()) as usize;
+        Ok(Session {
+            model,
+            ctx,
+            batch: LlamaBatch::new(n_ctx, 1),
+            n_ctx,
+            n_vocab: model.n_vocab(),
+            tokens: Vec::with_capacity(n_ctx),
+            has_logits: Vec::new(),
+            threads,
+        })
+    }
+
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// Positions in the KV cache.
+    pub fn n_past(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Context size.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Threads used for decoding.
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    /// The tokens in the KV cache, in order.
+    pub fn tokens(&self) -> &[TokenId] {
+        &self.tokens
+    }
+
+    /// Append `tokens` at positions `n_past..` and run one forward pass, computing logits
+    /// at the batch positions `logits_at` names. Fails (changing nothing) on an empty batch,
+    /// a token outside the vocabulary, a position outside the batch, or context overflow.
+    pub fn decode(
+        &mut self,
+        tokens: &[TokenId],
+        logits_at: LogitsAt<'_>,
+    ) -> Result<(), RuntimeError> {
+        if tokens.is_empty() {
+            return Err(RuntimeError::EmptyBatch);
+        }
+        let n_past = self.tokens.len();
+        if n_past + tokens.len() > self.n_ctx {
+            return Err(RuntimeError::ContextOverflow {
+                n_past,
+                n_tokens: tokens.len(),
+                n_ctx: self.n_ctx,
+            });
+        }
+        if let Some(t) = tokens.iter().find(|t| t.index() >= self.n_vocab) {
+            return Err(RuntimeError::TokenOutOfRange {
+                token: t.0,
+                n_vocab: self.n_vocab,
+            });
+        }
+        self.has_logits.clear();
+        self.has_logits.resize(tokens.len(), false);
+        match logits_at {
+            LogitsAt::All => self.has_logits.iter_mut().for_each(|b| *b = true),
+            LogitsAt::Last => *self.has_logits.last_mut().expect("non-empty") = true,
+            LogitsAt::None => {}
+            LogitsAt::Positions(ps) => {
+                for &p in ps {
+                    if p >= tokens.len() {
+                        self.has_logits.clear();
+                        return Err(RuntimeError::LogitsPosition {
+                            position: p,
+                            batch_len: tokens.len(),
+                        });
+                    }
+                    self.has_logits[p] = true;
+                }
+            }
+        }
+        self.batch.clear();
+        for (i, (&t, &logits)) in tokens.iter().zip(&self.has_logits).enumerate() {
+            self.batch
+                .add(LlamaToken(t.0 as i32), (n_past + i) as i32, &[0], logits)
+                .map_err(|e| RuntimeError::Decode(e.to_string()))?;
+        }
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            self.has_logits.clear();
+            // A failed decode may leave part of the batch in the cache: remove it so that
+            // n_past stays the truth.
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(0), Some(n_past as u32), None);
+            return Err(RuntimeError::Decode(e.to_string()));
+        }
+        self.tokens.extend_from_slice(tokens);
+        Ok(())
+    }
+
+    /// Whether the latest decode computed logits at batch index `i` (and no truncate since).
+    pub fn has_logits(&self, i: usize) -> bool {
+        self.has_logits.get(i).copied().unwrap_or(false)
+    }
+
+    /// The logits (one per vocabulary entry) at batch index `i` of the latest decode, if
+    /// they were requested.
+    pub fn try_logits(&self, i: usize) -> Option<&[f32]> {
+        if self.has_logits(i) {
+            Some(self.ctx.get_logits_ith(i as i32))
+        } else {
+            None
+        }
+    }
+
+    /// The logits at batch index `i` of the latest decode.
+    ///
+    /// # Panics
+    /// When the latest decode did not ask for logits at `i` (a bug in the caller, not an
+    /// input error); use [`Session::try_logits`] to check.
+    pub fn logits(&self, i: usize) -> &[f32] {
+        match self.try_logits(i) {
+            Some(l) => l,
+            None => panic!(
+                "no logits at batch index {i}: the latest decode did not request them (or truncate ran since)"
+            ),
+        }
+    }
+
+    /// Keep the first `n` positions of the KV cache and remove the rest. Logits of the
+    /// latest decode become unreadable.
+    pub fn truncate(&mut self, n: usize) -> Result<(), RuntimeError> {
+        let n_past = self.tokens.len();
+        if n > n_past {
+            return Err(RuntimeError::Truncate(format!(
+                "cannot keep {n} positions: only {n_past} are in the cache"
+            )));
+        }
+        self.has_logits.clear();
+        if n == n_past {
+            return Ok(());
+        }
+        let removed = self
+            .ctx
+            .clear_kv_cache_seq(Some(0), Some(n as u32), None)
+            .map_err(|e| RuntimeError::Truncate(e.to_string()))?;
+        let pos_max = self.ctx.kv_cache_seq_pos_max(0);
+        if !removed || pos_max != n as i32 - 1 {
+            return Err(RuntimeError::Truncate(format!(
+                "removing positions {n}.. left the cache ending at position {pos_max} (removed: {removed})"
+            )));
+        }
+        self.tokens.truncate(n);
+        Ok(())
+    }
+
+    /// Empty the KV cache.
+    pub fn clear(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.tokens.clear();
+        self.has_logits.clear();
+    }
+}
