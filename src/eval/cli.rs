@@ -1,20 +1,23 @@
 //! The `domino eval` command line: flags, and the handler that turns them into a run.
 //!
-//! Model and sampling-backend flags (`--model`, threads, GPU layers) are not defined here: the
-//! generation backend is built by the caller (`crate::cli`), which passes a factory to [`run`].
-//! Everything that needs no model works without one — `--show-prompt` prints the exact prompt
-//! of the first selected test sample and exits, so prompts can be inspected anywhere.
+//! Model flags (`-m`, `--ctx`, `--threads`, `--n-gpu-layers`) are `generate`'s
+//! ([`ModelArgs`]); the model is loaded once per command and every sample and method runs in
+//! one session ([`LlamaEvalBackend`]). Everything that needs no model works without one —
+//! `--show-prompt` prints the exact prompt of the first selected test sample and exits, and
+//! `--report-only` rewrites reports — so prompts and reports can be inspected anywhere.
 //!
 //! stdout carries the result only (the report as Markdown, or `report.json` with
 //! `--format json`); progress goes to stderr.
 
 use super::Task;
+use super::backend::LlamaEvalBackend;
 use super::method::Method;
 use super::prompt::JsonStyle;
 use super::runner::{EvalBackend, PreparedTask, RunOptions, run_task};
 use super::throughput::{Manifest, ThroughputOptions, render_throughput_markdown, run_throughput};
 use crate::cli::UsageError;
 use crate::cli::args::OutputFormat;
+use crate::cli::generate::ModelArgs;
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,6 +31,9 @@ pub enum EvalCommand {
     Conll(TaskArgs),
     /// Throughput of each method relative to unconstrained decoding (the paper's Table 3).
     Throughput(ThroughputArgs),
+    /// Model-preferred retokenization of a text (the paper's App. B, Fig. 2): perplexity of
+    /// the tokenizer's tokens vs the tokens the model itself would choose for the same text.
+    Retokenize(super::retokenize::RetokenizeArgs),
 }
 
 /// A comma-separated list of methods (`none,domino,naive`).
@@ -95,6 +101,8 @@ pub struct TaskArgs {
     /// Output format of the summary on stdout.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 /// Flags of `domino eval throughput`.
@@ -132,6 +140,8 @@ pub struct ThroughputArgs {
     pub quiet: bool,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 impl TaskArgs {
@@ -164,13 +174,30 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
-/// Run `domino eval …`. `make_backend` builds the generation backend; it is only called when
-/// generation is needed (not for `--show-prompt`).
-pub fn run(cmd: EvalCommand, make_backend: impl FnOnce() -> anyhow::Result<Box<dyn EvalBackend>>) -> anyhow::Result<()> {
+/// Run `domino eval …` with the model the flags name.
+pub fn main(cmd: EvalCommand) -> anyhow::Result<()> {
+    let model_args = match &cmd {
+        EvalCommand::Gsm8k(a) | EvalCommand::Conll(a) => a.model.clone(),
+        EvalCommand::Throughput(a) => a.model.clone(),
+        EvalCommand::Retokenize(a) => return super::retokenize::run(a),
+    };
+    run(cmd, || {
+        let model = model_args.load()?;
+        Ok((model, model_args.session_options()))
+    })
+}
+
+/// Run `domino eval gsm8k|conll|throughput`. `load_model` is only called when generation is
+/// needed (not for `--show-prompt` or `--report-only`).
+pub fn run(
+    cmd: EvalCommand,
+    load_model: impl FnOnce() -> anyhow::Result<(crate::runtime::Model, crate::runtime::SessionOptions)>,
+) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match cmd {
-        EvalCommand::Gsm8k(args) => run_accuracy(Task::Gsm8k, &args, make_backend, &mut stdout),
-        EvalCommand::Conll(args) => run_accuracy(Task::Conll, &args, make_backend, &mut stdout),
+        EvalCommand::Gsm8k(args) => run_accuracy(Task::Gsm8k, &args, load_model, &mut stdout),
+        EvalCommand::Conll(args) => run_accuracy(Task::Conll, &args, load_model, &mut stdout),
+        EvalCommand::Retokenize(args) => super::retokenize::run(&args),
         EvalCommand::Throughput(args) => {
             let manifest_path = args.manifest.clone().unwrap_or_else(|| super::resolve("eval/throughput.json"));
             let manifest = Manifest::load(&manifest_path)?;
@@ -187,8 +214,9 @@ pub fn run(cmd: EvalCommand, make_backend: impl FnOnce() -> anyhow::Result<Box<d
                 progress: !args.quiet,
             };
             let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval-runs/throughput"));
-            let mut backend = make_backend()?;
-            let report = run_throughput(&manifest, backend.as_mut(), &opts, &out)?;
+            let (model, session_options) = load_model()?;
+            let mut backend = LlamaEvalBackend::new(&model, session_options)?;
+            let report = run_throughput(&manifest, &mut backend as &mut dyn EvalBackend, &opts, &out)?;
             match args.format {
                 OutputFormat::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,
                 OutputFormat::Text => write!(stdout, "{}", render_throughput_markdown(&report, &opts.methods))?,
@@ -202,7 +230,7 @@ pub fn run(cmd: EvalCommand, make_backend: impl FnOnce() -> anyhow::Result<Box<d
 fn run_accuracy(
     task: Task,
     args: &TaskArgs,
-    make_backend: impl FnOnce() -> anyhow::Result<Box<dyn EvalBackend>>,
+    load_model: impl FnOnce() -> anyhow::Result<(crate::runtime::Model, crate::runtime::SessionOptions)>,
     stdout: &mut impl Write,
 ) -> anyhow::Result<()> {
     let opts = args.run_options(command_line());
@@ -222,8 +250,9 @@ fn run_accuracy(
     let report = if args.report_only {
         super::runner::rewrite_report(task, &opts, &out)?
     } else {
-        let mut backend = make_backend()?;
-        run_task(task, backend.as_mut(), &opts, &out)?
+        let (model, session_options) = load_model()?;
+        let mut backend = LlamaEvalBackend::new(&model, session_options)?;
+        run_task(task, &mut backend as &mut dyn EvalBackend, &opts, &out)?
     };
     match args.format {
         OutputFormat::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,

@@ -1,10 +1,10 @@
 //! # Evaluation harness: the paper's Table 2 (task accuracy) and Table 3 (throughput)
 //!
-//! This module is the model-independent core of `domino eval`: it loads the data, builds the
-//! few-shot prompts, scores outputs, aggregates metrics and writes reports. It never touches
-//! llama.cpp. Generation happens behind the [`runner::EvalBackend`] trait, which the decode
-//! loop implements (and a deterministic fake implements in tests), so everything here is
-//! testable without a model.
+//! The core of `domino eval` is model-independent: it loads the data, builds the few-shot
+//! prompts, scores outputs, aggregates metrics and writes reports without touching llama.cpp.
+//! Generation happens behind the [`runner::EvalBackend`] trait, which [`backend`] implements
+//! over the decode loop (and a deterministic fake implements in tests), so everything but
+//! [`backend`] and [`retokenize`] is testable without a model.
 //!
 //! The pipeline of one accuracy run ([`runner::run_task`]):
 //!
@@ -22,7 +22,9 @@
 //!    `eval/paper_reference.json` beside ours), `report.json` and hand-written SVG charts.
 //!
 //! [`throughput`] does the same for the Table 3 workloads (manifest `eval/throughput.json`).
-//! [`cli`] holds the `domino eval` flags and handler; the caller supplies the backend.
+//! [`cli`] holds the `domino eval` flags and handler; [`backend`] is the real backend (the
+//! decode module's methods in one llama.cpp session); [`retokenize`] is App. B's model-based
+//! retokenization (`domino eval retokenize`).
 //!
 //! Invariants:
 //! - Reports are computed from `results.jsonl` alone (never from in-memory state), so a run
@@ -30,6 +32,7 @@
 //! - Reports contain no wall-clock timestamps, for the same reason.
 //! - Scoring never panics on model output: whatever the model wrote is a value to score.
 
+pub mod backend;
 pub mod cli;
 pub mod data;
 pub mod extract;
@@ -40,6 +43,7 @@ pub mod progress;
 pub mod prompt;
 pub mod report;
 pub mod results;
+pub mod retokenize;
 pub mod runner;
 pub mod score;
 pub mod svg;
