@@ -1,7 +1,226 @@
-//! `domino bench masks` (owner: engine work).
+//! `domino bench masks`: time mask computation on real documents, one thread.
+//!
+//! Each document (`--docs FILE`, JSON Lines of strings) is tokenised with the vocabulary's
+//! tokenizer and stepped through token by token; at every step the full mask is computed and
+//! timed. Three passes over the same documents:
+//! - **cold** (`cold_mask_us`): a freshly compiled grammar; subterminal trees are built lazily
+//!   as scanner states are first visited (what the first request to a server sees). Its first
+//!   mask is `first_mask_us`.
+//! - **warm** (`mask_us`): again, with the trees built and the finished-mask cache emptied
+//!   first (it refills during the pass: the engine's normal operation).
+//! - **uncached** (`uncached_mask_us`): the tree walk alone, mask cache bypassed.
+//!
+//! `--precompute` also times building every scanner state's tree on another fresh compile
+//! (`precompute_ms`, the paper's offline setting). `tree_nodes` / `memory_bytes` are the trees
+//! built by the end (all of them with `--precompute`). Results go to stdout (a table, or one
+//! JSON object with `--format json`); progress to stderr.
+
+use crate::cli::args::{ConstraintArgs, OutputFormat};
+use crate::cli::mask::{VocabArgs, compile_constraint, lookahead, read_json_lines};
+use crate::engine::{Constraint, Options};
+use crate::vocab::{TokenId, TokenSet};
+use std::path::PathBuf;
+use std::time::Instant;
+
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
-    /// Time mask computation.
-    Masks {},
+    /// Time mask computation over documents (cold, warm and uncached passes).
+    Masks(MasksArgs),
 }
-pub fn run(_cmd: BenchCommand) -> anyhow::Result<()> { anyhow::bail!("not built yet") }
+
+#[derive(clap::Args, Debug)]
+pub struct MasksArgs {
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
+    #[command(flatten)]
+    pub vocab: VocabArgs,
+    /// Documents: JSON Lines, each line a JSON string holding one document.
+    #[arg(long, value_name = "FILE")]
+    pub docs: PathBuf,
+    /// Lookahead (`inf` = minimally invasive).
+    #[arg(long, value_name = "N|inf", default_value = "inf")]
+    pub k: String,
+    /// Also time building every scanner state's tree up front.
+    #[arg(long)]
+    pub precompute: bool,
+    /// Use at most this many documents.
+    #[arg(long, value_name = "N")]
+    pub max_docs: Option<usize>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Masks(args) => masks(args),
+    }
+}
+
+/// Summary statistics in microseconds.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Stats {
+    pub n: usize,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn of(mut us: Vec<f64>) -> Stats {
+        if us.is_empty() {
+            return Stats::default();
+        }
+        us.sort_by(|a, b| a.total_cmp(b));
+        let q = |p: f64| us[((us.len() - 1) as f64 * p).round() as usize];
+        Stats {
+            n: us.len(),
+            mean: us.iter().sum::<f64>() / us.len() as f64,
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: *us.last().unwrap(),
+        }
+    }
+}
+
+/// Step every document through `c` (a fresh clone per document), timing each mask.
+fn pass(base: &Constraint, docs: &[Vec<TokenId>], uncached: bool, first: &mut Option<f64>) -> Vec<f64> {
+    let mut times = Vec::new();
+    let mut mask = TokenSet::new(base.vocab().len());
+    for doc in docs {
+        let mut c = base.clone();
+        for &t in doc {
+            let t0 = Instant::now();
+            if uncached {
+                c.compute_mask_uncached(&mut mask);
+            } else {
+                c.compute_mask(&mut mask);
+            }
+            let us = t0.elapsed().as_secs_f64() * 1e6;
+            if first.is_none() {
+                *first = Some(us);
+            }
+            times.push(us);
+            if !mask.contains(t) || c.commit(t).is_err() {
+                break; // documents are checked before timing; defensive only
+            }
+        }
+    }
+    times
+}
+
+fn masks(args: MasksArgs) -> anyhow::Result<()> {
+    let k = lookahead(&args.k)?;
+    let vocab = args.vocab.load()?;
+    let mut texts = read_json_lines(&args.docs)?;
+    if let Some(m) = args.max_docs {
+        texts.truncate(m);
+    }
+    anyhow::ensure!(!texts.is_empty(), "{}: no documents", args.docs.display());
+
+    let t0 = Instant::now();
+    let grammar = compile_constraint(&args.constraint)?;
+    let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let opts = Options { lookahead: k, ..Default::default() };
+    let t0 = Instant::now();
+    let base = Constraint::new(&grammar, &vocab, opts.clone())?;
+    let trie_ms = t0.elapsed().as_secs_f64() * 1e3;
+
+    // Tokenise and keep only documents the grammar accepts token by token (checked with
+    // `allows`, so checking builds no trees).
+    let mut docs = Vec::new();
+    let mut rejected = 0;
+    for (i, text) in texts.iter().enumerate() {
+        let toks = vocab.tokenize(text)?;
+        let mut c = base.clone();
+        let ok = toks.iter().all(|&t| c.allows(t) && c.commit(t).is_ok());
+        if ok {
+            docs.push(toks);
+        } else {
+            rejected += 1;
+            eprintln!("warning: document {} is not accepted token by token under this grammar; skipped", i + 1);
+        }
+    }
+    anyhow::ensure!(!docs.is_empty(), "no document is accepted by the grammar");
+    crate::log!(1, "{} documents, {} tokens", docs.len(), docs.iter().map(|d| d.len()).sum::<usize>());
+
+    let mut first = None;
+    let cold = pass(&base, &docs, false, &mut first);
+    base.tree_cache().clear_mask_cache();
+    let warm = pass(&base, &docs, false, &mut None);
+    let uncached = pass(&base, &docs, true, &mut None);
+    let mut stats = base.tree_cache().stats();
+
+    let precompute_ms = if args.precompute {
+        let g2 = compile_constraint(&args.constraint)?;
+        let c2 = Constraint::new(&g2, &vocab, opts)?;
+        let t0 = Instant::now();
+        c2.tree_cache().precompute_all(&g2);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        stats = c2.tree_cache().stats();
+        Some(ms)
+    } else {
+        None
+    };
+
+    let report = serde_json::json!({
+        "docs": docs.len(),
+        "rejected_docs": rejected,
+        "vocab_size": vocab.len(),
+        "k": k,
+        "scanner_states": grammar.scanner_states(),
+        "terminals": grammar.grammar().terminals.len(),
+        "compile_ms": compile_ms,
+        "trie_ms": trie_ms,
+        "precompute_ms": precompute_ms,
+        "first_mask_us": first,
+        "cold_mask_us": Stats::of(cold),
+        "mask_us": Stats::of(warm),
+        "uncached_mask_us": Stats::of(uncached),
+        "trees": stats.trees,
+        "tree_nodes": stats.tree_nodes,
+        "memory_bytes": stats.memory_bytes + stats.trie_bytes,
+        "tree_bytes": stats.memory_bytes,
+        "trie_bytes": stats.trie_bytes,
+    });
+    match args.format {
+        OutputFormat::Json => println!("{report}"),
+        OutputFormat::Text => {
+            let r = &report;
+            println!(
+                "{} docs ({} rejected), vocab {}, k {}, {} terminals, {} scanner states",
+                r["docs"], r["rejected_docs"], r["vocab_size"], args.k, r["terminals"], r["scanner_states"]
+            );
+            println!("compile {:.2} ms, vocab trie {:.2} ms", compile_ms, trie_ms);
+            if let Some(p) = precompute_ms {
+                println!("precompute all trees {p:.2} ms");
+            }
+            println!("first mask {:.1} µs", first.unwrap_or(0.0));
+            println!("{:<10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}", "pass", "n", "mean", "p50", "p90", "p99", "max");
+            for (name, key) in [("cold", "cold_mask_us"), ("warm", "mask_us"), ("uncached", "uncached_mask_us")] {
+                let s = &r[key];
+                println!(
+                    "{:<10} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+                    name,
+                    s["n"],
+                    s["mean"].as_f64().unwrap_or(0.0),
+                    s["p50"].as_f64().unwrap_or(0.0),
+                    s["p90"].as_f64().unwrap_or(0.0),
+                    s["p99"].as_f64().unwrap_or(0.0),
+                    s["max"].as_f64().unwrap_or(0.0)
+                );
+            }
+            println!(
+                "trees {} ({} nodes), memory {:.2} MiB (trees {:.2} MiB, trie {:.2} MiB)",
+                stats.trees,
+                stats.tree_nodes,
+                (stats.memory_bytes + stats.trie_bytes) as f64 / (1 << 20) as f64,
+                stats.memory_bytes as f64 / (1 << 20) as f64,
+                stats.trie_bytes as f64 / (1 << 20) as f64
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,4 +1,167 @@
-//! `domino mask` (owner: engine work).
+//! `domino mask`: which tokens a grammar allows after a prefix.
+//!
+//! The grammar comes from the shared constraint flags, the vocabulary from a GGUF model
+//! (`--model`, vocabulary only) or a `tokenizer.json` (`--tokenizer`). For each prefix
+//! (`--prefix TEXT`, or `--prefixes FILE` with one JSON string per line; none = the empty
+//! prefix) the prefix's bytes are committed and the mask is computed with lookahead `--k`.
+//! Text output shows the count and a sample of allowed tokens; `--format json` prints one line
+//! per prefix: `{"prefix_ok", "allowed" (sorted ids, EOG ids included when allowed), "count",
+//! "eos_allowed"}` (plus `"error"` when the prefix is not allowed).
+
+use crate::cli::UsageError;
+use crate::cli::args::{ConstraintArgs, OutputFormat, parse_k};
+use crate::engine::{CompiledGrammar, Constraint, EngineError, Options};
+use crate::grammar::GrammarError;
+use crate::vocab::{TokenSet, Vocabulary};
+use anyhow::Context;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the vocabulary comes from: `--model` or `--tokenizer` (exactly one).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct VocabArgs {
+    /// GGUF model file (only its vocabulary is loaded).
+    #[arg(long, value_name = "PATH", group = "vocab_source")]
+    pub model: Option<PathBuf>,
+    /// Hugging Face tokenizer.json instead of a model.
+    #[arg(long, value_name = "FILE", group = "vocab_source")]
+    pub tokenizer: Option<PathBuf>,
+}
+
+impl VocabArgs {
+    pub fn load(&self) -> anyhow::Result<Arc<Vocabulary>> {
+        if let Some(p) = &self.tokenizer {
+            return Ok(Arc::new(crate::vocab::tokenizer_json::load(p)?));
+        }
+        if let Some(p) = &self.model {
+            return Ok(Arc::new(
+                crate::runtime::load_vocabulary(p).with_context(|| format!("cannot load the vocabulary of {}", p.display()))?,
+            ));
+        }
+        Err(UsageError("a vocabulary is needed: pass --model PATH or --tokenizer FILE".into()).into())
+    }
+}
+
+/// Compile the chosen constraint for the engine (grammar errors exit 2).
+pub fn compile_constraint(args: &ConstraintArgs) -> anyhow::Result<Arc<CompiledGrammar>> {
+    let source = args
+        .source()?
+        .ok_or_else(|| UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into()))?;
+    let ir = source.compile(&args.compile_options())?;
+    CompiledGrammar::new(ir).map_err(|e| match e {
+        EngineError::Lexer(l) => anyhow::Error::new(GrammarError::whole(l.to_string()).with_kind(crate::grammar::ErrorKind::Limit)),
+        other => anyhow::Error::new(other),
+    })
+}
+
+/// Parse `--k N|inf`.
+pub fn lookahead(k: &str) -> anyhow::Result<Option<u32>> {
+    parse_k(k).map_err(|e| UsageError(format!("--k: {e}")).into())
+}
+
+/// Read a file of JSON strings, one per line (blank lines skipped).
+pub fn read_json_lines(path: &Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let s: String = serde_json::from_str(line).map_err(|e| {
+            UsageError(format!("{}:{}:{}: expected a JSON string per line: {e}", path.display(), i + 1, e.column()))
+        })?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
 #[derive(clap::Args, Debug)]
-pub struct MaskArgs {}
-pub fn run(_args: MaskArgs) -> anyhow::Result<()> { anyhow::bail!("not built yet") }
+pub struct MaskArgs {
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
+    #[command(flatten)]
+    pub vocab: VocabArgs,
+    /// Text already generated (committed before computing the mask).
+    #[arg(long, value_name = "TEXT", conflicts_with = "prefixes")]
+    pub prefix: Option<String>,
+    /// File with one JSON string per line: one mask per prefix.
+    #[arg(long, value_name = "FILE")]
+    pub prefixes: Option<PathBuf>,
+    /// Lookahead: the most terminal boundaries inside one token (`inf` = minimally invasive).
+    #[arg(long, value_name = "N|inf", default_value = "inf")]
+    pub k: String,
+    /// How many allowed tokens the text output shows.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub sample: usize,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+pub fn run(args: MaskArgs) -> anyhow::Result<()> {
+    let k = lookahead(&args.k)?;
+    let grammar = compile_constraint(&args.constraint)?;
+    let vocab = args.vocab.load()?;
+    let prefixes = match &args.prefixes {
+        Some(p) => read_json_lines(p)?,
+        None => vec![args.prefix.clone().unwrap_or_default()],
+    };
+    let base = Constraint::new(&grammar, &vocab, Options { lookahead: k, ..Default::default() })?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut mask = TokenSet::new(vocab.len());
+    for prefix in &prefixes {
+        let mut c = base.clone();
+        let committed = c.commit_bytes(prefix.as_bytes());
+        let ok = committed.is_ok();
+        if ok {
+            c.compute_mask(&mut mask);
+        } else {
+            mask.clear();
+        }
+        let eos = vocab.eog_tokens().iter().any(|&e| mask.contains(e));
+        match args.format {
+            OutputFormat::Json => {
+                let ids: Vec<u32> = mask.iter().map(|t| t.0).collect();
+                let mut v = serde_json::json!({
+                    "prefix_ok": ok,
+                    "allowed": ids,
+                    "count": ids.len(),
+                    "eos_allowed": eos,
+                });
+                if let Err(e) = &committed {
+                    v["error"] = serde_json::Value::String(e.to_string());
+                }
+                writeln!(out, "{v}")?;
+            }
+            OutputFormat::Text => {
+                if let Err(e) = &committed {
+                    writeln!(out, "prefix {prefix:?}: not allowed ({e})")?;
+                    continue;
+                }
+                let count = mask.count();
+                writeln!(
+                    out,
+                    "prefix {prefix:?}: {count} of {} tokens allowed{}",
+                    vocab.len(),
+                    if eos { " (end of generation allowed)" } else { "" }
+                )?;
+                let sample: Vec<String> = mask
+                    .iter()
+                    .filter(|t| !vocab.is_special(*t))
+                    .take(args.sample)
+                    .map(|t| format!("{}:{:?}", t.0, String::from_utf8_lossy(vocab.bytes(t))))
+                    .collect();
+                if !sample.is_empty() {
+                    writeln!(out, "  {}{}", sample.join(" "), if count > sample.len() { " …" } else { "" })?;
+                }
+                let forced = c.forced_bytes();
+                if !forced.is_empty() {
+                    writeln!(out, "  forced continuation: {:?}", String::from_utf8_lossy(&forced))?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,1 +1,1057 @@
-//! Earley parser over the grammar IR's terminals (being built).
+//! Incremental Earley recognizer over the grammar IR's terminals, with Leo items.
+//!
+//! # What and why
+//! The engine asks, at every edge of a subterminal tree, "can this terminal come next?", and
+//! backtracks after each answer. [`Parser`] is therefore a *stack* of Earley sets, one per
+//! terminal pushed: [`Parser::push`] builds one new set (scan → complete → predict),
+//! [`Parser::pop`]/[`Parser::truncate`] just drop sets. All grammar analysis is precomputed
+//! once in [`ParserTables`] and shared through an `Arc`.
+//!
+//! # Algorithm
+//! A recognizer (no parse forest), so completed items are never stored:
+//! - **Items** are `(dotted, origin)`: `dotted` is a flattened (production, dot) index
+//!   ([`DottedId`]), `origin` the set where the production was predicted. Every stored item
+//!   waits on a symbol; sets are sorted into *buckets* by that symbol, so "who waits on
+//!   terminal `t`" (scan) and "who waits on nonterminal `A` in set `j`" (complete) are one
+//!   binary search each, and the expected-terminal set is the list of terminal buckets.
+//! - **Nullable symbols** are handled the Aycock–Horspool way: whenever an item enters a set,
+//!   its dot is also advanced over every nullable nonterminal that follows (precomputed as a
+//!   contiguous *skip chain* per dotted item). Consequently a completion whose origin is the
+//!   current set never needs processing (its effect is already in the skip chains).
+//! - **Prediction** uses precomputed closures: predicting `B` adds, for every nonterminal in
+//!   `closure(B)` not yet predicted in this set, its precomputed chain-expanded items. A
+//!   per-set bitset of predicted nonterminals makes that idempotent; predicted items all have
+//!   origin = the new set, so they never collide with scanned/completed items.
+//! - **Leo items** keep right recursion linear: when a set `j` has exactly one item waiting on
+//!   `A`, and that item is `B → α · A` (A last), completing `A` from `j` deterministically
+//!   completes `B` from that item's origin, and so on. Each finished set records, per such
+//!   bucket, the *topmost* completion of that chain (resolved through earlier sets' records,
+//!   and through same-set chains with cycle detection), so a completion jumps straight to it.
+//!   The intermediate completions have no other effect (their sets have a single waiter), and
+//!   the accepting symbol (a synthetic `S' → S`) never has waiters, so it is never skipped.
+//!
+//! # Invariants
+//! - Sets only contain items on a path to a complete sentence (Earley sets are prefix-correct,
+//!   and [`ParserTables::new`] drops productions that use unproductive nonterminals), so
+//!   `push(t)` succeeds exactly when `t ∈ expected()`, and every non-empty expected set can be
+//!   extended to a sentence.
+//! - A parser's state is a pure function of the terminals pushed: `push(t); pop()` restores
+//!   exactly the previous state (same `expected()`, same `state_fingerprint()`).
+//! - Cloning is cheap: sets live in `Arc`'d chunks of [`CHUNK_SETS`] sets; a clone copies
+//!   `depth / CHUNK_SETS` pointers, and the first push or pop after a clone copies at most one
+//!   chunk (copy on write).
+//!
+//! # Fingerprints
+//! See [`Parser::state_fingerprint`]: a hash of the top set's items where each item's origin
+//! is replaced by the fingerprint of what happens when its production completes (Leo chains
+//! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar.
+
+use std::sync::Arc;
+
+use crate::grammar::ir::{self, Symbol, TerminalId};
+
+/// Sets per copy-on-write chunk of the set stack.
+pub const CHUNK_SETS: usize = 32;
+
+/// Key of a "complete" dotted item (nothing after the dot).
+const END: u32 = u32::MAX;
+/// `Bucket::leo_nt` when the bucket has no Leo item.
+const NO_LEO: u32 = u32::MAX;
+/// Fingerprint context of an item predicted in the set itself (its completion context is
+/// the set being hashed).
+const SELF_CONTEXT: u64 = 0x5e1f_c0de_5e1f_c0de;
+
+/// A production with a dot position, flattened: `ParserTables::dots[id]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DottedId(pub u32);
+
+/// What the tables know about one dotted item.
+#[derive(Clone, Copy, Debug)]
+struct DotInfo {
+    /// Symbol after the dot as a bucket key: terminal `t` → `t`, nonterminal `A` →
+    /// `num_terminals + A`, nothing (complete) → [`END`].
+    key: u32,
+    /// The production's left-hand side (nonterminal index, the synthetic start included).
+    lhs: u32,
+    /// Last dotted id of this production reachable from here by skipping nullable
+    /// nonterminals (the Aycock–Horspool skip chain is `self..=chain_end`).
+    chain_end: u32,
+    /// The symbol after the dot is the production's last symbol (Leo candidate).
+    last: bool,
+}
+
+/// Grammar analysis shared by all parsers of one grammar.
+#[derive(Debug)]
+pub struct ParserTables {
+    num_terminals: usize,
+    /// Nonterminals of the grammar plus the synthetic start `S'` (the last one).
+    num_nonterminals: usize,
+    /// Index of `S' → S`'s left-hand side.
+    accept_nt: u32,
+    /// Bitset words per terminal set.
+    words: usize,
+    dots: Vec<DotInfo>,
+    /// Per nonterminal: `own_items[own_ranges[A]]` are the dotted ids (skip chains expanded,
+    /// complete ones left out) that predicting `A` adds.
+    own_items: Vec<u32>,
+    own_ranges: Vec<(u32, u32)>,
+    /// Per nonterminal: the nonterminals predicted along with it (itself first).
+    closure: Vec<u32>,
+    closure_ranges: Vec<(u32, u32)>,
+    nullable: Vec<bool>,
+    /// Productions dropped because they use an unproductive nonterminal.
+    dropped_productions: usize,
+}
+
+impl ParserTables {
+    /// Analyse `grammar`: drop productions over unproductive nonterminals, compute nullable
+    /// symbols, flatten (production, dot) pairs, skip chains and prediction closures.
+    ///
+    /// # Panics
+    /// If the grammar violates the IR's ID invariant (a symbol or `start` out of range); the
+    /// front ends never produce such a grammar.
+    pub fn new(grammar: &ir::Grammar) -> Self {
+        let num_terminals = grammar.terminals.len();
+        let n0 = grammar.nonterminals.len();
+        assert!((grammar.start.0 as usize) < n0, "grammar start {:?} out of range", grammar.start);
+        let accept_nt = n0 as u32;
+        let num_nonterminals = n0 + 1;
+        let check = |s: &Symbol| match *s {
+            Symbol::Terminal(t) => assert!((t.0 as usize) < num_terminals, "terminal {t:?} out of range"),
+            Symbol::Nonterminal(a) => assert!((a.0 as usize) < n0, "nonterminal {a:?} out of range"),
+        };
+        for p in &grammar.productions {
+            assert!((p.lhs.0 as usize) < n0, "production lhs {:?} out of range", p.lhs);
+            p.rhs.iter().for_each(check);
+        }
+
+        // Productive nonterminals (least fixpoint), then keep only productions over them.
+        let mut productive = vec![false; n0];
+        loop {
+            let mut changed = false;
+            for p in &grammar.productions {
+                if !productive[p.lhs.0 as usize]
+                    && p.rhs.iter().all(|s| match *s {
+                        Symbol::Terminal(_) => true,
+                        Symbol::Nonterminal(a) => productive[a.0 as usize],
+                    })
+                {
+                    productive[p.lhs.0 as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let sym_ok = |s: &Symbol| match *s {
+            Symbol::Terminal(_) => true,
+            Symbol::Nonterminal(a) => productive[a.0 as usize],
+        };
+        // Productions as (lhs, rhs keys); the synthetic `S' → S` last.
+        let nt_key = |a: u32| num_terminals as u32 + a;
+        let sym_key = |s: &Symbol| match *s {
+            Symbol::Terminal(t) => t.0,
+            Symbol::Nonterminal(a) => nt_key(a.0),
+        };
+        let mut prods: Vec<(u32, Vec<u32>)> = Vec::with_capacity(grammar.productions.len() + 1);
+        let mut dropped_productions = 0;
+        for p in &grammar.productions {
+            if productive[p.lhs.0 as usize] && p.rhs.iter().all(sym_ok) {
+                prods.push((p.lhs.0, p.rhs.iter().map(sym_key).collect()));
+            } else {
+                dropped_productions += 1;
+            }
+        }
+        if productive[grammar.start.0 as usize] {
+            prods.push((accept_nt, vec![nt_key(grammar.start.0)]));
+        }
+
+        // Nullable nonterminals (least fixpoint).
+        let mut nullable = vec![false; num_nonterminals];
+        loop {
+            let mut changed = false;
+            for (lhs, rhs) in &prods {
+                if !nullable[*lhs as usize]
+                    && rhs.iter().all(|&k| k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize])
+                {
+                    nullable[*lhs as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let key_nullable = |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
+
+        // Flatten dotted items; skip chains computed right to left.
+        let mut dots: Vec<DotInfo> = Vec::new();
+        let mut prod_base: Vec<u32> = Vec::with_capacity(prods.len());
+        for (lhs, rhs) in &prods {
+            let base = dots.len() as u32;
+            prod_base.push(base);
+            let n = rhs.len();
+            for dot in 0..=n {
+                let key = if dot < n { rhs[dot] } else { END };
+                dots.push(DotInfo { key, lhs: *lhs, chain_end: base + dot as u32, last: dot + 1 == n });
+            }
+            for dot in (0..n).rev() {
+                let i = (base as usize) + dot;
+                if key_nullable(dots[i].key) {
+                    dots[i].chain_end = dots[i + 1].chain_end;
+                }
+            }
+        }
+
+        // Per-nonterminal predicted items.
+        let mut prods_of: Vec<Vec<usize>> = vec![Vec::new(); num_nonterminals];
+        for (i, (lhs, _)) in prods.iter().enumerate() {
+            prods_of[*lhs as usize].push(i);
+        }
+        let mut own_items = Vec::new();
+        let mut own_ranges = Vec::with_capacity(num_nonterminals);
+        for ps in &prods_of {
+            let start = own_items.len() as u32;
+            for &p in ps {
+                let base = prod_base[p];
+                for d in base..=dots[base as usize].chain_end {
+                    if dots[d as usize].key != END {
+                        own_items.push(d);
+                    }
+                }
+            }
+            own_ranges.push((start, own_items.len() as u32));
+        }
+
+        // Prediction closures (breadth first from each nonterminal).
+        let mut closure = Vec::new();
+        let mut closure_ranges = Vec::with_capacity(num_nonterminals);
+        let mut mark = vec![u32::MAX; num_nonterminals];
+        for a in 0..num_nonterminals {
+            let start = closure.len();
+            closure.push(a as u32);
+            mark[a] = a as u32;
+            let mut i = start;
+            while i < closure.len() {
+                let c = closure[i] as usize;
+                let (s, e) = own_ranges[c];
+                for &d in &own_items[s as usize..e as usize] {
+                    let k = dots[d as usize].key;
+                    if k >= num_terminals as u32 {
+                        let b = (k - num_terminals as u32) as usize;
+                        if mark[b] != a as u32 {
+                            mark[b] = a as u32;
+                            closure.push(b as u32);
+                        }
+                    }
+                }
+                i += 1;
+            }
+            closure_ranges.push((start as u32, closure.len() as u32));
+        }
+
+        ParserTables {
+            num_terminals,
+            num_nonterminals,
+            accept_nt,
+            words: num_terminals.div_ceil(64).max(1),
+            dots,
+            own_items,
+            own_ranges,
+            closure,
+            closure_ranges,
+            nullable,
+            dropped_productions,
+        }
+    }
+
+    pub fn num_terminals(&self) -> usize {
+        self.num_terminals
+    }
+
+    /// Nonterminals of the grammar, not counting the synthetic start.
+    pub fn num_nonterminals(&self) -> usize {
+        self.num_nonterminals - 1
+    }
+
+    /// Number of flattened (production, dot) items.
+    pub fn num_dotted(&self) -> usize {
+        self.dots.len()
+    }
+
+    /// Whether the grammar's nonterminal `a` derives the empty string.
+    pub fn is_nullable(&self, a: ir::NonterminalId) -> bool {
+        self.nullable.get(a.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// Productions ignored because they use a nonterminal that derives no terminal string.
+    pub fn dropped_productions(&self) -> usize {
+        self.dropped_productions
+    }
+
+    fn own(&self, a: u32) -> &[u32] {
+        let (s, e) = self.own_ranges[a as usize];
+        &self.own_items[s as usize..e as usize]
+    }
+
+    fn closure_of(&self, a: u32) -> &[u32] {
+        let (s, e) = self.closure_ranges[a as usize];
+        &self.closure[s as usize..e as usize]
+    }
+}
+
+/// A set of terminals (bitset over [`TerminalId`]) of a fixed universe size.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TerminalSet {
+    words: Vec<u64>,
+}
+
+impl TerminalSet {
+    /// The empty set over terminals `0..universe`.
+    pub fn new(universe: usize) -> Self {
+        TerminalSet { words: vec![0; universe.div_ceil(64).max(1)] }
+    }
+
+    pub fn contains(&self, t: TerminalId) -> bool {
+        let i = t.0 as usize;
+        self.words.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    /// Adds `t`; returns whether it was new. Terminals beyond the universe are ignored
+    /// (returns false).
+    pub fn insert(&mut self, t: TerminalId) -> bool {
+        let i = t.0 as usize;
+        match self.words.get_mut(i / 64) {
+            Some(w) => {
+                let bit = 1u64 << (i % 64);
+                let new = *w & bit == 0;
+                *w |= bit;
+                new
+            }
+            None => false,
+        }
+    }
+
+    pub fn remove(&mut self, t: TerminalId) -> bool {
+        let i = t.0 as usize;
+        match self.words.get_mut(i / 64) {
+            Some(w) => {
+                let bit = 1u64 << (i % 64);
+                let had = *w & bit != 0;
+                *w &= !bit;
+                had
+            }
+            None => false,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = 0);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The members in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = TerminalId> + '_ {
+        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+            let mut rest = w;
+            std::iter::from_fn(move || {
+                if rest == 0 {
+                    return None;
+                }
+                let b = rest.trailing_zeros();
+                rest &= rest - 1;
+                Some(TerminalId(wi as u32 * 64 + b))
+            })
+        })
+    }
+
+    /// Whether the two sets share a member.
+    pub fn intersects(&self, other: &TerminalSet) -> bool {
+        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
+    }
+
+    /// `self ∪= other` (over the common universe).
+    pub fn union_with(&mut self, other: &TerminalSet) {
+        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
+    }
+
+    /// The raw bitset words (bit `i % 64` of word `i / 64` is terminal `i`).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+}
+
+/// An Earley item: a dotted production and the set it was predicted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Item {
+    dotted: u32,
+    origin: u32,
+}
+
+/// The items of one set waiting on one symbol, plus that bucket's Leo record.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    key: u32,
+    /// First item (index into the chunk's items); the bucket ends where the next begins.
+    start: u32,
+    /// Topmost completion of the Leo chain starting here (`NO_LEO` if none).
+    leo_nt: u32,
+    leo_origin: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SetHeader {
+    items_start: u32,
+    buckets_start: u32,
+    fingerprint: u64,
+    accepting: bool,
+}
+
+/// Up to [`CHUNK_SETS`] consecutive Earley sets, stored flat.
+#[derive(Clone, Debug, Default)]
+struct Chunk {
+    sets: Vec<SetHeader>,
+    items: Vec<Item>,
+    buckets: Vec<Bucket>,
+    /// `words` bitset words of expected terminals per set.
+    expected: Vec<u64>,
+}
+
+impl Chunk {
+    fn clear(&mut self) {
+        self.sets.clear();
+        self.items.clear();
+        self.buckets.clear();
+        self.expected.clear();
+    }
+
+    /// Keep the first `n` sets.
+    fn truncate(&mut self, n: usize, words: usize) {
+        if n >= self.sets.len() {
+            return;
+        }
+        let h = self.sets[n];
+        self.items.truncate(h.items_start as usize);
+        self.buckets.truncate(h.buckets_start as usize);
+        self.expected.truncate(n * words);
+        self.sets.truncate(n);
+    }
+
+    /// A copy of the first `n` sets.
+    fn prefix(&self, n: usize, words: usize) -> Chunk {
+        let (items_end, buckets_end) = match self.sets.get(n) {
+            Some(h) => (h.items_start as usize, h.buckets_start as usize),
+            None => (self.items.len(), self.buckets.len()),
+        };
+        Chunk {
+            sets: self.sets[..n].to_vec(),
+            items: self.items[..items_end].to_vec(),
+            buckets: self.buckets[..buckets_end].to_vec(),
+            expected: self.expected[..n * words].to_vec(),
+        }
+    }
+
+    fn set(&self, local: usize, words: usize) -> SetRef<'_> {
+        let h = &self.sets[local];
+        let (items_end, buckets_end) = match self.sets.get(local + 1) {
+            Some(n) => (n.items_start as usize, n.buckets_start as usize),
+            None => (self.items.len(), self.buckets.len()),
+        };
+        SetRef {
+            header: h,
+            items: &self.items[..items_end],
+            buckets: &self.buckets[h.buckets_start as usize..buckets_end],
+            expected: &self.expected[local * words..(local + 1) * words],
+        }
+    }
+}
+
+/// A read-only view of one set.
+struct SetRef<'a> {
+    header: &'a SetHeader,
+    /// The chunk's items up to this set's end (buckets index into it).
+    items: &'a [Item],
+    buckets: &'a [Bucket],
+    expected: &'a [u64],
+}
+
+impl<'a> SetRef<'a> {
+    fn find(&self, key: u32) -> Option<usize> {
+        self.buckets.binary_search_by_key(&key, |b| b.key).ok()
+    }
+
+    fn bucket_items(&self, b: usize) -> &'a [Item] {
+        let start = self.buckets[b].start as usize;
+        let end = match self.buckets.get(b + 1) {
+            Some(n) => n.start as usize,
+            None => self.items.len(),
+        };
+        &self.items[start..end]
+    }
+}
+
+/// A set of u64 keys cleared in O(1) (generation stamps), for per-push deduplication.
+#[derive(Debug, Default)]
+struct StampSet {
+    keys: Vec<u64>,
+    stamps: Vec<u32>,
+    stamp: u32,
+    len: usize,
+}
+
+impl StampSet {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.stamps.iter_mut().for_each(|s| *s = 0);
+            self.stamp = 1;
+        }
+        if self.keys.is_empty() {
+            self.keys = vec![0; 64];
+            self.stamps = vec![0; 64];
+        }
+    }
+
+    #[inline]
+    fn slot(key: u64, mask: usize) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & mask
+    }
+
+    /// Inserts `key`; returns whether it was absent.
+    #[inline]
+    fn insert(&mut self, key: u64) -> bool {
+        if (self.len + 1) * 2 > self.keys.len() {
+            self.grow();
+        }
+        let mask = self.keys.len() - 1;
+        let mut i = Self::slot(key, mask);
+        loop {
+            if self.stamps[i] != self.stamp {
+                self.stamps[i] = self.stamp;
+                self.keys[i] = key;
+                self.len += 1;
+                return true;
+            }
+            if self.keys[i] == key {
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let old_keys = std::mem::take(&mut self.keys);
+        let old_stamps = std::mem::take(&mut self.stamps);
+        let cap = (old_keys.len() * 2).max(64);
+        self.keys = vec![0; cap];
+        self.stamps = vec![0; cap];
+        let live = self.stamp;
+        self.stamp = 1;
+        self.len = 0;
+        for (k, s) in old_keys.into_iter().zip(old_stamps) {
+            if s == live {
+                self.insert(k);
+            }
+        }
+    }
+}
+
+/// Per-parser working memory for building one set (not shared by clones).
+#[derive(Debug, Default)]
+struct Scratch {
+    items: Vec<Item>,
+    completions: Vec<(u32, u32)>,
+    seen: StampSet,
+    /// Bitset over nonterminals predicted in the set being built.
+    predicted: Vec<u64>,
+    predicted_touched: Vec<u32>,
+    sort_keys: Vec<u64>,
+    sorted: Vec<Item>,
+    buckets: Vec<Bucket>,
+    /// Leo resolution: per new bucket 0 = unvisited, 1 = on the path, 2 = done.
+    leo_state: Vec<u8>,
+    leo_path: Vec<usize>,
+    expected: Vec<u64>,
+    /// A chunk kept for reuse after popping a whole chunk.
+    spare: Option<Chunk>,
+    stats: ParserStats,
+}
+
+/// Work counters (for tests that check linearity independently of timing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParserStats {
+    /// Items added to sets (scanned, completed or predicted).
+    pub items_added: u64,
+    /// Completions processed (each `(nonterminal, origin)` once per set), Leo jumps included.
+    pub completions: u64,
+    /// Completions answered by a Leo record instead of walking the chain.
+    pub leo_jumps: u64,
+}
+
+/// Incremental Earley parser state: a stack of Earley sets, one per terminal pushed.
+pub struct Parser {
+    tables: Arc<ParserTables>,
+    chunks: Vec<Arc<Chunk>>,
+    num_sets: usize,
+    /// The top set's expected terminals (a copy, so `expected()` can return a reference).
+    expected: TerminalSet,
+    scratch: Scratch,
+}
+
+impl Clone for Parser {
+    /// Shares the set stack (copy on write); the clone gets its own empty scratch space.
+    fn clone(&self) -> Self {
+        Parser {
+            tables: Arc::clone(&self.tables),
+            chunks: self.chunks.clone(),
+            num_sets: self.num_sets,
+            expected: self.expected.clone(),
+            scratch: Scratch::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Parser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parser")
+            .field("depth", &self.depth())
+            .field("expected", &self.expected.iter().map(|t| t.0).collect::<Vec<_>>())
+            .field("accepting", &self.is_accepting())
+            .finish()
+    }
+}
+
+#[inline]
+fn mix64(mut x: u64) -> u64 {
+    // splitmix64 finaliser
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Fingerprint of "nonterminal `nt` completes with origin set fingerprinted `set_fp`".
+#[inline]
+fn completion_context(nt: u32, set_fp: u64) -> u64 {
+    mix64(mix64(set_fp ^ 0x243f_6a88_85a3_08d3) ^ (nt as u64 + 1))
+}
+
+#[inline]
+fn item_key(d: u32, o: u32) -> u64 {
+    (d as u64) << 32 | o as u64
+}
+
+#[inline]
+fn completion_key(a: u32, o: u32) -> u64 {
+    ((a | 0x8000_0000) as u64) << 32 | o as u64
+}
+
+impl Parser {
+    /// A parser before any terminal: the set predicted from the start symbol.
+    pub fn new(tables: Arc<ParserTables>) -> Self {
+        let mut p = Parser {
+            expected: TerminalSet::new(tables.num_terminals),
+            tables,
+            chunks: Vec::new(),
+            num_sets: 0,
+            scratch: Scratch::default(),
+        };
+        let tables = Arc::clone(&p.tables);
+        let s = &mut p.scratch;
+        s.begin(&tables);
+        let accept = tables.accept_nt;
+        let accepting = tables.nullable[accept as usize];
+        if tables.own(accept).is_empty() && !accepting {
+            // Empty language (unproductive start): no items at all.
+        } else {
+            s.predict(&tables, accept, 0);
+        }
+        p.finish_set(&tables, accepting);
+        p
+    }
+
+    pub fn tables(&self) -> &Arc<ParserTables> {
+        &self.tables
+    }
+
+    /// Terminals that may come next (scannable in the current set).
+    pub fn expected(&self) -> &TerminalSet {
+        &self.expected
+    }
+
+    /// Whether `t` may come next (same as `expected().contains(t)`).
+    pub fn can_push(&self, t: TerminalId) -> bool {
+        self.expected.contains(t)
+    }
+
+    /// Number of terminals pushed so far.
+    pub fn depth(&self) -> usize {
+        self.num_sets - 1
+    }
+
+    /// The terminals pushed so far form a complete sentence.
+    pub fn is_accepting(&self) -> bool {
+        self.top().header.accepting
+    }
+
+    /// Work counters accumulated by this parser value's pushes (not shared with clones).
+    pub fn stats(&self) -> ParserStats {
+        self.scratch.stats
+    }
+
+    /// A 64-bit hash of the current state's *future*: the set of terminal sequences that can
+    /// still follow and which of them complete a sentence.
+    ///
+    /// Definition: `fp(set) = mix(accepting, Σ_items mix(dotted, ctx(item)))` where `ctx` of
+    /// an item predicted in this set is a constant (its completion context is this very set,
+    /// which the sum describes), and `ctx` of an item with an earlier origin `o` is
+    /// `H(B, fp(h))` for the completion `(B, h)` that completing the item's production from
+    /// `o` triggers: `(lhs, o)` itself, or the topmost completion of its Leo chain.
+    ///
+    /// Guarantee: two states (of parsers over the same [`ParserTables`]) with equal
+    /// fingerprints have, barring a 64-bit hash collision, the same set of acceptable future
+    /// terminal sequences and the same accepting futures. Reason: by induction over sets, an
+    /// equal fingerprint means the same items with origins whose completion behaviour is
+    /// equal (the Earley steps only ever look at the items of a set and, on completion, at the
+    /// waiters of the origin set, which `fp(h)` covers), and a Leo chain's intermediate
+    /// completions have no effect besides the top one. Unequal fingerprints say nothing
+    /// (different item sets can have the same future); it is a cache key, not an equivalence
+    /// test. Origins are normalised: in a JSON-like grammar the state after `[1, 2,` and after
+    /// `[1, 2, 3,` hash equal, whether lists are left- or right-recursive.
+    pub fn state_fingerprint(&self) -> u64 {
+        self.top().header.fingerprint
+    }
+
+    /// Advance by one terminal; returns false and leaves the state unchanged if it cannot
+    /// follow.
+    pub fn push(&mut self, t: TerminalId) -> bool {
+        if !self.expected.contains(t) {
+            return false;
+        }
+        let tables = Arc::clone(&self.tables);
+        let m = self.num_sets as u32;
+        self.scratch.begin(&tables);
+        let mut accepting = false;
+        {
+            let chunks = &self.chunks;
+            let s = &mut self.scratch;
+            let top = set_ref(chunks, m as usize - 1, tables.words);
+            let b = top.find(t.0).expect("expected terminal has a bucket");
+            for it in top.bucket_items(b) {
+                s.add_kernel(&tables, it.dotted + 1, it.origin, m);
+            }
+            while let Some((a, o)) = s.completions.pop() {
+                if !s.seen.insert(completion_key(a, o)) {
+                    continue;
+                }
+                s.stats.completions += 1;
+                if a == tables.accept_nt {
+                    accepting = true;
+                    continue;
+                }
+                let origin_set = set_ref(chunks, o as usize, tables.words);
+                let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
+                let bucket = origin_set.buckets[b];
+                if bucket.leo_nt != NO_LEO {
+                    s.stats.leo_jumps += 1;
+                    let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
+                    if !s.seen.insert(completion_key(top_nt, top_origin)) {
+                        continue;
+                    }
+                    if top_nt == tables.accept_nt {
+                        accepting = true;
+                        continue;
+                    }
+                    let top_set = set_ref(chunks, top_origin as usize, tables.words);
+                    let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else { continue };
+                    for it in top_set.bucket_items(tb) {
+                        s.add_kernel(&tables, it.dotted + 1, it.origin, m);
+                    }
+                } else {
+                    for it in origin_set.bucket_items(b) {
+                        s.add_kernel(&tables, it.dotted + 1, it.origin, m);
+                    }
+                }
+            }
+        }
+        self.finish_set(&tables, accepting);
+        true
+    }
+
+    /// Undo the last successful push (no-op at depth 0).
+    pub fn pop(&mut self) {
+        if self.num_sets > 1 {
+            self.truncate(self.num_sets - 2);
+        }
+    }
+
+    /// Pop back to `depth` terminals (no-op if already at or below it).
+    pub fn truncate(&mut self, depth: usize) {
+        let keep = depth + 1;
+        if keep >= self.num_sets {
+            return;
+        }
+        let words = self.tables.words;
+        let keep_chunks = keep.div_ceil(CHUNK_SETS);
+        while self.chunks.len() > keep_chunks {
+            let c = self.chunks.pop().expect("chunk");
+            if self.scratch.spare.is_none()
+                && let Ok(mut c) = Arc::try_unwrap(c)
+            {
+                c.clear();
+                self.scratch.spare = Some(c);
+            }
+        }
+        let local = keep - (keep_chunks - 1) * CHUNK_SETS;
+        let last = self.chunks.last_mut().expect("set 0 is never popped");
+        if local < last.sets.len() {
+            match Arc::get_mut(last) {
+                Some(c) => c.truncate(local, words),
+                None => *last = Arc::new(last.prefix(local, words)),
+            }
+        }
+        self.num_sets = keep;
+        self.refresh_expected();
+    }
+
+    fn top(&self) -> SetRef<'_> {
+        set_ref(&self.chunks, self.num_sets - 1, self.tables.words)
+    }
+
+    fn refresh_expected(&mut self) {
+        let words = self.tables.words;
+        let top = set_ref(&self.chunks, self.num_sets - 1, words);
+        self.expected.words.copy_from_slice(top.expected);
+    }
+
+    /// Sort the scratch items into buckets, resolve Leo records, fingerprint, and append the
+    /// set to the stack.
+    fn finish_set(&mut self, tables: &ParserTables, accepting: bool) {
+        let m = self.num_sets as u32;
+        let words = tables.words;
+        let s = &mut self.scratch;
+        s.stats.items_added += s.items.len() as u64;
+
+        // Bucket the items by the symbol after the dot (stable within a bucket).
+        s.sort_keys.clear();
+        for (i, it) in s.items.iter().enumerate() {
+            s.sort_keys.push((tables.dots[it.dotted as usize].key as u64) << 32 | i as u64);
+        }
+        s.sort_keys.sort_unstable();
+        s.sorted.clear();
+        s.buckets.clear();
+        s.expected.clear();
+        s.expected.resize(words, 0);
+        for &k in &s.sort_keys {
+            let key = (k >> 32) as u32;
+            if s.buckets.last().is_none_or(|b| b.key != key) {
+                s.buckets.push(Bucket { key, start: s.sorted.len() as u32, leo_nt: NO_LEO, leo_origin: 0 });
+                if (key as usize) < tables.num_terminals {
+                    s.expected[key as usize / 64] |= 1 << (key % 64);
+                }
+            }
+            s.sorted.push(s.items[(k & 0xffff_ffff) as usize]);
+        }
+
+        // Leo records (needs the new set's buckets; earlier sets are final).
+        let nt_base = tables.num_terminals as u32;
+        let first_nt_bucket = s.buckets.partition_point(|b| b.key < nt_base);
+        s.leo_state.clear();
+        s.leo_state.resize(s.buckets.len(), 0);
+        for start in first_nt_bucket..s.buckets.len() {
+            if s.leo_state[start] != 0 {
+                continue;
+            }
+            s.leo_path.clear();
+            s.leo_path.push(start);
+            // Walk the same-set chain until it resolves; then unwind.
+            loop {
+                let cur = *s.leo_path.last().expect("path");
+                let only = bucket_single(&s.buckets, &s.sorted, cur);
+                let Some(w) = only.filter(|w| tables.dots[w.dotted as usize].last) else {
+                    s.leo_state[cur] = 2; // no Leo record
+                    break;
+                };
+                let b_nt = tables.dots[w.dotted as usize].lhs;
+                if w.origin < m {
+                    let (nt, o) = earlier_leo(&self.chunks, words, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
+                    s.buckets[cur].leo_nt = nt;
+                    s.buckets[cur].leo_origin = o;
+                    s.leo_state[cur] = 2;
+                    break;
+                }
+                // Same-set link: resolve the bucket of `b_nt` in this set first.
+                let key = nt_base + b_nt;
+                match s.buckets.binary_search_by_key(&key, |b| b.key) {
+                    Err(_) => {
+                        s.buckets[cur].leo_nt = b_nt;
+                        s.buckets[cur].leo_origin = m;
+                        s.leo_state[cur] = 2;
+                        break;
+                    }
+                    Ok(y) if s.leo_state[y] == 2 => {
+                        let yb = s.buckets[y];
+                        let (nt, o) = if yb.leo_nt != NO_LEO { (yb.leo_nt, yb.leo_origin) } else { (b_nt, m) };
+                        s.buckets[cur].leo_nt = nt;
+                        s.buckets[cur].leo_origin = o;
+                        s.leo_state[cur] = 2;
+                        break;
+                    }
+                    Ok(y) if s.leo_state[y] == 1 => {
+                        // A cycle of unit-like links: give its members no Leo record.
+                        let pos = s.leo_path.iter().position(|&p| p == y).expect("on path");
+                        for &p in &s.leo_path[pos..] {
+                            s.leo_state[p] = 2;
+                        }
+                        s.leo_path.truncate(pos);
+                        break;
+                    }
+                    Ok(y) => {
+                        s.leo_state[cur] = 1;
+                        s.leo_path.push(y);
+                    }
+                }
+            }
+            // Unwind: every node still on the path links to the next one, which is resolved.
+            while s.leo_path.len() >= 2 {
+                let y = s.leo_path.pop().expect("path");
+                let cur = *s.leo_path.last().expect("path");
+                if s.leo_state[cur] == 2 {
+                    continue;
+                }
+                let w = bucket_single(&s.buckets, &s.sorted, cur).expect("on path");
+                let b_nt = tables.dots[w.dotted as usize].lhs;
+                let yb = s.buckets[y];
+                let (nt, o) = if yb.leo_nt != NO_LEO { (yb.leo_nt, yb.leo_origin) } else { (b_nt, m) };
+                s.buckets[cur].leo_nt = nt;
+                s.buckets[cur].leo_origin = o;
+                s.leo_state[cur] = 2;
+            }
+            if let Some(&p) = s.leo_path.first() {
+                s.leo_state[p] = 2;
+            }
+        }
+
+        // Fingerprint (order-independent sum of item hashes).
+        let mut sum: u64 = 0;
+        for it in &s.sorted {
+            let ctx = if it.origin == m {
+                SELF_CONTEXT
+            } else {
+                let lhs = tables.dots[it.dotted as usize].lhs;
+                let (nt, o) = earlier_leo(&self.chunks, words, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin));
+                completion_context(nt, set_ref(&self.chunks, o as usize, words).header.fingerprint)
+            };
+            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
+        }
+        let fingerprint = mix64(sum ^ if accepting { 0xacce_97ed } else { 0 });
+
+        // Append to the stack.
+        let need_new = self.chunks.last().is_none_or(|c| c.sets.len() >= CHUNK_SETS);
+        if need_new {
+            let c = s.spare.take().unwrap_or_default();
+            self.chunks.push(Arc::new(c));
+        }
+        let chunk = Arc::make_mut(self.chunks.last_mut().expect("chunk"));
+        let items_start = chunk.items.len() as u32;
+        chunk.sets.push(SetHeader {
+            items_start,
+            buckets_start: chunk.buckets.len() as u32,
+            fingerprint,
+            accepting,
+        });
+        chunk.items.extend_from_slice(&s.sorted);
+        chunk.buckets.extend(s.buckets.iter().map(|b| Bucket { start: b.start + items_start, ..*b }));
+        chunk.expected.extend_from_slice(&s.expected);
+        self.num_sets += 1;
+        self.expected.words.copy_from_slice(&s.expected);
+    }
+}
+
+/// The only item of new-set bucket `b`, if it has exactly one.
+fn bucket_single(buckets: &[Bucket], items: &[Item], b: usize) -> Option<Item> {
+    let start = buckets[b].start as usize;
+    let end = buckets.get(b + 1).map_or(items.len(), |n| n.start as usize);
+    (end == start + 1).then(|| items[start])
+}
+
+/// The Leo record of finished set `o` for nonterminal `nt`, if any.
+fn earlier_leo(chunks: &[Arc<Chunk>], words: usize, nt_base: u32, o: u32, nt: u32) -> Option<(u32, u32)> {
+    let set = set_ref(chunks, o as usize, words);
+    let b = set.find(nt_base + nt)?;
+    let bucket = set.buckets[b];
+    (bucket.leo_nt != NO_LEO).then_some((bucket.leo_nt, bucket.leo_origin))
+}
+
+fn set_ref(chunks: &[Arc<Chunk>], j: usize, words: usize) -> SetRef<'_> {
+    chunks[j / CHUNK_SETS].set(j % CHUNK_SETS, words)
+}
+
+impl Scratch {
+    fn begin(&mut self, tables: &ParserTables) {
+        self.items.clear();
+        self.completions.clear();
+        self.seen.clear();
+        let words = tables.num_nonterminals.div_ceil(64);
+        if self.predicted.len() != words {
+            self.predicted = vec![0; words];
+            self.predicted_touched.clear();
+        }
+        for &a in &self.predicted_touched {
+            self.predicted[a as usize / 64] = 0;
+        }
+        self.predicted_touched.clear();
+    }
+
+    /// Add item `(d, o)` and its nullable skip chain to the set `m` being built.
+    #[inline]
+    fn add_kernel(&mut self, tables: &ParserTables, d: u32, o: u32, m: u32) {
+        let end = tables.dots[d as usize].chain_end;
+        for d in d..=end {
+            if !self.seen.insert(item_key(d, o)) {
+                break;
+            }
+            let info = tables.dots[d as usize];
+            if info.key == END {
+                self.completions.push((info.lhs, o));
+            } else {
+                self.items.push(Item { dotted: d, origin: o });
+                if info.key >= tables.num_terminals as u32 {
+                    self.predict(tables, info.key - tables.num_terminals as u32, m);
+                }
+            }
+        }
+    }
+
+    /// Predict nonterminal `a` (and its closure) in set `m`.
+    #[inline]
+    fn predict(&mut self, tables: &ParserTables, a: u32, m: u32) {
+        if self.predicted[a as usize / 64] >> (a % 64) & 1 == 1 {
+            return;
+        }
+        for &c in tables.closure_of(a) {
+            let (w, bit) = (c as usize / 64, 1u64 << (c % 64));
+            if self.predicted[w] & bit != 0 {
+                continue;
+            }
+            self.predicted[w] |= bit;
+            self.predicted_touched.push(c);
+            for &d in tables.own(c) {
+                self.items.push(Item { dotted: d, origin: m });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,2 +1,720 @@
-//! The DOMINO constraint engine (being built).
+//! The DOMINO constraint engine: exact, minimally invasive token masks from subterminal trees.
+//!
+//! # Overview
+//! A [`CompiledGrammar`] holds the IR grammar, its [`Scanner`] (one DFA over all terminals),
+//! the Earley [`earley::ParserTables`] and the static terminal-adjacency relation used to prune
+//! trees. It is built once and shared (`Arc`). For every vocabulary it is used with, it keeps
+//! a [`TreeCache`]: the vocabulary's byte trie, one lazily built [`tree::SubterminalTree`] per
+//! scanner state, and a bounded cache of finished masks. A [`Constraint`] is one decoding
+//! session's state: a small set of configurations `(Earley parser, scanner state)` — usually
+//! one; several when the bytes so far split into terminals in more than one way.
+//!
+//! **Mask.** For each configuration `(P, q)`, walk `T_q` from the root; an edge (a terminal
+//! boundary inside the token) is followed when `P` accepts that terminal; a node's token group
+//! is allowed when one of the terminals its final piece can still become is expected by the
+//! parser there. The union over configurations, plus every end-of-generation token when the
+//! text so far is a sentence, is the mask.
+//!
+//! # Lookahead `k` ([`Options::lookahead`])
+//! A token's split has *inside boundaries*: positions `1..len` of the token where one
+//! terminal ends and the next begins. (Ending the terminal that was in progress before the
+//! token — position 0 — and ending a terminal exactly at the token's end are not inside.)
+//! With `k = Some(n)` a token is allowed only through splits with at most `n` inside
+//! boundaries, each of them checked by the parser; `None` (∞) allows every split and makes the
+//! mask minimally invasive: exactly `{t : prefix · bytes(t) is a prefix of a sentence}`.
+//! `k = 0` is the paper's "naive" constraining: a token may finish the current terminal or
+//! stay inside one, but not finish one and start another (so bridge tokens such as `",` or
+//! ` "` after `{` are blocked). Every `k` is sound.
+//!
+//! # EOS and special tokens
+//! Every end-of-generation id of the vocabulary is allowed exactly when the text so far is
+//! in the language (some configuration's scanner state accepts a terminal the parser can
+//! take and then accept). Other special tokens are never allowed.
+//!
+//! # Invariants
+//! - The mask is computed from the same split semantics as `commit`: `allows(t)` ==
+//!   `mask.contains(t)`, and `commit(t)` succeeds exactly for allowed tokens.
+//! - A configuration is only kept when its scanner state still has a live terminal that the
+//!   parser expects (so every configuration can be completed to a sentence).
+//! - Trees and masks are shared by all constraints of one (grammar, vocabulary) pair; the
+//!   mask cache key is (scanner state, parser fingerprint, k), used only when there is a
+//!   single configuration.
+//!
+//! # Example
+//! ```
+//! use std::sync::Arc;
+//! use domino::engine::{CompiledGrammar, Constraint, Options};
+//! use domino::grammar::ir::{Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
+//! use domino::vocab::{TokenId, TokenSet, Vocabulary};
+//! use regex_syntax::hir::Hir;
+//!
+//! // root ::= "[" "a"* "]"   (hand-built IR; front ends produce this from GBNF/Lark/…)
+//! let lit = |s: &str| Terminal { name: format!("{s:?}"), hir: Hir::literal(s.as_bytes()), literal: Some(s.into()) };
+//! let (open, a, close) = (Symbol::Terminal(TerminalId(0)), Symbol::Terminal(TerminalId(1)), Symbol::Terminal(TerminalId(2)));
+//! let (root, items) = (NonterminalId(0), NonterminalId(1));
+//! let g = Grammar {
+//!     terminals: vec![lit("["), lit("a"), lit("]")],
+//!     nonterminals: vec!["root".into(), "items".into()],
+//!     productions: vec![
+//!         Production { lhs: root, rhs: vec![open, Symbol::Nonterminal(items), close] },
+//!         Production { lhs: items, rhs: vec![] },
+//!         Production { lhs: items, rhs: vec![Symbol::Nonterminal(items), a] },
+//!     ],
+//!     start: root,
+//!     warnings: vec![],
+//! };
+//! let grammar = CompiledGrammar::new(g).unwrap();
+//! // Tokens: 0 "[", 1 "a", 2 "]", 3 "aa]", 4 "x", 5 = end of generation.
+//! let words = ["[", "a", "]", "aa]", "x", ""];
+//! let vocab = Arc::new(Vocabulary::new(words.iter().map(|w| w.as_bytes().to_vec()).collect(), vec![false; 6], vec![TokenId(5)]));
+//! let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+//! let mut mask = TokenSet::new(vocab.len());
+//! c.compute_mask(&mut mask);
+//! assert_eq!(mask.iter().collect::<Vec<_>>(), vec![TokenId(0)]);
+//! c.commit(TokenId(0)).unwrap();
+//! c.compute_mask(&mut mask);
+//! assert_eq!(mask.iter().collect::<Vec<_>>(), vec![TokenId(1), TokenId(2), TokenId(3)]);
+//! c.commit(TokenId(3)).unwrap(); // a bridge token: "a", "a", "]"
+//! assert!(c.is_accepting());
+//! c.compute_mask(&mut mask);
+//! assert_eq!(mask.iter().collect::<Vec<_>>(), vec![TokenId(5)]);
+//! c.rollback(1);
+//! assert!(!c.is_accepting());
+//! ```
+
 pub mod earley;
+pub mod tree;
+pub mod trie;
+
+use crate::grammar::ir;
+use crate::lexer::{DEAD, LexerError, ScanState, Scanner};
+use crate::vocab::{TokenId, TokenSet, Vocabulary};
+use earley::{Parser, ParserTables};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use tree::{Follow, SubterminalTree};
+use trie::VocabTrie;
+
+/// Errors of the engine (compiling a grammar for it, or driving a constraint).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    /// The terminals could not be compiled into a scanner.
+    Lexer(LexerError),
+    /// `commit(token)` of a token the grammar does not allow here.
+    TokenNotAllowed { token: TokenId, after_commits: usize },
+    /// `commit_bytes`: the bytes stop being a viable prefix at this offset.
+    BytesNotAllowed { offset: usize, after_commits: usize },
+    /// A token id outside the vocabulary.
+    TokenOutOfRange(TokenId),
+    /// The constraint already ended (an end-of-generation token was committed).
+    Finished,
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Lexer(e) => write!(f, "cannot build the scanner: {e}"),
+            EngineError::TokenNotAllowed { token, after_commits } => {
+                write!(f, "token {} is not allowed by the grammar after {after_commits} commits", token.0)
+            }
+            EngineError::BytesNotAllowed { offset, after_commits } => write!(
+                f,
+                "text is not allowed by the grammar at byte {offset} (after {after_commits} commits)"
+            ),
+            EngineError::TokenOutOfRange(t) => write!(f, "token id {} is outside the vocabulary", t.0),
+            EngineError::Finished => write!(f, "the constraint has already ended"),
+        }
+    }
+}
+impl std::error::Error for EngineError {}
+
+impl From<LexerError> for EngineError {
+    fn from(e: LexerError) -> Self {
+        EngineError::Lexer(e)
+    }
+}
+
+/// Constraint options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Lookahead `k`: the most inside-token terminal boundaries a token may have (see the
+    /// module doc); `None` = ∞ (minimally invasive).
+    pub lookahead: Option<u32>,
+    /// Budget for the shared finished-mask cache of a (grammar, vocabulary) pair, in bytes.
+    /// The cache is created by the first constraint of that pair; 0 disables it.
+    pub mask_cache_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { lookahead: None, mask_cache_bytes: 64 << 20 }
+    }
+}
+
+impl Options {
+    fn max_inside(&self) -> u32 {
+        self.lookahead.unwrap_or(u32::MAX)
+    }
+}
+
+/// A grammar compiled for the engine; shared by all constraints (`Arc`).
+pub struct CompiledGrammar {
+    grammar: ir::Grammar,
+    scanner: Scanner,
+    follow: Follow,
+    tables: Arc<ParserTables>,
+    caches: Mutex<Vec<(u64, Arc<TreeCache>)>>,
+}
+
+impl std::fmt::Debug for CompiledGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGrammar")
+            .field("terminals", &self.grammar.terminals.len())
+            .field("scanner_states", &self.scanner.num_states())
+            .finish()
+    }
+}
+
+impl CompiledGrammar {
+    pub fn new(g: ir::Grammar) -> Result<Arc<Self>, EngineError> {
+        let scanner = Scanner::new(&g)?;
+        let follow = Follow::new(&g);
+        let tables = Arc::new(ParserTables::new(&g));
+        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, tables, caches: Mutex::new(Vec::new()) }))
+    }
+
+    pub fn grammar(&self) -> &ir::Grammar {
+        &self.grammar
+    }
+
+    pub fn scanner(&self) -> &Scanner {
+        &self.scanner
+    }
+
+    pub fn scanner_states(&self) -> usize {
+        self.scanner.num_states()
+    }
+
+    /// The tree cache for a vocabulary (created on first use; kept for the grammar's life).
+    pub fn tree_cache(&self, vocab: &Vocabulary, mask_cache_bytes: usize) -> Arc<TreeCache> {
+        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, c)) = caches.iter().find(|(fp, _)| *fp == vocab.fingerprint()) {
+            return c.clone();
+        }
+        let c = Arc::new(TreeCache::new(&self.scanner, vocab, mask_cache_bytes));
+        caches.push((vocab.fingerprint(), c.clone()));
+        c
+    }
+}
+
+/// Per-(grammar, vocabulary) shared state: the vocabulary trie, one lazily built subterminal
+/// tree per scanner state, and the finished-mask cache.
+pub struct TreeCache {
+    trie: VocabTrie,
+    vocab_len: usize,
+    trees: Vec<OnceLock<Arc<SubterminalTree>>>,
+    masks: Mutex<MaskCache>,
+}
+
+/// Totals over the trees built so far.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct TreeStats {
+    pub trees: usize,
+    pub tree_nodes: usize,
+    pub groups: usize,
+    pub memory_bytes: usize,
+    pub trie_bytes: usize,
+}
+
+impl TreeCache {
+    fn new(scanner: &Scanner, vocab: &Vocabulary, mask_cache_bytes: usize) -> Self {
+        let trie = VocabTrie::new(vocab);
+        let mask_bytes = vocab.len().div_ceil(64) * 8 + 64;
+        let capacity = mask_cache_bytes / mask_bytes;
+        TreeCache {
+            trie,
+            vocab_len: vocab.len(),
+            trees: (0..scanner.num_states()).map(|_| OnceLock::new()).collect(),
+            masks: Mutex::new(MaskCache::new(capacity)),
+        }
+    }
+
+    /// The tree of scanner state `q`, built on first use.
+    pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
+        self.trees[q.0 as usize].get_or_init(|| {
+            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, &self.trie, self.vocab_len, q))
+        })
+    }
+
+    /// Build every scanner state's tree now (the paper's offline setting).
+    pub fn precompute_all(&self, grammar: &CompiledGrammar) {
+        for q in 0..self.trees.len() {
+            self.tree(grammar, ScanState(q as u32));
+        }
+    }
+
+    pub fn stats(&self) -> TreeStats {
+        let mut s = TreeStats { trie_bytes: self.trie.memory_bytes(), ..Default::default() };
+        for t in self.trees.iter().filter_map(|t| t.get()) {
+            s.trees += 1;
+            s.tree_nodes += t.num_nodes();
+            s.groups += t.num_groups();
+            s.memory_bytes += t.memory_bytes();
+        }
+        s
+    }
+
+    /// Forget cached masks (benchmarks use this to time the tree walk itself).
+    pub fn clear_mask_cache(&self) {
+        self.masks.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// A bounded map (scanner state, parser fingerprint, k) → finished mask, approximating LRU
+/// with two generations: lookups promote from the old generation; when the young one is
+/// full the old one is dropped.
+struct MaskCache {
+    capacity: usize,
+    young: HashMap<(u32, u64, u32), Arc<TokenSet>>,
+    old: HashMap<(u32, u64, u32), Arc<TokenSet>>,
+}
+
+impl MaskCache {
+    fn new(capacity: usize) -> Self {
+        MaskCache { capacity, young: HashMap::new(), old: HashMap::new() }
+    }
+
+    fn get(&mut self, key: &(u32, u64, u32)) -> Option<Arc<TokenSet>> {
+        if let Some(m) = self.young.get(key) {
+            return Some(m.clone());
+        }
+        let m = self.old.remove(key)?;
+        self.insert(*key, m.clone());
+        Some(m)
+    }
+
+    fn insert(&mut self, key: (u32, u64, u32), m: Arc<TokenSet>) {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.young.len() >= self.capacity.div_ceil(2) {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(key, m);
+    }
+
+    fn clear(&mut self) {
+        self.young.clear();
+        self.old.clear();
+    }
+}
+
+/// One way the bytes so far split into terminals: the parser after the completed terminals
+/// and the scanner state of the terminal in progress.
+#[derive(Clone)]
+struct Config {
+    parser: Parser,
+    scan: ScanState,
+}
+
+#[derive(Clone)]
+struct Snapshot {
+    configs: Vec<Config>,
+    ended: bool,
+}
+
+/// A constraint session (see the module doc). Cloning is cheap: the grammar, vocabulary,
+/// trees and caches are shared.
+#[derive(Clone)]
+pub struct Constraint {
+    grammar: Arc<CompiledGrammar>,
+    vocab: Arc<Vocabulary>,
+    cache: Arc<TreeCache>,
+    opts: Options,
+    configs: Vec<Config>,
+    ended: bool,
+    history: Vec<Snapshot>,
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constraint")
+            .field("configs", &self.configs.len())
+            .field("ended", &self.ended)
+            .field("committed", &self.history.len())
+            .finish()
+    }
+}
+
+impl Constraint {
+    pub fn new(grammar: &Arc<CompiledGrammar>, vocab: &Arc<Vocabulary>, opts: Options) -> Result<Self, EngineError> {
+        let cache = grammar.tree_cache(vocab, opts.mask_cache_bytes);
+        let parser = Parser::new(grammar.tables.clone());
+        Ok(Constraint {
+            grammar: grammar.clone(),
+            vocab: vocab.clone(),
+            cache,
+            opts,
+            configs: vec![Config { parser, scan: Scanner::START }],
+            ended: false,
+            history: Vec::new(),
+        })
+    }
+
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    pub fn grammar(&self) -> &Arc<CompiledGrammar> {
+        &self.grammar
+    }
+
+    /// The shared tree cache of this (grammar, vocabulary) pair.
+    pub fn tree_cache(&self) -> &Arc<TreeCache> {
+        &self.cache
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Number of `commit`/`commit_bytes` calls not rolled back.
+    pub fn num_committed(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Number of current configurations (1 unless the text splits ambiguously).
+    pub fn num_configurations(&self) -> usize {
+        self.configs.len()
+    }
+
+    /// Compute the allowed tokens into `out` (resized to the vocabulary if needed).
+    pub fn compute_mask(&mut self, out: &mut TokenSet) {
+        if out.universe() != self.vocab.len() {
+            *out = TokenSet::new(self.vocab.len());
+        }
+        out.clear();
+        if self.ended {
+            return;
+        }
+        let k = self.opts.max_inside();
+        let key = if self.configs.len() == 1 {
+            let c = &self.configs[0];
+            Some((c.scan.0, c.parser.state_fingerprint(), k))
+        } else {
+            None
+        };
+        if let Some(key) = key {
+            let hit = self.cache.masks.lock().unwrap_or_else(|e| e.into_inner()).get(&key);
+            if let Some(m) = hit {
+                out.words_mut().copy_from_slice(m.words());
+                return;
+            }
+        }
+        self.compute_mask_uncached(out);
+        if let Some(key) = key {
+            self.cache.masks.lock().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(out.clone()));
+        }
+    }
+
+    /// The mask without consulting or filling the cache (what `compute_mask` does on a miss).
+    pub fn compute_mask_uncached(&mut self, out: &mut TokenSet) {
+        if out.universe() != self.vocab.len() {
+            *out = TokenSet::new(self.vocab.len());
+        }
+        out.clear();
+        if self.ended {
+            return;
+        }
+        let k = self.opts.max_inside();
+        let grammar = self.grammar.clone();
+        let cache = self.cache.clone();
+        for c in &mut self.configs {
+            let tree = cache.tree(&grammar, c.scan);
+            tree.mask_into(&grammar.scanner, &mut c.parser, k, out);
+        }
+        if self.is_accepting() {
+            for &e in self.vocab.eog_tokens() {
+                out.insert(e);
+            }
+        }
+    }
+
+    /// Whether one token is allowed, without computing the full mask.
+    pub fn allows(&mut self, t: TokenId) -> bool {
+        if self.ended || t.index() >= self.vocab.len() {
+            return false;
+        }
+        if self.vocab.is_eog(t) {
+            return self.is_accepting();
+        }
+        if self.vocab.is_special(t) {
+            return false;
+        }
+        let k = self.opts.max_inside();
+        let scanner = &self.grammar.scanner;
+        let follow = &self.grammar.follow;
+        let bytes = self.vocab.bytes(t);
+        self.configs
+            .iter_mut()
+            .any(|c| token_walk(scanner, follow, &mut c.parser, c.scan, bytes, 0, 0, k, None))
+    }
+
+    /// Commit a token: error (state unchanged) if it is not allowed.
+    pub fn commit(&mut self, t: TokenId) -> Result<(), EngineError> {
+        if self.ended {
+            return Err(EngineError::Finished);
+        }
+        if t.index() >= self.vocab.len() {
+            return Err(EngineError::TokenOutOfRange(t));
+        }
+        let not_allowed = EngineError::TokenNotAllowed { token: t, after_commits: self.history.len() };
+        if self.vocab.is_eog(t) {
+            if !self.is_accepting() {
+                return Err(not_allowed);
+            }
+            self.save();
+            self.ended = true;
+            return Ok(());
+        }
+        if self.vocab.is_special(t) {
+            return Err(not_allowed);
+        }
+        let vocab = self.vocab.clone();
+        match self.advance(vocab.bytes(t), self.opts.max_inside()) {
+            Ok(next) => {
+                self.save();
+                self.configs = next;
+                Ok(())
+            }
+            Err(_) => Err(not_allowed),
+        }
+    }
+
+    /// Commit raw bytes (a `--prefix`, a template's fixed text): every split is allowed
+    /// (no lookahead limit). Counts as one commit for `rollback`.
+    pub fn commit_bytes(&mut self, b: &[u8]) -> Result<(), EngineError> {
+        if self.ended {
+            return Err(EngineError::Finished);
+        }
+        match self.advance(b, u32::MAX) {
+            Ok(next) => {
+                self.save();
+                self.configs = next;
+                Ok(())
+            }
+            Err(offset) => Err(EngineError::BytesNotAllowed { offset, after_commits: self.history.len() }),
+        }
+    }
+
+    /// Undo the last `n` commits (all of them if `n` is larger).
+    pub fn rollback(&mut self, n_tokens: usize) {
+        let n = n_tokens.min(self.history.len());
+        if n == 0 {
+            return;
+        }
+        let keep = self.history.len() - n;
+        let snap = self.history.swap_remove(keep);
+        self.history.truncate(keep);
+        self.configs = snap.configs;
+        self.ended = snap.ended;
+    }
+
+    /// The text so far is a sentence of the grammar (an EOG token would be allowed).
+    pub fn is_accepting(&self) -> bool {
+        if self.ended {
+            return false;
+        }
+        self.configs.iter().any(|c| config_accepts(&self.grammar.scanner, c))
+    }
+
+    /// Nothing but end-of-generation can follow (or the constraint has ended).
+    pub fn is_finished(&self) -> bool {
+        if self.ended {
+            return true;
+        }
+        let scanner = &self.grammar.scanner;
+        !self.configs.iter().any(|c| (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty()))
+    }
+
+    /// The bytes every continuation starts with (empty when there is a choice, including
+    /// the choice to stop here). At most 4096 bytes.
+    pub fn forced_bytes(&mut self) -> Vec<u8> {
+        let scanner = &self.grammar.scanner;
+        let follow = &self.grammar.follow;
+        let mut configs = self.configs.clone();
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        while out.len() < 4096 {
+            if configs.iter().any(|c| config_accepts(scanner, c)) {
+                break;
+            }
+            let mut only: Option<(u8, Vec<Config>)> = None;
+            let mut several = false;
+            for b in 0..=255u8 {
+                let next: Vec<Config> = configs.iter().flat_map(|c| step_config(scanner, follow, c, b, 0)).collect();
+                if next.is_empty() {
+                    continue;
+                }
+                if only.is_some() {
+                    several = true;
+                    break;
+                }
+                only = Some((b, next));
+            }
+            match (only, several) {
+                (Some((b, next)), false) => {
+                    out.push(b);
+                    configs = dedup_configs(next);
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+
+    /// A key for count-based speculation: the (sub)terminal in progress (scanner state) and
+    /// a parser sub-state (its fingerprint), hashed together over all configurations.
+    pub fn draft_context(&self) -> u64 {
+        let mut h: u64 = 0xcbf29ce484222325 ^ self.ended as u64;
+        for c in &self.configs {
+            h = (h ^ c.scan.0 as u64).wrapping_mul(0x100000001b3);
+            h = (h ^ c.parser.state_fingerprint()).wrapping_mul(0x100000001b3);
+        }
+        h
+    }
+
+    fn save(&mut self) {
+        self.history.push(Snapshot { configs: self.configs.clone(), ended: self.ended });
+    }
+
+    /// The configurations after `bytes` (with at most `max_inside` inside boundaries), or
+    /// the offset of the first byte no configuration survives.
+    fn advance(&self, bytes: &[u8], max_inside: u32) -> Result<Vec<Config>, usize> {
+        let scanner = &self.grammar.scanner;
+        let follow = &self.grammar.follow;
+        // (config, inside boundaries so far)
+        let mut cur: Vec<(Config, u32)> = self.configs.iter().map(|c| (c.clone(), 0)).collect();
+        for (pos, &b) in bytes.iter().enumerate() {
+            let mut next: Vec<(Config, u32)> = Vec::new();
+            let mut index: HashMap<(u32, u64), usize> = HashMap::new();
+            for (c, inside) in &cur {
+                for (n, boundary) in step_config_marked(scanner, follow, c, b) {
+                    let ins = inside + (boundary && pos > 0) as u32;
+                    if ins > max_inside {
+                        continue;
+                    }
+                    let key = (n.scan.0, n.parser.state_fingerprint());
+                    match index.get(&key) {
+                        Some(&i) => next[i].1 = next[i].1.min(ins),
+                        None => {
+                            index.insert(key, next.len());
+                            next.push((n, ins));
+                        }
+                    }
+                }
+            }
+            if next.is_empty() {
+                return Err(pos);
+            }
+            cur = next;
+        }
+        Ok(cur.into_iter().map(|(c, _)| c).collect())
+    }
+}
+
+/// Whether the text of this configuration is a sentence: some accepting terminal of the
+/// scanner state can be pushed and leaves the parser accepting (or nothing has been read and
+/// the start symbol is nullable).
+fn config_accepts(scanner: &Scanner, c: &Config) -> bool {
+    if c.scan == Scanner::START {
+        return c.parser.is_accepting();
+    }
+    scanner.accepting(c.scan).iter().any(|&t| {
+        let mut p = c.parser.clone();
+        p.push(t) && p.is_accepting()
+    })
+}
+
+/// A configuration is viable when its terminal in progress can still become one the parser
+/// expects.
+fn viable(scanner: &Scanner, parser: &Parser, q: ScanState) -> bool {
+    let expected = parser.expected();
+    scanner.live_terminals(scanner.live_set(q)).iter().any(|&t| expected.contains(t))
+}
+
+fn step_config(scanner: &Scanner, follow: &Follow, c: &Config, b: u8, _pos: usize) -> Vec<Config> {
+    step_config_marked(scanner, follow, c, b).into_iter().map(|(c, _)| c).collect()
+}
+
+/// Successor configurations after one byte; `true` marks those that ended a terminal
+/// before the byte.
+fn step_config_marked(scanner: &Scanner, _follow: &Follow, c: &Config, b: u8) -> Vec<(Config, bool)> {
+    let mut out = Vec::new();
+    let cont = scanner.next(c.scan, b);
+    if cont != DEAD && viable(scanner, &c.parser, ScanState(cont)) {
+        out.push((Config { parser: c.parser.clone(), scan: ScanState(cont) }, false));
+    }
+    let fresh = scanner.next(Scanner::START, b);
+    if fresh != DEAD {
+        for &t in scanner.accepting(c.scan) {
+            let mut p = c.parser.clone();
+            if p.push(t) && viable(scanner, &p, ScanState(fresh)) {
+                out.push((Config { parser: p, scan: ScanState(fresh) }, true));
+            }
+        }
+    }
+    out
+}
+
+fn dedup_configs(cs: Vec<Config>) -> Vec<Config> {
+    let mut seen = std::collections::HashSet::new();
+    cs.into_iter().filter(|c| seen.insert((c.scan.0, c.parser.state_fingerprint()))).collect()
+}
+
+/// Depth-first search over the splits of one token's bytes from `(parser, q)`: true when
+/// some split with at most `max_inside` inside boundaries leaves a viable configuration.
+/// Recursion depth is bounded by the token's length. `parser` is restored.
+#[allow(clippy::too_many_arguments)]
+fn token_walk(
+    scanner: &Scanner,
+    follow: &Follow,
+    parser: &mut Parser,
+    mut q: ScanState,
+    bytes: &[u8],
+    mut pos: usize,
+    inside: u32,
+    max_inside: u32,
+    last: Option<ir::TerminalId>,
+) -> bool {
+    while pos < bytes.len() {
+        let b = bytes[pos];
+        // Option 1: end the terminal in progress before this byte.
+        let fresh = scanner.next(Scanner::START, b);
+        let ins = inside + (pos > 0) as u32;
+        if fresh != DEAD && ins <= max_inside {
+            for &t in scanner.accepting(q) {
+                if last.is_some_and(|l| !follow.can_follow(l, t)) {
+                    continue;
+                }
+                if parser.push(t) {
+                    let ok = token_walk(scanner, follow, parser, ScanState(fresh), bytes, pos + 1, ins, max_inside, Some(t));
+                    parser.pop();
+                    if ok {
+                        return true;
+                    }
+                }
+            }
+        }
+        // Option 2: continue the terminal in progress.
+        let cont = scanner.next(q, b);
+        if cont == DEAD {
+            return false;
+        }
+        q = ScanState(cont);
+        pos += 1;
+    }
+    viable(scanner, parser, q)
+}

@@ -12,6 +12,7 @@ pub mod ir;
 pub mod json_schema;
 pub mod lark;
 pub mod lower;
+pub mod print;
 pub mod reference;
 pub mod regex;
 

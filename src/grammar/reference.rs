@@ -1,1 +1,332 @@
-//! TODO(owner): see grammar/mod.rs
+//! The reference recognizer: a slow, obviously correct byte-level recognizer for `L(G)` of an
+//! [`ir::Grammar`] — the oracle the engine's masks are tested against.
+//!
+//! # How
+//! Earley's algorithm over the IR's productions, with one twist: terminals are not tokens
+//! produced by a lexer but regular languages scanned byte by byte. Item set `S_i` holds the
+//! items `(production, dot, origin)` valid after `i` bytes. For every item in `S_i` whose
+//! next symbol is a terminal `t`, a *scan* `(t, DFA state, origin i)` starts; each byte
+//! advances every scan's DFA (a dense, anchored, all-matches DFA of `t`'s HIR). Whenever a
+//! scan's bytes so far form a non-empty string of `L(t)`, the items of `S_origin` waiting for
+//! `t` advance into the next set. This implements the IR semantics exactly: any split of the
+//! input into terminal strings counts, there is no lexer policy, and `ε` never matches a
+//! terminal.
+//!
+//! Nullable nonterminals use the Aycock–Horspool rule (predicting a nullable `B` also
+//! advances over it), so ε-rules, left recursion, ambiguity and loops like `("a"*)*` work.
+//!
+//! # Exact viability
+//! Each terminal DFA's states are classified once: a state is *live* when some (possibly
+//! empty) continuation reaches a match. Scans in dead states are dropped immediately. Since
+//! the IR guarantees every nonterminal is productive and every terminal matches a non-empty
+//! string, any remaining scan (or an accepting state) proves a completion exists, so
+//! [`ReferenceRecognizer::is_viable`] is exact, not an approximation.
+
+use super::GrammarError;
+use super::ir::{Grammar, Symbol, TerminalId};
+use super::lower::build_dfa;
+use regex_automata::dfa::{Automaton, dense};
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::Anchored;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+/// An Earley item: production index, dot position, origin set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Item {
+    prod: u32,
+    dot: u32,
+    origin: u32,
+}
+
+/// A terminal being scanned: which terminal, its DFA state, where it started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Scan {
+    terminal: TerminalId,
+    state: StateID,
+    origin: u32,
+}
+
+/// The recognizer's state after some bytes (cheap to clone: item sets are shared).
+#[derive(Clone, Debug)]
+pub struct RefState {
+    sets: Vec<Rc<Vec<Item>>>,
+    scans: Vec<Scan>,
+}
+
+impl RefState {
+    /// Number of bytes consumed.
+    pub fn len(&self) -> usize {
+        self.sets.len() - 1
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+struct TerminalAutomaton {
+    dfa: dense::DFA<Vec<u32>>,
+    start: StateID,
+    /// States from which a match is reachable (with zero or more further bytes).
+    live: HashSet<StateID>,
+    /// Whether some non-empty string matches (IR invariant 1; checked, not assumed).
+    nonempty: bool,
+}
+
+impl TerminalAutomaton {
+    fn new(hir: &regex_syntax::hir::Hir) -> Result<Self, String> {
+        let dfa = build_dfa(hir, None)?;
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .map_err(|e| format!("cannot start terminal DFA: {e}"))?;
+        // Explore every state reachable from the start.
+        let mut index: HashMap<StateID, usize> = HashMap::new();
+        let mut states = vec![start];
+        index.insert(start, 0);
+        let mut edges: Vec<(usize, usize)> = Vec::new();
+        let mut k = 0;
+        while k < states.len() {
+            let s = states[k];
+            k += 1;
+            if dfa.is_dead_state(s) || dfa.is_quit_state(s) {
+                continue;
+            }
+            for b in 0..=255u8 {
+                let t = dfa.next_state(s, b);
+                let ti = *index.entry(t).or_insert_with(|| {
+                    states.push(t);
+                    states.len() - 1
+                });
+                edges.push((k - 1, ti));
+            }
+        }
+        let mut rev: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
+        for &(a, b) in &edges {
+            rev[b].push(a);
+        }
+        let mut live = vec![false; states.len()];
+        let mut stack: Vec<usize> = (0..states.len()).filter(|&i| Self::eof_match(&dfa, states[i])).collect();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut live[i], true) {
+                continue;
+            }
+            stack.extend(rev[i].iter().copied());
+        }
+        let nonempty = edges.iter().any(|&(a, b)| a == 0 && live[b]);
+        let live = states.iter().zip(&live).filter(|(_, l)| **l).map(|(s, _)| *s).collect();
+        Ok(TerminalAutomaton { dfa, start, live, nonempty })
+    }
+
+    /// Do the bytes that led to `s` form a match?
+    fn eof_match(dfa: &dense::DFA<Vec<u32>>, s: StateID) -> bool {
+        dfa.is_match_state(dfa.next_eoi_state(s))
+    }
+}
+
+/// A byte-level recognizer for `L(G)`. See the module doc.
+pub struct ReferenceRecognizer {
+    grammar: Grammar,
+    automata: Vec<TerminalAutomaton>,
+    nullable: Vec<bool>,
+    prods_of: Vec<Vec<u32>>,
+}
+
+impl ReferenceRecognizer {
+    pub fn new(grammar: &Grammar) -> Result<Self, GrammarError> {
+        let mut automata = Vec::with_capacity(grammar.terminals.len());
+        for t in &grammar.terminals {
+            let a = TerminalAutomaton::new(&t.hir)
+                .map_err(|e| GrammarError::whole(format!("terminal {}: cannot build its DFA: {e}", t.name)))?;
+            if !a.nonempty {
+                return Err(GrammarError::whole(format!("terminal {} matches no non-empty string (IR invariant 1)", t.name)));
+            }
+            automata.push(a);
+        }
+        let mut prods_of = vec![Vec::new(); grammar.nonterminals.len()];
+        for (i, p) in grammar.productions.iter().enumerate() {
+            prods_of[p.lhs.0 as usize].push(i as u32);
+        }
+        let mut nullable = vec![false; grammar.nonterminals.len()];
+        loop {
+            let mut changed = false;
+            for p in &grammar.productions {
+                if !nullable[p.lhs.0 as usize]
+                    && p.rhs.iter().all(|s| matches!(s, Symbol::Nonterminal(n) if nullable[n.0 as usize]))
+                {
+                    nullable[p.lhs.0 as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Ok(ReferenceRecognizer { grammar: grammar.clone(), automata, nullable, prods_of })
+    }
+
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
+    }
+
+    fn next_symbol(&self, item: &Item) -> Option<Symbol> {
+        self.grammar.productions[item.prod as usize].rhs.get(item.dot as usize).copied()
+    }
+
+    /// Complete the item set at position `n` (= `sets.len()`) from `seed`, then start scans.
+    fn close(&self, sets: &[Rc<Vec<Item>>], seed: Vec<Item>) -> (Vec<Item>, Vec<Scan>) {
+        let n = sets.len() as u32;
+        let mut seen: HashSet<Item> = HashSet::new();
+        let mut items: Vec<Item> = Vec::new();
+        let mut work = seed;
+        while let Some(item) = work.pop() {
+            if !seen.insert(item) {
+                continue;
+            }
+            items.push(item);
+            match self.next_symbol(&item) {
+                None => {
+                    // Completion. Same-set completions of nullable symbols are covered by the
+                    // Aycock–Horspool rule at prediction time.
+                    if item.origin < n {
+                        let lhs = self.grammar.productions[item.prod as usize].lhs;
+                        for waiting in sets[item.origin as usize].iter() {
+                            if self.next_symbol(waiting) == Some(Symbol::Nonterminal(lhs)) {
+                                work.push(Item { dot: waiting.dot + 1, ..*waiting });
+                            }
+                        }
+                    }
+                }
+                Some(Symbol::Nonterminal(b)) => {
+                    for &p in &self.prods_of[b.0 as usize] {
+                        work.push(Item { prod: p, dot: 0, origin: n });
+                    }
+                    if self.nullable[b.0 as usize] {
+                        work.push(Item { dot: item.dot + 1, ..item });
+                    }
+                }
+                Some(Symbol::Terminal(_)) => {}
+            }
+        }
+        let mut started: HashSet<TerminalId> = HashSet::new();
+        let mut scans = Vec::new();
+        for item in &items {
+            if let Some(Symbol::Terminal(t)) = self.next_symbol(item) {
+                if started.insert(t) {
+                    scans.push(Scan { terminal: t, state: self.automata[t.0 as usize].start, origin: n });
+                }
+            }
+        }
+        (items, scans)
+    }
+
+    /// The state before any byte.
+    pub fn start(&self) -> RefState {
+        let seed = self.prods_of[self.grammar.start.0 as usize].iter().map(|&p| Item { prod: p, dot: 0, origin: 0 }).collect();
+        let (items, scans) = self.close(&[], seed);
+        RefState { sets: vec![Rc::new(items)], scans }
+    }
+
+    /// Consume one byte; `None` when the bytes so far are not a prefix of any sentence.
+    pub fn feed(&self, s: &RefState, byte: u8) -> Option<RefState> {
+        let mut kept: Vec<Scan> = Vec::new();
+        let mut seed: Vec<Item> = Vec::new();
+        for scan in &s.scans {
+            let a = &self.automata[scan.terminal.0 as usize];
+            let next = a.dfa.next_state(scan.state, byte);
+            if !a.live.contains(&next) {
+                continue;
+            }
+            if TerminalAutomaton::eof_match(&a.dfa, next) {
+                for waiting in s.sets[scan.origin as usize].iter() {
+                    if self.next_symbol(waiting) == Some(Symbol::Terminal(scan.terminal)) {
+                        seed.push(Item { dot: waiting.dot + 1, ..*waiting });
+                    }
+                }
+            }
+            kept.push(Scan { state: next, ..*scan });
+        }
+        let (items, fresh) = self.close(&s.sets, seed);
+        kept.extend(fresh);
+        let mut sets = s.sets.clone();
+        sets.push(Rc::new(items));
+        let out = RefState { sets, scans: kept };
+        self.is_viable(&out).then_some(out)
+    }
+
+    /// Does some continuation of the bytes so far belong to `L(G)`?
+    pub fn is_viable(&self, s: &RefState) -> bool {
+        !s.scans.is_empty() || self.is_accepting(s)
+    }
+
+    /// Are the bytes so far a sentence of `L(G)`?
+    pub fn is_accepting(&self, s: &RefState) -> bool {
+        let last = s.sets.last().expect("at least one set");
+        last.iter().any(|item| {
+            item.origin == 0 && self.next_symbol(item).is_none() && self.grammar.productions[item.prod as usize].lhs == self.grammar.start
+        })
+    }
+
+    pub fn accepts(&self, bytes: &[u8]) -> bool {
+        self.run(bytes).is_some_and(|s| self.is_accepting(&s))
+    }
+
+    pub fn is_viable_prefix(&self, bytes: &[u8]) -> bool {
+        self.run(bytes).is_some()
+    }
+
+    /// The state after `bytes`, or `None` once they stop being a viable prefix.
+    pub fn run(&self, bytes: &[u8]) -> Option<RefState> {
+        let mut s = self.start();
+        if !self.is_viable(&s) {
+            return None;
+        }
+        for &b in bytes {
+            s = self.feed(&s, b)?;
+        }
+        Some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{gbnf, lower};
+
+    fn rec(text: &str) -> ReferenceRecognizer {
+        ReferenceRecognizer::new(&lower::lower(&gbnf::parse(text, "root").unwrap()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn left_recursion_and_nullable() {
+        let r = rec("root ::= root \"+\" n | n\nn ::= [0-9]+ | \"(\" root \")\" | e\ne ::= \"\"");
+        for ok in ["1", "1+2", "(1+2)+3", "+", "", "()"] {
+            assert!(r.accepts(ok.as_bytes()), "{ok}");
+        }
+        for bad in ["1+)", "(1", "a"] {
+            assert!(!r.accepts(bad.as_bytes()), "{bad}");
+        }
+        assert!(r.is_viable_prefix(b"(1+"));
+        assert!(!r.is_viable_prefix(b")"));
+    }
+
+    #[test]
+    fn nullable_loops() {
+        let r = rec("root ::= (\"a\"*)* \"b\"");
+        assert!(r.accepts(b"aaab"));
+        assert!(r.accepts(b"b"));
+        assert!(!r.accepts(b"aa"));
+        let r = rec("root ::= (x?)* \"b\"\nx ::= \"a\" | \"(\" root \")\"");
+        assert!(r.accepts(b"a(b)ab"));
+    }
+
+    #[test]
+    fn any_split_counts() {
+        // "ab" as [a-b]+ or as "a" "b": no lexer policy.
+        let r = rec("root ::= w \"b\"\nw ::= [a-b]+");
+        assert!(r.accepts(b"abb"));
+        assert!(r.accepts(b"ab"));
+        assert!(!r.accepts(b"aa"));
+        assert!(r.is_viable_prefix(b"aa"));
+    }
+}

@@ -5,6 +5,7 @@
 //! Hugging Face `tokenizer.json` (see [`tokenizer_json`]), so the engine can be used and
 //! benchmarked without model weights.
 
+pub mod tokenizer_json;
 mod token_set;
 pub use token_set::TokenSet;
 

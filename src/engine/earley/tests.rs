@@ -1,0 +1,639 @@
+//! Tests for the Earley parser: hand-built grammars, a set-semantics oracle over random
+//! grammars, Leo linearity by work counters, round trips, fingerprint soundness.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use regex_syntax::hir::Hir;
+
+use super::*;
+use crate::grammar::ir::{Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
+
+/// Build an IR grammar from a compact notation: rules separated by `;`, `A -> x y | z`,
+/// terminals in single quotes (their text is also their name), `ε` or nothing for empty.
+/// The first rule's left-hand side is the start symbol.
+pub(super) fn grammar(src: &str) -> Grammar {
+    let mut terminals: Vec<String> = Vec::new();
+    let mut nts: Vec<String> = Vec::new();
+    let intern = |v: &mut Vec<String>, s: &str| -> u32 {
+        match v.iter().position(|x| x == s) {
+            Some(i) => i as u32,
+            None => {
+                v.push(s.to_string());
+                (v.len() - 1) as u32
+            }
+        }
+    };
+    let mut productions = Vec::new();
+    for rule in src.split(';').map(str::trim).filter(|r| !r.is_empty()) {
+        let (lhs, rhs) = rule.split_once("->").expect("rule has ->");
+        let lhs = NonterminalId(intern(&mut nts, lhs.trim()));
+        for alt in rhs.split('|') {
+            let mut syms = Vec::new();
+            for tok in alt.split_whitespace() {
+                if tok == "ε" {
+                    continue;
+                }
+                if let Some(name) = tok.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
+                    syms.push(Symbol::Terminal(TerminalId(intern(&mut terminals, name))));
+                } else {
+                    syms.push(Symbol::Nonterminal(NonterminalId(intern(&mut nts, tok))));
+                }
+            }
+            productions.push(Production { lhs, rhs: syms });
+        }
+    }
+    Grammar {
+        terminals: terminals
+            .iter()
+            .map(|n| Terminal { name: n.clone(), hir: Hir::literal(n.as_bytes()), literal: Some(n.as_bytes().to_vec()) })
+            .collect(),
+        nonterminals: nts,
+        productions,
+        start: NonterminalId(0),
+        warnings: Vec::new(),
+    }
+}
+
+fn tid(g: &Grammar, name: &str) -> TerminalId {
+    TerminalId(g.terminals.iter().position(|t| t.name == name).unwrap_or_else(|| panic!("no terminal {name}")) as u32)
+}
+
+fn parser(g: &Grammar) -> Parser {
+    Parser::new(Arc::new(ParserTables::new(g)))
+}
+
+/// Push whitespace-separated terminal names; panics (with the position) on rejection.
+fn push_all(p: &mut Parser, g: &Grammar, input: &str) {
+    for (i, name) in input.split_whitespace().enumerate() {
+        assert!(p.push(tid(g, name)), "terminal #{i} {name:?} rejected in {input:?}");
+    }
+}
+
+fn accepts(g: &Grammar, input: &str) -> bool {
+    let mut p = parser(g);
+    for name in input.split_whitespace() {
+        if !p.push(tid(g, name)) {
+            return false;
+        }
+    }
+    p.is_accepting()
+}
+
+/// The expected terminals' names, sorted.
+fn expected_names(p: &Parser, g: &Grammar) -> Vec<String> {
+    let mut v: Vec<String> = p.expected().iter().map(|t| g.terminals[t.0 as usize].name.clone()).collect();
+    v.sort();
+    v
+}
+
+const JSON_RIGHT: &str = "
+    value -> object | array | 'S' | 'N' | 'true' | 'false' | 'null';
+    object -> '{' '}' | '{' members '}';
+    members -> pair | pair ',' members;
+    pair -> 'S' ':' value;
+    array -> '[' ']' | '[' elements ']';
+    elements -> value | value ',' elements";
+
+const JSON_LEFT: &str = "
+    value -> object | array | 'S' | 'N' | 'true' | 'false' | 'null';
+    object -> '{' '}' | '{' members '}';
+    members -> pair | members ',' pair;
+    pair -> 'S' ':' value;
+    array -> '[' ']' | '[' elements ']';
+    elements -> value | elements ',' value";
+
+#[test]
+fn terminal_set_basics() {
+    let mut s = TerminalSet::new(130);
+    assert!(s.is_empty());
+    assert!(s.insert(TerminalId(3)));
+    assert!(!s.insert(TerminalId(3)));
+    assert!(s.insert(TerminalId(129)));
+    assert!(!s.insert(TerminalId(500)), "beyond the universe is ignored");
+    assert!(s.contains(TerminalId(129)) && !s.contains(TerminalId(128)) && !s.contains(TerminalId(9999)));
+    assert_eq!(s.iter().collect::<Vec<_>>(), vec![TerminalId(3), TerminalId(129)]);
+    assert_eq!(s.len(), 2);
+    assert!(s.remove(TerminalId(3)) && !s.remove(TerminalId(3)));
+    assert_eq!(s.len(), 1);
+}
+
+#[test]
+fn arithmetic_left_recursion() {
+    let g = grammar("E -> E '+' T | T; T -> T '*' F | F; F -> '(' E ')' | 'n'");
+    assert!(accepts(&g, "n"));
+    assert!(accepts(&g, "n + n * n"));
+    assert!(accepts(&g, "( n + n ) * n + ( ( n ) )"));
+    assert!(!accepts(&g, "n +"));
+    assert!(!accepts(&g, "( n"));
+    assert!(!accepts(&g, "n n"));
+    let mut p = parser(&g);
+    assert_eq!(expected_names(&p, &g), vec!["(", "n"]);
+    push_all(&mut p, &g, "( n");
+    assert_eq!(expected_names(&p, &g), vec![")", "*", "+"]);
+    assert!(!p.is_accepting());
+    assert!(!p.push(tid(&g, "n")), "n cannot follow n");
+    assert_eq!(p.depth(), 2, "rejected push leaves the state");
+    push_all(&mut p, &g, ")");
+    assert!(p.is_accepting());
+}
+
+#[test]
+fn json_expected_sets() {
+    for src in [JSON_RIGHT, JSON_LEFT] {
+        let g = grammar(src);
+        let mut p = parser(&g);
+        assert_eq!(expected_names(&p, &g), vec!["N", "S", "[", "false", "null", "true", "{"]);
+        push_all(&mut p, &g, "{ S : [ N , { } , S");
+        assert_eq!(expected_names(&p, &g), vec![",", "]"]);
+        push_all(&mut p, &g, "]");
+        assert_eq!(expected_names(&p, &g), vec![",", "}"]);
+        assert!(!p.is_accepting());
+        push_all(&mut p, &g, "}");
+        assert!(p.is_accepting());
+        assert!(p.expected().is_empty());
+        assert!(accepts(&g, "[ [ [ ] ] , { S : null , S : true } ]"));
+        assert!(!accepts(&g, "[ N , ]"));
+        assert!(!accepts(&g, "{ S }"));
+    }
+}
+
+#[test]
+fn ambiguous_concatenation() {
+    let g = grammar("E -> E E | 'a'");
+    for n in 1..40 {
+        let s = vec!["a"; n].join(" ");
+        assert!(accepts(&g, &s), "a^{n}");
+    }
+    let g = grammar("S -> S S | '(' S ')' | '(' ')'");
+    assert!(accepts(&g, "( ) ( ( ) ( ) ) ( )"));
+    assert!(!accepts(&g, "( ) ( ( ) ( ) ( )"));
+}
+
+#[test]
+fn nullable_heavy() {
+    let g = grammar("S -> A B C 'x' | A B; A -> ε | 'a'; B -> A A; C -> B | 'c'");
+    assert!(parser(&g).is_accepting(), "empty sentence");
+    for ok in ["x", "a", "a a", "a a a", "a a a a x", "c x", "a c x", "a a a c x", "a a a a a x"] {
+        assert!(accepts(&g, ok), "{ok}");
+    }
+    for bad in ["a a a a", "a a a a c x", "x x", "c", "a a a a a a x"] {
+        assert!(!accepts(&g, bad), "{bad}");
+    }
+}
+
+#[test]
+fn cycles_and_star_of_star() {
+    // `A -> A | ε` and the lowered shape of ("a"*)*.
+    let g = grammar("S -> A 'b'; A -> A | ε | 'a'");
+    assert!(accepts(&g, "b") && accepts(&g, "a b") && !accepts(&g, "a a b"));
+    let g = grammar("S -> R; R -> R2 R | ε; R2 -> 'a' R2 | ε");
+    assert!(parser(&g).is_accepting());
+    for n in 1..30 {
+        assert!(accepts(&g, &vec!["a"; n].join(" ")));
+    }
+    let g = grammar("S -> X 'c' | 'b'; X -> Y; Y -> X | S | 'a'");
+    assert!(accepts(&g, "a c") && accepts(&g, "b c c c") && accepts(&g, "b") && !accepts(&g, "c"));
+}
+
+#[test]
+fn unproductive_rules_are_ignored() {
+    let g = grammar("S -> 'a' | 'b' U; U -> 'c' U");
+    let t = ParserTables::new(&g);
+    assert_eq!(t.dropped_productions(), 2);
+    let mut p = Parser::new(Arc::new(t));
+    assert_eq!(expected_names(&p, &g), vec!["a"], "b only leads into an unproductive rule");
+    assert!(!p.push(tid(&g, "b")));
+    // A grammar whose start is unproductive: nothing is ever expected or accepted.
+    let g = grammar("S -> 'a' S");
+    let p = parser(&g);
+    assert!(p.expected().is_empty() && !p.is_accepting());
+}
+
+#[test]
+fn leo_keeps_right_recursion_linear() {
+    let cases = [
+        ("L -> 'a' L | 'a'", "a"),
+        ("L -> 'a' ',' L | 'a'", "a ,"),
+        ("L -> 'a' ',' R | 'a'; R -> L", "a ,"),
+        ("L -> 'a' L | ε", "a"),
+        ("S -> '[' L ']'; L -> 'a' L | ε", "a"),
+    ];
+    for (src, unit) in cases {
+        let g = grammar(src);
+        let unit: Vec<TerminalId> = unit.split_whitespace().map(|n| tid(&g, n)).collect();
+        let mut work = Vec::new();
+        for n in [1000usize, 10_000] {
+            let mut p = parser(&g);
+            if src.starts_with("S") {
+                assert!(p.push(tid(&g, "[")));
+            }
+            for _ in 0..n {
+                for &t in &unit {
+                    assert!(p.push(t), "{src}");
+                }
+            }
+            if unit.len() == 2 {
+                assert!(p.push(unit[0]));
+            }
+            if src.starts_with("S") {
+                assert!(p.push(tid(&g, "]")));
+            }
+            assert!(p.is_accepting(), "{src} n={n}");
+            let s = p.stats();
+            work.push(s.items_added + s.completions);
+            assert!(s.completions <= 8 * n as u64 + 16, "{src}: {s:?} for n={n}");
+        }
+        // Ten times the input, about ten times the work (quadratic would be 100x).
+        assert!(work[1] <= 11 * work[0], "{src}: work {work:?}");
+    }
+}
+
+#[test]
+fn left_recursion_is_linear() {
+    let g = grammar("L -> L ',' 'a' | 'a'");
+    let mut p = parser(&g);
+    assert!(p.push(tid(&g, "a")));
+    for _ in 0..10_000 {
+        assert!(p.push(tid(&g, ",")) && p.push(tid(&g, "a")));
+    }
+    assert!(p.is_accepting());
+    assert!(p.stats().completions <= 3 * 20_001);
+}
+
+#[test]
+fn push_pop_truncate_round_trips() {
+    let g = grammar(JSON_RIGHT);
+    let mut p = parser(&g);
+    let input: Vec<TerminalId> =
+        "[ { S : [ N , N , { S : null } ] , S : { } } , [ ] , S ]".split_whitespace().map(|n| tid(&g, n)).collect();
+    let mut states = vec![(p.expected().clone(), p.state_fingerprint(), p.is_accepting())];
+    for &t in &input {
+        assert!(p.push(t));
+        states.push((p.expected().clone(), p.state_fingerprint(), p.is_accepting()));
+        // push+pop of every expected terminal restores the state exactly
+        let before = states.last().expect("state").clone();
+        for e in p.expected().clone().iter() {
+            assert!(p.push(e));
+            p.pop();
+            assert_eq!((p.expected().clone(), p.state_fingerprint(), p.is_accepting()), before);
+        }
+    }
+    assert!(p.is_accepting());
+    for d in (0..input.len()).rev() {
+        p.pop();
+        assert_eq!(p.depth(), d);
+        assert_eq!((p.expected().clone(), p.state_fingerprint(), p.is_accepting()), states[d]);
+    }
+    p.pop(); // no-op at depth 0
+    assert_eq!(p.depth(), 0);
+    // Truncate across chunk boundaries, then re-push: identical states.
+    let long: Vec<TerminalId> = std::iter::once(tid(&g, "["))
+        .chain((0..100).flat_map(|_| [tid(&g, "N"), tid(&g, ",")]))
+        .chain([tid(&g, "N"), tid(&g, "]")])
+        .collect();
+    let mut fps = vec![p.state_fingerprint()];
+    for &t in &long {
+        assert!(p.push(t));
+        fps.push(p.state_fingerprint());
+    }
+    for target in [150, 64, 63, 33, 32, 31, 1, 0] {
+        p.truncate(target);
+        assert_eq!(p.depth(), target);
+        assert_eq!(p.state_fingerprint(), fps[target]);
+        for (i, &t) in long[target..].iter().enumerate() {
+            assert!(p.push(t));
+            assert_eq!(p.state_fingerprint(), fps[target + i + 1]);
+        }
+        assert!(p.is_accepting());
+    }
+}
+
+#[test]
+fn clones_are_independent() {
+    let g = grammar(JSON_LEFT);
+    let mut p = parser(&g);
+    push_all(&mut p, &g, "[ N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N");
+    let fp = p.state_fingerprint();
+    let mut q = p.clone();
+    push_all(&mut q, &g, "]");
+    assert!(q.is_accepting() && !p.is_accepting());
+    assert_eq!(p.state_fingerprint(), fp);
+    q.truncate(3);
+    push_all(&mut p, &g, ", S ]");
+    assert!(p.is_accepting());
+    assert_eq!(q.depth(), 3);
+    let mut r = q.clone();
+    r.pop();
+    q.pop();
+    assert_eq!(r.state_fingerprint(), q.state_fingerprint());
+}
+
+#[test]
+fn fingerprint_normalises_list_length() {
+    for src in [JSON_RIGHT, JSON_LEFT] {
+        let g = grammar(src);
+        let fp = |input: &str| {
+            let mut p = parser(&g);
+            push_all(&mut p, &g, input);
+            p.state_fingerprint()
+        };
+        assert_eq!(fp("[ N , N ,"), fp("[ N , N , N ,"), "{src}");
+        assert_eq!(fp("[ N , N"), fp("[ S , N , N"));
+        // Later pairs of an object share one fingerprint; the first pair's context differs
+        // (its origin set holds `object -> { . members }` rather than a list continuation).
+        assert_eq!(fp("{ S : N , S : [ S"), fp("{ S : N , S : true , S : [ S"));
+        assert_ne!(fp("[ N , N"), fp("[ [ N , N"), "nesting depth matters");
+        assert_ne!(fp("[ N"), fp("{ S : N"));
+        assert_ne!(fp("[ N"), fp("N"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Oracle: the grammar's language by set semantics, strings of length <= max_len.
+
+struct Oracle {
+    /// Per nonterminal: derivable strings up to max_len.
+    lang: Vec<BTreeSet<Vec<u32>>>,
+    /// Per nonterminal: prefixes (up to max_len) of derivable strings.
+    pref: Vec<BTreeSet<Vec<u32>>>,
+    start: usize,
+}
+
+impl Oracle {
+    fn new(g: &Grammar, max_len: usize) -> Self {
+        let n = g.nonterminals.len();
+        let mut productive = vec![false; n];
+        loop {
+            let before = productive.clone();
+            for p in &g.productions {
+                if p.rhs.iter().all(|s| match s {
+                    Symbol::Terminal(_) => true,
+                    Symbol::Nonterminal(a) => productive[a.0 as usize],
+                }) {
+                    productive[p.lhs.0 as usize] = true;
+                }
+            }
+            if productive == before {
+                break;
+            }
+        }
+        let concat = |a: &BTreeSet<Vec<u32>>, b: &BTreeSet<Vec<u32>>| {
+            let mut out = BTreeSet::new();
+            for x in a {
+                for y in b {
+                    if x.len() + y.len() <= max_len {
+                        out.insert([x.as_slice(), y.as_slice()].concat());
+                    }
+                }
+            }
+            out
+        };
+        let term = |t: &TerminalId| BTreeSet::from([vec![t.0]]);
+        let mut lang = vec![BTreeSet::new(); n];
+        loop {
+            let mut changed = false;
+            for p in &g.productions {
+                let mut acc = BTreeSet::from([vec![]]);
+                for s in &p.rhs {
+                    let l = match s {
+                        Symbol::Terminal(t) => term(t),
+                        Symbol::Nonterminal(a) => lang[a.0 as usize].clone(),
+                    };
+                    acc = concat(&acc, &l);
+                }
+                for w in acc {
+                    changed |= lang[p.lhs.0 as usize].insert(w);
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut pref: Vec<BTreeSet<Vec<u32>>> =
+            (0..n).map(|a| if productive[a] { BTreeSet::from([vec![]]) } else { BTreeSet::new() }).collect();
+        loop {
+            let mut changed = false;
+            for p in &g.productions {
+                if !productive[p.lhs.0 as usize] {
+                    continue;
+                }
+                if p.rhs.iter().any(|s| matches!(s, Symbol::Nonterminal(a) if !productive[a.0 as usize])) {
+                    continue;
+                }
+                let mut acc = BTreeSet::from([vec![]]); // L(X1..X_{i-1})
+                let mut out = BTreeSet::new();
+                for s in &p.rhs {
+                    let (l, pr) = match s {
+                        Symbol::Terminal(t) => (term(t), BTreeSet::from([vec![], vec![t.0]])),
+                        Symbol::Nonterminal(a) => (lang[a.0 as usize].clone(), pref[a.0 as usize].clone()),
+                    };
+                    out.extend(concat(&acc, &pr));
+                    acc = concat(&acc, &l);
+                }
+                out.extend(acc);
+                for w in out {
+                    changed |= pref[p.lhs.0 as usize].insert(w);
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Oracle { lang, pref, start: g.start.0 as usize }
+    }
+
+    fn viable(&self, w: &[u32]) -> bool {
+        self.pref[self.start].contains(w)
+    }
+
+    fn accepts(&self, w: &[u32]) -> bool {
+        self.lang[self.start].contains(w)
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn random_grammar(rng: &mut Rng) -> Grammar {
+    let nt = 1 + rng.below(4);
+    let nterm = 2 + rng.below(2);
+    let mut rules = Vec::new();
+    for a in 0..nt {
+        let mut alts = Vec::new();
+        for _ in 0..1 + rng.below(3) {
+            let len = rng.below(4);
+            let syms: Vec<String> = (0..len)
+                .map(|_| {
+                    if rng.below(2) == 0 {
+                        format!("'{}'", (b'a' + rng.below(nterm) as u8) as char)
+                    } else {
+                        format!("N{}", rng.below(nt))
+                    }
+                })
+                .collect();
+            alts.push(if syms.is_empty() { "ε".to_string() } else { syms.join(" ") });
+        }
+        rules.push(format!("N{a} -> {}", alts.join(" | ")));
+    }
+    // Make sure every terminal exists in the IR (possibly unused).
+    rules.push(format!("Z -> {}", (0..nterm).map(|i| format!("'{}'", (b'a' + i as u8) as char)).collect::<Vec<_>>().join(" ")));
+    grammar(&rules.join(";"))
+}
+
+const MAX_DEPTH: usize = 5;
+const FUTURE_LEN: usize = 2;
+
+/// Depth-first over all terminal strings up to MAX_DEPTH: compare with the oracle at every
+/// node, exercise push/pop, and record fingerprint → future signature.
+fn explore(
+    p: &mut Parser,
+    oracle: &Oracle,
+    nterm: u32,
+    w: &mut Vec<u32>,
+    fps: &mut HashMap<u64, BTreeSet<(Vec<u32>, bool)>>,
+    src: &str,
+) {
+    assert_eq!(p.is_accepting(), oracle.accepts(w), "accepting after {w:?} in {src}");
+    let expected: Vec<u32> = (0..nterm).filter(|&t| oracle.viable(&[w.as_slice(), &[t]].concat())).collect();
+    assert_eq!(p.expected().iter().map(|t| t.0).collect::<Vec<_>>(), expected, "expected after {w:?} in {src}");
+    // Future signature for the fingerprint soundness check.
+    let mut future = BTreeSet::new();
+    let mut stack = vec![vec![]];
+    while let Some(v) = stack.pop() {
+        let full = [w.as_slice(), &v].concat();
+        if !oracle.viable(&full) {
+            continue;
+        }
+        future.insert((v.clone(), oracle.accepts(&full)));
+        if v.len() < FUTURE_LEN {
+            for t in 0..nterm {
+                stack.push([v.as_slice(), &[t]].concat());
+            }
+        }
+    }
+    match fps.get(&p.state_fingerprint()) {
+        Some(f) => assert_eq!(f, &future, "equal fingerprints, different futures at {w:?} in {src}"),
+        None => {
+            fps.insert(p.state_fingerprint(), future);
+        }
+    }
+    if w.len() == MAX_DEPTH {
+        return;
+    }
+    let (fp, exp) = (p.state_fingerprint(), p.expected().clone());
+    for t in 0..nterm {
+        w.push(t);
+        let ok = p.push(TerminalId(t));
+        assert_eq!(ok, expected.contains(&t), "push after {:?} in {src}", &w[..w.len() - 1]);
+        if ok {
+            explore(p, oracle, nterm, w, fps, src);
+            p.pop();
+            assert_eq!((p.state_fingerprint(), p.expected()), (fp, &exp));
+        }
+        w.pop();
+    }
+}
+
+#[test]
+fn random_grammars_agree_with_oracle() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut states = 0usize;
+    let mut distinct_fps = 0usize;
+    for _ in 0..400 {
+        let g = random_grammar(&mut rng);
+        let src = format!("{:?}", g.productions.iter().map(|p| (p.lhs.0, &p.rhs)).collect::<Vec<_>>());
+        let oracle = Oracle::new(&g, MAX_DEPTH + FUTURE_LEN);
+        let mut p = parser(&g);
+        let mut fps = HashMap::new();
+        explore(&mut p, &oracle, g.terminals.len() as u32, &mut Vec::new(), &mut fps, &src);
+        states += 1;
+        distinct_fps += fps.len();
+    }
+    assert!(states == 400 && distinct_fps > 0);
+}
+
+/// Timing harness: `cargo test --lib engine::earley::tests::bench_push -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_push() {
+    for (name, src) in [("json-right", JSON_RIGHT), ("json-left", JSON_LEFT)] {
+        let g = grammar(src);
+        let tables = Arc::new(ParserTables::new(&g));
+        // A random document-shaped walk: random expected terminals, biased to close.
+        let mut rng = Rng(42);
+        let mut p = Parser::new(Arc::clone(&tables));
+        let mut seq = Vec::new();
+        while seq.len() < 200_000 {
+            let exp: Vec<TerminalId> = p.expected().iter().collect();
+            if exp.is_empty() {
+                p = Parser::new(Arc::clone(&tables));
+                seq.push(None);
+                continue;
+            }
+            let closing: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}")).collect();
+            let t = if !closing.is_empty() && p.depth() > 40 && rng.below(2) == 0 {
+                closing[0]
+            } else {
+                exp[rng.below(exp.len())]
+            };
+            assert!(p.push(t));
+            seq.push(Some(t));
+        }
+        let start = std::time::Instant::now();
+        let mut p = Parser::new(Arc::clone(&tables));
+        let mut pushes = 0;
+        for t in &seq {
+            match t {
+                Some(t) => {
+                    p.push(*t);
+                    pushes += 1;
+                }
+                None => p.truncate(0),
+            }
+        }
+        let per_push = start.elapsed().as_nanos() as f64 / pushes as f64;
+        // push+pop of every expected terminal at each position (the engine's mask pattern)
+        let mut p = Parser::new(Arc::clone(&tables));
+        let start = std::time::Instant::now();
+        let mut probes = 0;
+        for t in seq.iter().take(50_000) {
+            match t {
+                Some(t) => {
+                    for e in p.expected().clone().iter() {
+                        p.push(e);
+                        p.pop();
+                        probes += 1;
+                    }
+                    p.push(*t);
+                }
+                None => p.truncate(0),
+            }
+        }
+        let per_probe = start.elapsed().as_nanos() as f64 / probes as f64;
+        let start = std::time::Instant::now();
+        let mut clones = 0;
+        for _ in 0..10_000 {
+            let q = p.clone();
+            std::hint::black_box(&q);
+            clones += 1;
+        }
+        let per_clone = start.elapsed().as_nanos() as f64 / clones as f64;
+        eprintln!(
+            "{name}: push {per_push:.0} ns ({pushes} pushes), push+pop {per_probe:.0} ns, clone at depth {} {per_clone:.0} ns",
+            p.depth()
+        );
+    }
+}

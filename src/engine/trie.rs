@@ -1,0 +1,101 @@
+//! A byte trie of the vocabulary, flattened in preorder.
+//!
+//! Building a subterminal tree walks every token through the scanner; tokens share prefixes
+//! (`"`, `",`, `", "`…), so walking the trie instead visits each shared prefix once. Preorder
+//! with a "subtree end" index per node lets a walk skip a whole subtree with one jump when
+//! the scanner dies, and keeps the walk a linear scan over one array.
+//!
+//! Invariants: node `i`'s subtree is `i+1 .. nodes[i].next`; `depth` is 1 for the first byte;
+//! special tokens (control, EOG, empty) are not in the trie.
+
+use crate::vocab::{TokenId, Vocabulary};
+
+#[derive(Clone, Copy, Debug)]
+pub struct TrieNode {
+    /// The byte on the edge into this node.
+    pub byte: u8,
+    /// Number of bytes from the root (1 for a token's first byte).
+    pub depth: u32,
+    /// Index one past this node's subtree.
+    pub next: u32,
+    /// `tokens[tok_start..tok_end]` end exactly at this node.
+    pub tok_start: u32,
+    pub tok_end: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct VocabTrie {
+    pub nodes: Vec<TrieNode>,
+    pub tokens: Vec<TokenId>,
+    pub max_depth: usize,
+}
+
+impl VocabTrie {
+    pub fn new(vocab: &Vocabulary) -> Self {
+        let mut toks: Vec<(&[u8], TokenId)> = vocab.text_tokens().map(|(id, b)| (b, id)).collect();
+        toks.sort_unstable();
+        let mut nodes: Vec<TrieNode> = Vec::new();
+        let mut tokens = Vec::with_capacity(toks.len());
+        let mut path: Vec<u32> = Vec::new();
+        let mut prev: &[u8] = &[];
+        let mut max_depth = 0;
+        for (bytes, id) in toks {
+            let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while path.len() > lcp {
+                let n = path.pop().unwrap();
+                nodes[n as usize].next = nodes.len() as u32;
+            }
+            for (d, &b) in bytes.iter().enumerate().skip(lcp) {
+                let t = tokens.len() as u32;
+                nodes.push(TrieNode { byte: b, depth: d as u32 + 1, next: 0, tok_start: t, tok_end: t });
+                path.push(nodes.len() as u32 - 1);
+            }
+            let last = *path.last().expect("tokens are non-empty");
+            tokens.push(id);
+            nodes[last as usize].tok_end = tokens.len() as u32;
+            max_depth = max_depth.max(bytes.len());
+            prev = bytes;
+        }
+        while let Some(n) = path.pop() {
+            nodes[n as usize].next = nodes.len() as u32;
+        }
+        VocabTrie { nodes, tokens, max_depth }
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.nodes.len() * std::mem::size_of::<TrieNode>() + self.tokens.len() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preorder_trie_spells_every_token() {
+        let words: Vec<&[u8]> = vec![b"ab", b"a", b"abc", b"b", b"ab", b"", b"ba"];
+        let v = Vocabulary::new(words.iter().map(|w| w.to_vec()).collect(), vec![false; words.len()], vec![]);
+        let trie = VocabTrie::new(&v);
+        // Rebuild each token's bytes from the preorder walk.
+        let mut path: Vec<u8> = Vec::new();
+        let mut seen = vec![None; words.len()];
+        for n in &trie.nodes {
+            path.truncate(n.depth as usize - 1);
+            path.push(n.byte);
+            for t in &trie.tokens[n.tok_start as usize..n.tok_end as usize] {
+                seen[t.index()] = Some(path.clone());
+            }
+        }
+        for (i, w) in words.iter().enumerate() {
+            if w.is_empty() {
+                assert!(seen[i].is_none(), "empty tokens are special");
+            } else {
+                assert_eq!(seen[i].as_deref(), Some(*w));
+            }
+        }
+        // Subtree ends: "a" spans "ab", "abc".
+        let a = trie.nodes.iter().position(|n| n.depth == 1 && n.byte == b'a').unwrap();
+        assert_eq!(trie.nodes[a].next as usize, a + 3);
+        assert_eq!(trie.max_depth, 3);
+    }
+}

@@ -1,0 +1,318 @@
+//! Oracle property tests: on small grammars and a synthetic vocabulary (single bytes,
+//! multi-byte tokens, bridge tokens, tokens splitting UTF-8 characters), the k = ∞ mask
+//! equals the brute-force set `{t : prefix · bytes(t) is a viable prefix}` computed with the
+//! reference recognizer, on thousands of random walks; EOS is allowed iff the prefix is a
+//! sentence. Also: soundness of sampling, `allows` == mask membership, rollback
+//! reproduces masks, k = 0 blocks bridge tokens that k = ∞ allows.
+
+use domino::engine::{CompiledGrammar, Constraint, Options};
+use domino::grammar::GrammarSource;
+use domino::grammar::reference::{RefState, ReferenceRecognizer};
+use domino::vocab::{TokenId, TokenSet, Vocabulary};
+use std::sync::Arc;
+
+/// xorshift64*: deterministic randomness without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn compile(gbnf: &str) -> Arc<CompiledGrammar> {
+    let g = GrammarSource::Gbnf(gbnf.into()).compile(&Default::default()).unwrap();
+    CompiledGrammar::new(g).unwrap()
+}
+
+/// A synthetic vocabulary: every printable ASCII byte, `\n`, `\t`, the two bytes of `é` and
+/// of `€` separately and whole, and many multi-byte / bridge tokens. The last token is EOG;
+/// one special token is never allowed.
+fn synthetic_vocab() -> Arc<Vocabulary> {
+    let mut words: Vec<Vec<u8>> = Vec::new();
+    for b in 0x20..0x7fu8 {
+        words.push(vec![b]);
+    }
+    words.push(b"\n".to_vec());
+    words.push(b"\t".to_vec());
+    let e = "é".as_bytes();
+    let euro = "€".as_bytes();
+    words.push(vec![e[0]]);
+    words.push(vec![e[1]]);
+    words.push(e.to_vec());
+    words.push(vec![euro[0]]);
+    words.push(euro[1..].to_vec());
+    words.push(euro.to_vec());
+    words.push([b"a".as_slice(), &e[..1]].concat()); // "a" + half of é
+    for w in [
+        "\" ", "\",", "\", ", "\"}", "}\n", "{\"", "\": ", "\":", ", \"", "[\"", "\"]", " {", " [", "},", "}]", "],", "ab",
+        "abc", "true", "tr", "ue", "null", "12", "1.", ".5", "e+", "-1", "  ", "   ", "\n ", " \"", "=1", "(a", "a)", "+a",
+        "*(", "))", "if", "if ", "ifx", " x", "x;", "; ", "é\"", "\"é", "a+b", "1)*", "(1+", "==", "aa", "aaa", ",\n",
+    ] {
+        words.push(w.as_bytes().to_vec());
+    }
+    words.push(b"<special>".to_vec());
+    words.push(Vec::new()); // EOG
+    let n = words.len();
+    let mut special = vec![false; n];
+    special[n - 2] = true;
+    Arc::new(Vocabulary::new(words, special, vec![TokenId(n as u32 - 1)]))
+}
+
+/// Grammars with bridges, ambiguity, left recursion, nullable rules and UTF-8.
+const GRAMMARS: &[(&str, &str)] = &[
+    (
+        "json",
+        r#"
+root   ::= ws value ws
+value  ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member ::= string ws ":" ws value
+array  ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string ::= "\"" [^"\\]* "\""
+number ::= "-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws     ::= [ \t\n]{0,3}
+"#,
+    ),
+    (
+        "arith-left-recursive",
+        r#"
+root ::= expr
+expr ::= expr "+" term | expr "-" term | term
+term ::= term "*" atom | atom
+atom ::= [0-9]+ | "(" expr ")" | [a-z]+
+"#,
+    ),
+    (
+        "keywords-vs-identifiers",
+        r#"
+root  ::= stmt+
+stmt  ::= "if" " "+ ident ";" " "? | ident "=" [0-9]+ ";" " "?
+ident ::= [a-z]+
+"#,
+    ),
+    (
+        "ambiguous-nullable",
+        r#"
+root ::= a b a
+a    ::= "a"* | "ab"
+b    ::= ("b" | "é")* "x"?
+"#,
+    ),
+    ("utf8-strings", r#"root ::= "\"" [^"]{0,6} "\"" ( "," " "? "\"" [é€a-c]* "\"" )*"#),
+];
+
+/// Brute force: the tokens whose bytes keep the reference viable, plus EOG iff accepting.
+fn oracle_mask(r: &ReferenceRecognizer, state: &RefState, vocab: &Vocabulary) -> TokenSet {
+    let mut m = TokenSet::new(vocab.len());
+    for (id, bytes) in vocab.text_tokens() {
+        let mut s = state.clone();
+        let mut ok = true;
+        for &b in bytes {
+            match r.feed(&s, b) {
+                Some(n) => s = n,
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok && r.is_viable(&s) {
+            m.insert(id);
+        }
+    }
+    if r.is_accepting(state) {
+        for &e in vocab.eog_tokens() {
+            m.insert(e);
+        }
+    }
+    m
+}
+
+fn feed_all(r: &ReferenceRecognizer, s: &RefState, bytes: &[u8]) -> RefState {
+    bytes.iter().fold(s.clone(), |s, &b| r.feed(&s, b).expect("committed bytes are viable"))
+}
+
+fn diff(a: &TokenSet, b: &TokenSet, v: &Vocabulary) -> String {
+    let only = |x: &TokenSet, y: &TokenSet| -> Vec<String> {
+        x.iter().filter(|t| !y.contains(*t)).map(|t| format!("{:?}", String::from_utf8_lossy(v.bytes(t)))).collect()
+    };
+    format!("engine-only {:?}, oracle-only {:?}", only(a, b), only(b, a))
+}
+
+#[test]
+fn k_infinity_masks_equal_the_oracle_on_random_walks() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng(0x9E3779B97F4A7C15);
+    let mut checked = 0;
+    for (name, text) in GRAMMARS {
+        let grammar = compile(text);
+        let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
+        for walk in 0..120 {
+            let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+            let mut state = r.start();
+            let mut text: Vec<u8> = Vec::new();
+            let mut mask = TokenSet::new(vocab.len());
+            for _step in 0..25 {
+                c.compute_mask(&mut mask);
+                let want = oracle_mask(&r, &state, &vocab);
+                assert!(
+                    mask == want,
+                    "{name} walk {walk} after {:?}: {}",
+                    String::from_utf8_lossy(&text),
+                    diff(&mask, &want, &vocab)
+                );
+                checked += 1;
+                assert_eq!(c.is_accepting(), r.is_accepting(&state), "{name}: accepting after {text:?}");
+                // allows(t) agrees with the mask on a sample of tokens.
+                for _ in 0..20 {
+                    let t = TokenId(rng.below(vocab.len()) as u32);
+                    assert_eq!(c.allows(t), mask.contains(t), "{name}: allows({t:?}) after {text:?}");
+                }
+                let allowed: Vec<TokenId> = mask.iter().filter(|t| !vocab.is_eog(*t)).collect();
+                if allowed.is_empty() {
+                    assert!(c.is_finished());
+                    break;
+                }
+                assert!(!c.is_finished());
+                let t = allowed[rng.below(allowed.len())];
+                c.commit(t).unwrap();
+                text.extend_from_slice(vocab.bytes(t));
+                state = feed_all(&r, &state, vocab.bytes(t));
+            }
+        }
+    }
+    assert!(checked > 2000, "only {checked} masks checked");
+}
+
+#[test]
+fn sampling_from_masks_is_sound_and_eos_only_when_accepting() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng(42);
+    for (name, text) in GRAMMARS {
+        let grammar = compile(text);
+        let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
+        let mut ended = 0;
+        for _ in 0..150 {
+            let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+            let mut out = Vec::new();
+            let mut mask = TokenSet::new(vocab.len());
+            for _ in 0..40 {
+                c.compute_mask(&mut mask);
+                let allowed: Vec<TokenId> = mask.iter().collect();
+                assert!(!allowed.is_empty(), "{name}: empty mask after {out:?}");
+                // Prefer stopping when allowed, so many samples end.
+                let eos = allowed.iter().copied().find(|t| vocab.is_eog(*t));
+                let t = match eos {
+                    Some(e) if rng.below(3) == 0 => e,
+                    _ => allowed[rng.below(allowed.len())],
+                };
+                if vocab.is_eog(t) {
+                    assert!(r.accepts(&out), "{name}: EOS allowed after non-sentence {:?}", String::from_utf8_lossy(&out));
+                    c.commit(t).unwrap();
+                    assert!(c.is_finished());
+                    ended += 1;
+                    break;
+                }
+                c.commit(t).unwrap();
+                out.extend_from_slice(vocab.bytes(t));
+                assert!(r.is_viable_prefix(&out), "{name}: unsound prefix {:?}", String::from_utf8_lossy(&out));
+            }
+        }
+        assert!(ended > 10, "{name}: only {ended} samples reached EOS");
+    }
+}
+
+#[test]
+fn rollback_then_recommit_reproduces_masks() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng(7);
+    for (_, text) in GRAMMARS {
+        let grammar = compile(text);
+        for _ in 0..30 {
+            let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+            let mut masks = vec![];
+            let mut toks = vec![];
+            let mut mask = TokenSet::new(vocab.len());
+            for _ in 0..15 {
+                c.compute_mask_uncached(&mut mask);
+                masks.push(mask.clone());
+                let allowed: Vec<TokenId> = mask.iter().filter(|t| !vocab.is_eog(*t)).collect();
+                if allowed.is_empty() {
+                    break;
+                }
+                let t = allowed[rng.below(allowed.len())];
+                c.commit(t).unwrap();
+                toks.push(t);
+            }
+            c.compute_mask_uncached(&mut mask);
+            if masks.len() == toks.len() {
+                masks.push(mask.clone());
+            }
+            let n = rng.below(toks.len() + 1);
+            c.rollback(n);
+            assert_eq!(c.num_committed(), toks.len() - n);
+            c.compute_mask_uncached(&mut mask);
+            assert_eq!(mask, masks[toks.len() - n]);
+            for (i, &t) in toks[toks.len() - n..].iter().enumerate() {
+                c.commit(t).unwrap();
+                c.compute_mask_uncached(&mut mask);
+                assert_eq!(mask, masks[toks.len() - n + i + 1]);
+            }
+        }
+    }
+}
+
+#[test]
+fn k0_blocks_bridge_tokens_that_k_infinity_allows() {
+    let vocab = synthetic_vocab();
+    let grammar = compile(GRAMMARS[0].1);
+    let id = |w: &str| TokenId(vocab.text_tokens().find(|(_, b)| *b == w.as_bytes()).unwrap().0.0);
+    let mut inf = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+    let mut k0 = Constraint::new(&grammar, &vocab, Options { lookahead: Some(0), ..Default::default() }).unwrap();
+    let mut k1 = Constraint::new(&grammar, &vocab, Options { lookahead: Some(1), ..Default::default() }).unwrap();
+    for c in [&mut inf, &mut k0, &mut k1] {
+        c.commit_bytes(b"{\"a\": \"x").unwrap();
+    }
+    let (mut m_inf, mut m0, mut m1) = (TokenSet::new(vocab.len()), TokenSet::new(vocab.len()), TokenSet::new(vocab.len()));
+    inf.compute_mask(&mut m_inf);
+    k0.compute_mask(&mut m0);
+    k1.compute_mask(&mut m1);
+    // `",` ends the string and starts `,` inside the token: one inside boundary.
+    assert!(m_inf.contains(id("\",")) && m1.contains(id("\",")) && !m0.contains(id("\",")));
+    // `", "` = string end, `,`, whitespace, `"`: three inside boundaries.
+    assert!(!m1.contains(id("\", ")) && m_inf.contains(id("\", ")));
+    // `"` alone finishes the terminal at the token's end: allowed for every k.
+    assert!(m0.contains(id("\"")));
+    assert!(m0.iter().all(|t| m1.contains(t)) && m1.iter().all(|t| m_inf.contains(t)));
+    assert!(m0.count() < m_inf.count());
+    // k = 0 still rejects what k = ∞ rejects, and commit follows the same rule.
+    assert!(k0.commit(id("\",")).is_err());
+    assert!(inf.commit(id("\",")).is_ok());
+}
+
+#[test]
+fn forced_bytes_and_commit_errors() {
+    let vocab = synthetic_vocab();
+    let grammar = compile(r#"root ::= "{\"name\": \"" [a-z]+ "\", \"ok\": true}""#);
+    let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+    assert_eq!(c.forced_bytes(), b"{\"name\": \"");
+    c.commit_bytes(b"{\"name\": \"bo").unwrap();
+    assert_eq!(c.forced_bytes(), b"");
+    c.commit_bytes(b"b\"").unwrap();
+    assert_eq!(c.forced_bytes(), b", \"ok\": true}");
+    let err = c.commit_bytes(b", \"no").unwrap_err();
+    assert!(matches!(err, domino::engine::EngineError::BytesNotAllowed { offset: 3, .. }), "{err:?}");
+    let eog = vocab.eog_tokens()[0];
+    assert!(c.commit(eog).is_err());
+    c.commit_bytes(b", \"ok\": true}").unwrap();
+    assert!(c.is_accepting() && c.is_finished());
+    c.commit(eog).unwrap();
+    let special = TokenId(vocab.len() as u32 - 2);
+    assert!(!c.allows(special));
+}
