@@ -1,7 +1,364 @@
-//! `domino grammar check|convert` (owner: grammar work).
+//! `domino grammar check|convert`: validate grammars and schemas, print their statistics, and
+//! convert a schema (or any grammar) to GBNF.
+//!
+//! `check FILE...` compiles each file (front end by extension: `.gbnf`, `.lark`, `.json` =
+//! JSON Schema) and prints `ok` with statistics or the positioned error; any failing file
+//! makes the command exit 2. `check --schema-jsonl FILE` compiles every `{"id","schema"}`
+//! line (JSONSchemaBench's format) and prints a summary; it is a report, so it exits 0
+//! whatever the schemas' status. Every item compiles in a worker thread under a time limit
+//! (`--timeout-ms`), and a panic is reported as an error for that item, never a crash.
+//! `--format json` prints one JSON object per item and a closing `{"summary": …}` line.
+
+use crate::cli::UsageError;
+use crate::cli::args::{ConstraintArgs, OutputFormat};
+use crate::grammar::{CompileOptions, ErrorKind, GrammarError, GrammarSource, WhitespacePolicy, print};
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
 #[derive(clap::Subcommand, Debug)]
 pub enum GrammarCommand {
-    /// Check grammar files.
-    Check { files: Vec<std::path::PathBuf> },
+    /// Check grammar files (.gbnf, .lark, .json schema) or a JSONL file of schemas.
+    Check(CheckArgs),
+    /// Print the GBNF a schema or grammar compiles to.
+    Convert(ConvertArgs),
 }
-pub fn run(_cmd: GrammarCommand) -> anyhow::Result<()> { anyhow::bail!("not built yet") }
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Grammar files: .gbnf, .lark, or .json (JSON Schema).
+    pub files: Vec<PathBuf>,
+    /// A JSONL file of `{"id": ..., "schema": {...}}` lines (JSONSchemaBench format).
+    #[arg(long, value_name = "FILE")]
+    pub schema_jsonl: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    /// Time limit per grammar or schema, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Start rule (default: `root` for GBNF, `start` for Lark).
+    #[arg(long, value_name = "RULE")]
+    pub start: Option<String>,
+    /// Whitespace between JSON tokens for schemas.
+    #[arg(long, value_enum, default_value_t = WhitespacePolicy::Flexible)]
+    pub whitespace: WhitespacePolicy,
+    /// Longest run of whitespace bytes the flexible policy allows.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub max_whitespace: u32,
+    /// Warn about unsupported schema keywords and ignore them instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
+}
+
+/// What `convert` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ConvertTarget {
+    /// GBNF of the front end's rules (readable, reusable with llama.cpp).
+    #[default]
+    Gbnf,
+    /// GBNF of the lowered IR the engine uses (terminals inlined).
+    Ir,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
+    /// Output: `gbnf` (the source's rules) or `ir` (the lowered grammar).
+    #[arg(long, value_enum, default_value_t = ConvertTarget::Gbnf)]
+    pub to: ConvertTarget,
+}
+
+pub fn run(cmd: GrammarCommand) -> anyhow::Result<()> {
+    match cmd {
+        GrammarCommand::Check(args) => check(args),
+        GrammarCommand::Convert(args) => convert(args),
+    }
+}
+
+fn convert(args: ConvertArgs) -> anyhow::Result<()> {
+    let source = args
+        .constraint
+        .source()?
+        .ok_or_else(|| UsageError("give the grammar to convert: --schema F, --grammar F, --regex RE or --json".into()))?;
+    let opts = args.constraint.compile_options();
+    let def = source.parse(&opts)?;
+    for w in &def.warnings {
+        eprintln!("warning: {w}");
+    }
+    let text = match args.to {
+        ConvertTarget::Gbnf => print::to_gbnf(&def)?,
+        ConvertTarget::Ir => print::ir_to_gbnf(&crate::grammar::lower::lower(&def)?)?,
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Statistics of one compiled grammar.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub rules: usize,
+    pub terminals: usize,
+    pub nonterminals: usize,
+    pub productions: usize,
+    pub warnings: Vec<String>,
+    /// Scanner DFA states over all terminals. `None` until the lexer step adds it here
+    /// (compile `crate::lexer`'s scanner from the lowered grammar in [`compile_stats`]).
+    pub scanner_states: Option<usize>,
+}
+
+/// Outcome of checking one item.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Ok(Stats),
+    Failed(GrammarError),
+    /// Compilation ran past the time limit.
+    Timeout,
+    /// The compiler panicked (a bug; reported, not fatal).
+    Panic(String),
+}
+
+/// Parse + lower, collecting statistics.
+pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<Stats, GrammarError> {
+    let def = source.parse(opts)?;
+    let g = crate::grammar::lower::lower(&def)?;
+    Ok(Stats {
+        rules: def.rules.len(),
+        terminals: g.terminals.len(),
+        nonterminals: g.nonterminals.len(),
+        productions: g.productions.len(),
+        warnings: g.warnings,
+        scanner_states: None,
+    })
+}
+
+/// Compile in a worker thread with a time limit; panics become [`Outcome::Panic`].
+/// A timed-out worker is left to finish in the background (threads cannot be killed).
+pub fn check_with_timeout(source: GrammarSource, opts: CompileOptions, timeout: Duration) -> Outcome {
+    let (tx, rx) = mpsc::channel();
+    let spawned = std::thread::Builder::new().name("grammar-check".into()).stack_size(64 << 20).spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile_stats(&source, &opts)));
+        let _ = tx.send(r);
+    });
+    if let Err(e) = spawned {
+        return Outcome::Panic(format!("cannot start a worker thread: {e}"));
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(Ok(stats))) => Outcome::Ok(stats),
+        Ok(Ok(Err(e))) => Outcome::Failed(e),
+        Ok(Err(p)) => Outcome::Panic(
+            p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into()),
+        ),
+        Err(mpsc::RecvTimeoutError::Timeout) => Outcome::Timeout,
+        Err(mpsc::RecvTimeoutError::Disconnected) => Outcome::Panic("worker thread died".into()),
+    }
+}
+
+fn status(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Ok(_) => "ok",
+        Outcome::Failed(e) if e.kind == ErrorKind::Unsupported => "unsupported",
+        _ => "error",
+    }
+}
+
+/// The JSON object for one item (`key` is `"file"` or `"id"`).
+fn outcome_json(key: &str, name: &str, o: &Outcome, ms: f64) -> Value {
+    let mut v = json!({ key: name, "status": status(o), "ms": (ms * 10.0).round() / 10.0 });
+    let m = v.as_object_mut().unwrap();
+    match o {
+        Outcome::Ok(s) => {
+            m.insert("rules".into(), json!(s.rules));
+            m.insert("terminals".into(), json!(s.terminals));
+            m.insert("nonterminals".into(), json!(s.nonterminals));
+            m.insert("productions".into(), json!(s.productions));
+            m.insert("scanner_states".into(), json!(s.scanner_states));
+            m.insert("warnings".into(), json!(s.warnings));
+        }
+        Outcome::Failed(e) => {
+            m.insert("error".into(), json!(e.to_string()));
+            m.insert("kind".into(), json!(format!("{:?}", e.kind).to_lowercase()));
+            if let Some(f) = &e.feature {
+                m.insert("feature".into(), json!(f));
+            }
+        }
+        Outcome::Timeout => {
+            m.insert("error".into(), json!("timeout"));
+        }
+        Outcome::Panic(p) => {
+            m.insert("error".into(), json!(format!("internal error (panic): {p}")));
+        }
+    }
+    v
+}
+
+fn outcome_text(name: &str, o: &Outcome) -> String {
+    match o {
+        Outcome::Ok(s) => {
+            let mut line = format!(
+                "{name}: ok (rules {}, terminals {}, nonterminals {}, productions {}, warnings {}",
+                s.rules,
+                s.terminals,
+                s.nonterminals,
+                s.productions,
+                s.warnings.len()
+            );
+            if let Some(n) = s.scanner_states {
+                line.push_str(&format!(", scanner states {n}"));
+            }
+            line.push(')');
+            for w in &s.warnings {
+                line.push_str(&format!("\n  warning: {w}"));
+            }
+            line
+        }
+        Outcome::Failed(e) if e.kind == ErrorKind::Unsupported => format!("{name}: unsupported: {e}"),
+        Outcome::Failed(e) => format!("{name}: error: {e}"),
+        Outcome::Timeout => format!("{name}: error: timeout"),
+        Outcome::Panic(p) => format!("{name}: error: internal error (panic): {p}"),
+    }
+}
+
+#[derive(Default)]
+struct Summary {
+    total: usize,
+    ok: usize,
+    unsupported: usize,
+    error: usize,
+}
+
+impl Summary {
+    fn add(&mut self, o: &Outcome) {
+        self.total += 1;
+        match status(o) {
+            "ok" => self.ok += 1,
+            "unsupported" => self.unsupported += 1,
+            _ => self.error += 1,
+        }
+    }
+    fn json(&self) -> Value {
+        json!({"summary": {"total": self.total, "ok": self.ok, "unsupported": self.unsupported, "error": self.error}})
+    }
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<()> {
+    if args.files.is_empty() && args.schema_jsonl.is_none() {
+        return Err(UsageError("give grammar files to check, or --schema-jsonl FILE".into()).into());
+    }
+    let opts = CompileOptions {
+        start: args.start.clone(),
+        whitespace: args.whitespace,
+        max_whitespace: args.max_whitespace,
+        lenient: args.lenient,
+    };
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let json_out = args.format == OutputFormat::Json;
+    let mut out = std::io::stdout().lock();
+    let mut summary = Summary::default();
+    let mut first_failure: Option<anyhow::Error> = None;
+
+    for path in &args.files {
+        let name = path.display().to_string();
+        let started = Instant::now();
+        let outcome = match GrammarSource::from_path(path) {
+            Ok(source) => check_with_timeout(source, opts.clone(), timeout),
+            Err(e) => match e.downcast::<GrammarError>() {
+                Ok(ge) => Outcome::Failed(ge),
+                Err(e) => {
+                    // Unreadable file or unknown extension: a usage problem.
+                    let msg = format!("{e:#}");
+                    if json_out {
+                        writeln!(out, "{}", json!({"file": name, "status": "error", "error": msg}))?;
+                    } else {
+                        writeln!(out, "{name}: error: {msg}")?;
+                    }
+                    summary.total += 1;
+                    summary.error += 1;
+                    first_failure.get_or_insert_with(|| UsageError(msg).into());
+                    continue;
+                }
+            },
+        };
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        summary.add(&outcome);
+        if json_out {
+            writeln!(out, "{}", outcome_json("file", &name, &outcome, ms))?;
+        } else {
+            writeln!(out, "{}", outcome_text(&name, &outcome))?;
+        }
+        if first_failure.is_none() && !matches!(outcome, Outcome::Ok(_)) {
+            first_failure = Some(match outcome {
+                Outcome::Failed(e) => anyhow::Error::new(e).context(format!("{name} failed the check")),
+                _ => anyhow::anyhow!("{name} failed the check"),
+            });
+        }
+    }
+
+    if let Some(jsonl) = &args.schema_jsonl {
+        let file = std::fs::File::open(jsonl).with_context(|| format!("cannot read {}", jsonl.display()))?;
+        let mut per_file = Summary::default();
+        for (lineno, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.with_context(|| format!("cannot read {}", jsonl.display()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let started = Instant::now();
+            let (id, outcome) = match serde_json::from_str::<Value>(&line) {
+                Ok(v) => {
+                    let id = match v.get("id") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(other) => other.to_string(),
+                        None => format!("line {}", lineno + 1),
+                    };
+                    match v.get("schema") {
+                        Some(schema) => (id, check_with_timeout(GrammarSource::JsonSchema(schema.clone()), opts.clone(), timeout)),
+                        None => (id, Outcome::Failed(GrammarError::whole("the line has no \"schema\" field"))),
+                    }
+                }
+                Err(e) => (
+                    format!("line {}", lineno + 1),
+                    Outcome::Failed(GrammarError::at(lineno as u32 + 1, e.column() as u32, format!("not valid JSON: {e}"))),
+                ),
+            };
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            per_file.add(&outcome);
+            if json_out {
+                writeln!(out, "{}", outcome_json("id", &id, &outcome, ms))?;
+            } else if !matches!(outcome, Outcome::Ok(_)) || crate::cli::verbosity() > 0 {
+                writeln!(out, "{}", outcome_text(&id, &outcome))?;
+            }
+        }
+        if !json_out {
+            writeln!(
+                out,
+                "{}: {} schemas: {} ok, {} unsupported, {} error",
+                jsonl.display(),
+                per_file.total,
+                per_file.ok,
+                per_file.unsupported,
+                per_file.error
+            )?;
+        }
+        summary.total += per_file.total;
+        summary.ok += per_file.ok;
+        summary.unsupported += per_file.unsupported;
+        summary.error += per_file.error;
+    }
+
+    if json_out {
+        writeln!(out, "{}", summary.json())?;
+    } else if args.files.len() > 1 {
+        writeln!(out, "{} checked: {} ok, {} unsupported, {} error", summary.total, summary.ok, summary.unsupported, summary.error)?;
+    }
+    out.flush()?;
+    match first_failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -37,9 +37,10 @@
 //!   extended to a sentence.
 //! - A parser's state is a pure function of the terminals pushed: `push(t); pop()` restores
 //!   exactly the previous state (same `expected()`, same `state_fingerprint()`).
-//! - Cloning is cheap: sets live in `Arc`'d chunks of [`CHUNK_SETS`] sets; a clone copies
-//!   `depth / CHUNK_SETS` pointers, and the first push or pop after a clone copies at most one
-//!   chunk (copy on write).
+//! - Cloning is O(1): sets live in `Arc`'d chunks of [`CHUNK_SETS`] sets, the full chunks in
+//!   one `Arc`'d spine plus the partly filled last chunk; a clone copies two pointers. The first
+//!   push or pop after a clone copies at most the last chunk (copy on write), and a diverging
+//!   clone copies the spine (`depth / CHUNK_SETS` pointers) once per `CHUNK_SETS` pushes.
 //!
 //! # Fingerprints
 //! See [`Parser::state_fingerprint`]: a hash of the top set's items where each item's origin
@@ -51,7 +52,7 @@ use std::sync::Arc;
 use crate::grammar::ir::{self, Symbol, TerminalId};
 
 /// Sets per copy-on-write chunk of the set stack.
-pub const CHUNK_SETS: usize = 32;
+pub const CHUNK_SETS: usize = 16;
 
 /// Key of a "complete" dotted item (nothing after the dot).
 const END: u32 = u32::MAX;
@@ -583,7 +584,11 @@ struct Scratch {
     expected: Vec<u64>,
     /// A chunk kept for reuse after popping a whole chunk.
     spare: Option<Chunk>,
-    stats: ParserStats,
+}
+
+thread_local! {
+    /// Working memory shared by all parsers on a thread, so a fresh clone allocates nothing.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// Work counters (for tests that check linearity independently of timing).
@@ -600,11 +605,14 @@ pub struct ParserStats {
 /// Incremental Earley parser state: a stack of Earley sets, one per terminal pushed.
 pub struct Parser {
     tables: Arc<ParserTables>,
-    chunks: Vec<Arc<Chunk>>,
+    /// Full chunks (each exactly `CHUNK_SETS` sets), shared copy-on-write.
+    full: Arc<Vec<Arc<Chunk>>>,
+    /// The last chunk: 1..=CHUNK_SETS sets (empty only while `new` builds set 0).
+    last: Arc<Chunk>,
     num_sets: usize,
     /// The top set's expected terminals (a copy, so `expected()` can return a reference).
     expected: TerminalSet,
-    scratch: Scratch,
+    stats: ParserStats,
 }
 
 impl Clone for Parser {
@@ -612,10 +620,11 @@ impl Clone for Parser {
     fn clone(&self) -> Self {
         Parser {
             tables: Arc::clone(&self.tables),
-            chunks: self.chunks.clone(),
+            full: Arc::clone(&self.full),
+            last: Arc::clone(&self.last),
             num_sets: self.num_sets,
             expected: self.expected.clone(),
-            scratch: Scratch::default(),
+            stats: self.stats,
         }
     }
 }
@@ -662,21 +671,19 @@ impl Parser {
         let mut p = Parser {
             expected: TerminalSet::new(tables.num_terminals),
             tables,
-            chunks: Vec::new(),
+            full: Arc::new(Vec::new()),
+            last: Arc::new(Chunk::default()),
             num_sets: 0,
-            scratch: Scratch::default(),
+            stats: ParserStats::default(),
         };
-        let tables = Arc::clone(&p.tables);
-        let s = &mut p.scratch;
-        s.begin(&tables);
-        let accept = tables.accept_nt;
-        let accepting = tables.nullable[accept as usize];
-        if tables.own(accept).is_empty() && !accepting {
-            // Empty language (unproductive start): no items at all.
-        } else {
-            s.predict(&tables, accept, 0);
-        }
-        p.finish_set(&tables, accepting);
+        SCRATCH.with_borrow_mut(|s| {
+            let tables = &*p.tables;
+            s.begin(tables);
+            let accept = tables.accept_nt;
+            // Empty language (unproductive start): `accept` has no items at all.
+            s.predict(tables, accept, 0);
+            p.finish_set(s, tables.nullable[accept as usize]);
+        });
         p
     }
 
@@ -706,7 +713,7 @@ impl Parser {
 
     /// Work counters accumulated by this parser value's pushes (not shared with clones).
     pub fn stats(&self) -> ParserStats {
-        self.scratch.stats
+        self.stats
     }
 
     /// A 64-bit hash of the current state's *future*: the set of terminal sequences that can
@@ -738,54 +745,60 @@ impl Parser {
         if !self.expected.contains(t) {
             return false;
         }
-        let tables = Arc::clone(&self.tables);
+        SCRATCH.with_borrow_mut(|s| {
+            let accepting = self.build_set(s, t);
+            self.finish_set(s, accepting);
+        });
+        true
+    }
+
+    /// Scan `t` from the top set and run completion (prediction happens as items arrive);
+    /// leaves the new set's items in `s`. Returns whether it accepts.
+    fn build_set(&mut self, s: &mut Scratch, t: TerminalId) -> bool {
+        let tables = &*self.tables;
         let m = self.num_sets as u32;
-        self.scratch.begin(&tables);
+        s.begin(tables);
         let mut accepting = false;
-        {
-            let chunks = &self.chunks;
-            let s = &mut self.scratch;
-            let top = set_ref(chunks, m as usize - 1, tables.words);
-            let b = top.find(t.0).expect("expected terminal has a bucket");
-            for it in top.bucket_items(b) {
-                s.add_kernel(&tables, it.dotted + 1, it.origin, m);
+        let chunks = Stack { full: &self.full, last: &self.last, words: tables.words };
+        let top = chunks.set(m as usize - 1);
+        let b = top.find(t.0).expect("expected terminal has a bucket");
+        for it in top.bucket_items(b) {
+            s.add_kernel(tables, it.dotted + 1, it.origin, m);
+        }
+        while let Some((a, o)) = s.completions.pop() {
+            if !s.seen.insert(completion_key(a, o)) {
+                continue;
             }
-            while let Some((a, o)) = s.completions.pop() {
-                if !s.seen.insert(completion_key(a, o)) {
+            self.stats.completions += 1;
+            if a == tables.accept_nt {
+                accepting = true;
+                continue;
+            }
+            let origin_set = chunks.set(o as usize);
+            let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
+            let bucket = origin_set.buckets[b];
+            if bucket.leo_nt != NO_LEO {
+                self.stats.leo_jumps += 1;
+                let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
+                if !s.seen.insert(completion_key(top_nt, top_origin)) {
                     continue;
                 }
-                s.stats.completions += 1;
-                if a == tables.accept_nt {
+                if top_nt == tables.accept_nt {
                     accepting = true;
                     continue;
                 }
-                let origin_set = set_ref(chunks, o as usize, tables.words);
-                let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
-                let bucket = origin_set.buckets[b];
-                if bucket.leo_nt != NO_LEO {
-                    s.stats.leo_jumps += 1;
-                    let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
-                    if !s.seen.insert(completion_key(top_nt, top_origin)) {
-                        continue;
-                    }
-                    if top_nt == tables.accept_nt {
-                        accepting = true;
-                        continue;
-                    }
-                    let top_set = set_ref(chunks, top_origin as usize, tables.words);
-                    let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else { continue };
-                    for it in top_set.bucket_items(tb) {
-                        s.add_kernel(&tables, it.dotted + 1, it.origin, m);
-                    }
-                } else {
-                    for it in origin_set.bucket_items(b) {
-                        s.add_kernel(&tables, it.dotted + 1, it.origin, m);
-                    }
+                let top_set = chunks.set(top_origin as usize);
+                let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else { continue };
+                for it in top_set.bucket_items(tb) {
+                    s.add_kernel(tables, it.dotted + 1, it.origin, m);
+                }
+            } else {
+                for it in origin_set.bucket_items(b) {
+                    s.add_kernel(tables, it.dotted + 1, it.origin, m);
                 }
             }
         }
-        self.finish_set(&tables, accepting);
-        true
+        accepting
     }
 
     /// Undo the last successful push (no-op at depth 0).
@@ -802,45 +815,63 @@ impl Parser {
             return;
         }
         let words = self.tables.words;
-        let keep_chunks = keep.div_ceil(CHUNK_SETS);
-        while self.chunks.len() > keep_chunks {
-            let c = self.chunks.pop().expect("chunk");
-            if self.scratch.spare.is_none()
-                && let Ok(mut c) = Arc::try_unwrap(c)
-            {
+        // Index of the chunk that will hold the new top set (`keep - 1`).
+        let keep_full = (keep - 1) / CHUNK_SETS;
+        if keep_full < self.full.len() {
+            let new_last = match Arc::get_mut(&mut self.full) {
+                Some(v) => {
+                    v.truncate(keep_full + 1);
+                    v.pop().expect("chunk")
+                }
+                None => {
+                    let c = Arc::clone(&self.full[keep_full]);
+                    self.full = Arc::new(self.full[..keep_full].to_vec());
+                    c
+                }
+            };
+            let old = std::mem::replace(&mut self.last, new_last);
+            if let Ok(mut c) = Arc::try_unwrap(old) {
                 c.clear();
-                self.scratch.spare = Some(c);
+                SCRATCH.with_borrow_mut(|s| {
+                    if s.spare.is_none() {
+                        s.spare = Some(c)
+                    }
+                });
             }
         }
-        let local = keep - (keep_chunks - 1) * CHUNK_SETS;
-        let last = self.chunks.last_mut().expect("set 0 is never popped");
-        if local < last.sets.len() {
-            match Arc::get_mut(last) {
+        let local = keep - keep_full * CHUNK_SETS;
+        if local < self.last.sets.len() {
+            match Arc::get_mut(&mut self.last) {
                 Some(c) => c.truncate(local, words),
-                None => *last = Arc::new(last.prefix(local, words)),
+                None => self.last = Arc::new(self.last.prefix(local, words)),
             }
         }
         self.num_sets = keep;
         self.refresh_expected();
     }
 
+    fn stack(&self) -> Stack<'_> {
+        Stack { full: &self.full, last: &self.last, words: self.tables.words }
+    }
+
     fn top(&self) -> SetRef<'_> {
-        set_ref(&self.chunks, self.num_sets - 1, self.tables.words)
+        self.stack().set(self.num_sets - 1)
     }
 
     fn refresh_expected(&mut self) {
         let words = self.tables.words;
-        let top = set_ref(&self.chunks, self.num_sets - 1, words);
-        self.expected.words.copy_from_slice(top.expected);
+        let stack = Stack { full: &self.full, last: &self.last, words };
+        self.expected.words.copy_from_slice(stack.set(self.num_sets - 1).expected);
     }
 
     /// Sort the scratch items into buckets, resolve Leo records, fingerprint, and append the
     /// set to the stack.
-    fn finish_set(&mut self, tables: &ParserTables, accepting: bool) {
+    fn finish_set(&mut self, s: &mut Scratch, accepting: bool) {
+        let tables = &*self.tables;
         let m = self.num_sets as u32;
         let words = tables.words;
-        let s = &mut self.scratch;
-        s.stats.items_added += s.items.len() as u64;
+        let stack = Stack { full: &self.full, last: &self.last, words };
+        self.stats.items_added += s.items.len() as u64;
 
         // Bucket the items by the symbol after the dot (stable within a bucket).
         s.sort_keys.clear();
@@ -884,7 +915,7 @@ impl Parser {
                 };
                 let b_nt = tables.dots[w.dotted as usize].lhs;
                 if w.origin < m {
-                    let (nt, o) = earlier_leo(&self.chunks, words, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
+                    let (nt, o) = earlier_leo(&stack, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
                     s.buckets[cur].leo_nt = nt;
                     s.buckets[cur].leo_origin = o;
                     s.leo_state[cur] = 2;
@@ -949,20 +980,20 @@ impl Parser {
                 SELF_CONTEXT
             } else {
                 let lhs = tables.dots[it.dotted as usize].lhs;
-                let (nt, o) = earlier_leo(&self.chunks, words, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin));
-                completion_context(nt, set_ref(&self.chunks, o as usize, words).header.fingerprint)
+                let (nt, o) = earlier_leo(&stack, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin));
+                completion_context(nt, stack.set(o as usize).header.fingerprint)
             };
             sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
         }
         let fingerprint = mix64(sum ^ if accepting { 0xacce_97ed } else { 0 });
 
         // Append to the stack.
-        let need_new = self.chunks.last().is_none_or(|c| c.sets.len() >= CHUNK_SETS);
-        if need_new {
-            let c = s.spare.take().unwrap_or_default();
-            self.chunks.push(Arc::new(c));
+        if self.last.sets.len() >= CHUNK_SETS {
+            let fresh = Arc::new(s.spare.take().unwrap_or_default());
+            let full_chunk = std::mem::replace(&mut self.last, fresh);
+            Arc::make_mut(&mut self.full).push(full_chunk);
         }
-        let chunk = Arc::make_mut(self.chunks.last_mut().expect("chunk"));
+        let chunk = Arc::make_mut(&mut self.last);
         let items_start = chunk.items.len() as u32;
         chunk.sets.push(SetHeader {
             items_start,
@@ -986,15 +1017,27 @@ fn bucket_single(buckets: &[Bucket], items: &[Item], b: usize) -> Option<Item> {
 }
 
 /// The Leo record of finished set `o` for nonterminal `nt`, if any.
-fn earlier_leo(chunks: &[Arc<Chunk>], words: usize, nt_base: u32, o: u32, nt: u32) -> Option<(u32, u32)> {
-    let set = set_ref(chunks, o as usize, words);
+fn earlier_leo(stack: &Stack<'_>, nt_base: u32, o: u32, nt: u32) -> Option<(u32, u32)> {
+    let set = stack.set(o as usize);
     let b = set.find(nt_base + nt)?;
     let bucket = set.buckets[b];
     (bucket.leo_nt != NO_LEO).then_some((bucket.leo_nt, bucket.leo_origin))
 }
 
-fn set_ref(chunks: &[Arc<Chunk>], j: usize, words: usize) -> SetRef<'_> {
-    chunks[j / CHUNK_SETS].set(j % CHUNK_SETS, words)
+/// Read access to the set stack (full chunks, then the last one).
+struct Stack<'a> {
+    full: &'a [Arc<Chunk>],
+    last: &'a Chunk,
+    words: usize,
+}
+
+impl<'a> Stack<'a> {
+    #[inline]
+    fn set(&self, j: usize) -> SetRef<'a> {
+        let c = j / CHUNK_SETS;
+        let chunk: &'a Chunk = if c < self.full.len() { &self.full[c] } else { self.last };
+        chunk.set(j % CHUNK_SETS, self.words)
+    }
 }
 
 impl Scratch {

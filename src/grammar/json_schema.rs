@@ -1,3 +1,1563 @@
-//! TODO(owner): see grammar/mod.rs
-use super::{expr::GrammarDef, CompileOptions, GrammarError};
-pub fn compile(_schema: &serde_json::Value, _opts: &CompileOptions) -> Result<GrammarDef, GrammarError> { Err(GrammarError::whole("JSON Schema front end not built yet")) }
+//! JSON Schema → grammar: the `--schema` / `--json` front end.
+//!
+//! [`compile`] turns a JSON Schema (drafts 4 to 2020-12, local references only) into a
+//! [`GrammarDef`] whose language is a set of JSON texts that all validate against the schema.
+//! It is aimed at JSONSchemaBench: every keyword that constrains instances is either compiled
+//! exactly, compiled to a documented *subset* (never a superset) of the valid instances, or
+//! reported as [`ErrorKind::Unsupported`](super::ErrorKind) naming the keyword and its JSON
+//! pointer (with `lenient`, a warning in [`GrammarDef::warnings`] instead, and the keyword is
+//! ignored). Annotation keywords (`title`, `description`, `default`, `examples`, ...) and
+//! unknown keywords constrain nothing and are ignored, as the specification says.
+//!
+//! # Shape of the grammar (why it is fast for the engine)
+//! - JSON strings, numbers, integer ranges, formats, `pattern`s, object keys (`"name"`, one
+//!   literal) and whitespace runs are single [`RuleKind::Lexical`] rules, so each becomes one
+//!   terminal; objects and arrays are syntactic rules over them.
+//! - Object members follow the order of `properties`; optional ones may be left out (the
+//!   order of the rest is kept). Where extra members are allowed (`additionalProperties` not
+//!   `false`, `patternProperties`), they come after the named ones, and their keys are never
+//!   one of the named keys (so a document has no duplicate keys whose value would escape its
+//!   schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
+//!   spell a named key in disguise).
+//! - `$ref` targets become one rule each (recursion is just rule recursion); they are
+//!   compiled from a work list, so long reference chains use no stack.
+//!
+//! # Whitespace
+//! - `Flexible`: any JSON whitespace around structural characters and around the whole
+//!   document, each run at most `max_whitespace` bytes (so no runaway).
+//! - `Compact`: none.
+//! - `Pretty`: exactly `serde_json::to_string_pretty`'s layout (newline, two spaces per level,
+//!   `": "` after keys, `[]`/`{}` for empty containers) for the first [`MAX_PRETTY_DEPTH`]
+//!   levels of nesting; values nested deeper than that are written compactly.
+//!
+//! # Subsets (sound but stricter than the schema; see also [`lexical`])
+//! - Integers are written without fraction or exponent; bounded numbers without exponent.
+//! - `patternProperties` whose keys do not cover every string: keys matching no pattern are not
+//!   generated even when `additionalProperties` would allow them (a warning says so).
+//! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
+//!   they would be ignored, so this is stricter there).
+//! - `uniqueItems: true` is compiled only when at most one item is possible.
+//!
+//! # Limits (errors, never stack overflows)
+//! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
+//! [`MAX_ENUM_VALUES`] values, a grammar at most [`MAX_RULES`] rules, and `allOf` merging does
+//! at most [`MAX_MERGE_STEPS`] steps.
+
+pub mod instances;
+pub mod lexical;
+mod merge;
+
+use std::collections::HashMap;
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
+use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
+
+/// Subschemas nested deeper than this on one compile path are a `Limit` error.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// `Pretty` indents this many levels; deeper values are written compactly.
+pub const MAX_PRETTY_DEPTH: u32 = 16;
+/// More `enum` values than this are a `Limit` error.
+pub const MAX_ENUM_VALUES: usize = 4096;
+/// A grammar with more rules than this is a `Limit` error.
+pub const MAX_RULES: usize = 100_000;
+/// `allOf` merges (and sibling distributions) allowed per schema.
+pub const MAX_MERGE_STEPS: usize = 20_000;
+/// Strings up to this many characters are one terminal; longer bounds are built from blocks.
+pub const STRING_BLOCK: u64 = 256;
+/// `minProperties`/`maxProperties` counting states allowed per object.
+pub const MAX_COUNT_STATES: usize = 20_000;
+
+/// Keywords that constrain nothing.
+const ANNOTATIONS: &[&str] = &[
+    "title", "description", "$schema", "$id", "id", "$comment", "default", "examples", "example", "deprecated",
+    "readOnly", "writeOnly", "$anchor", "$dynamicAnchor", "$vocabulary", "contentEncoding", "contentMediaType",
+    "contentSchema", "$defs", "definitions",
+];
+
+/// Keywords compiled here.
+const HANDLED: &[&str] = &[
+    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
+    "patternProperties", "minProperties", "maxProperties", "items", "prefixItems", "additionalItems", "minItems",
+    "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+];
+
+/// Keywords that constrain instances and are not compiled: always `Unsupported` (or a warning).
+/// (`then`/`else` without `if`, and `min/maxContains` without `contains`, do nothing.)
+const UNSUPPORTED: &[&str] = &[
+    "not", "if", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames", "contains",
+    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+];
+
+/// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
+pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
+    let mut c = Compiler::new(schema, opts);
+    let root_value = c.value(schema, "", 0)?;
+    let (lead, trail) = match opts.whitespace {
+        WhitespacePolicy::Flexible => (c.ws(), c.ws()),
+        _ => (Expr::Empty, Expr::Empty),
+    };
+    let start = c.add_rule("root", Expr::Seq(vec![lead, root_value, trail]), RuleKind::Syntactic)?;
+    c.drain_refs()?;
+    Ok(GrammarDef { rules: c.rules, start, ignore: Vec::new(), warnings: c.warnings })
+}
+
+/// Layout of structural characters at one nesting depth.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Flexible,
+    Compact,
+    Pretty(u32),
+}
+
+/// The JSON types, as a bit set.
+pub(crate) mod ty {
+    pub const NULL: u8 = 1;
+    pub const BOOL: u8 = 2;
+    pub const INT: u8 = 4;
+    /// Numbers that are not integers.
+    pub const FRAC: u8 = 8;
+    pub const STRING: u8 = 16;
+    pub const ARRAY: u8 = 32;
+    pub const OBJECT: u8 = 64;
+    pub const NUMBER: u8 = INT | FRAC;
+    pub const ALL: u8 = 127;
+
+    pub fn from_name(name: &str) -> Option<u8> {
+        Some(match name {
+            "null" => NULL,
+            "boolean" => BOOL,
+            "integer" => INT,
+            "number" => NUMBER,
+            "string" => STRING,
+            "array" => ARRAY,
+            "object" => OBJECT,
+            _ => return None,
+        })
+    }
+
+    pub fn of_value(v: &serde_json::Value) -> u8 {
+        use serde_json::Value;
+        match v {
+            Value::Null => NULL,
+            Value::Bool(_) => BOOL,
+            Value::Number(n) => {
+                if n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0) {
+                    INT
+                } else {
+                    FRAC
+                }
+            }
+            Value::String(_) => STRING,
+            Value::Array(_) => ARRAY,
+            Value::Object(_) => OBJECT,
+        }
+    }
+}
+
+pub(crate) struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a CompileOptions,
+    rules: Vec<Rule>,
+    warnings: Vec<String>,
+    /// `(resolved pointer, depth)` → the rule compiled from it.
+    refs: HashMap<(String, u32), RuleId>,
+    pending: Vec<(RuleId, String, u32)>,
+    /// Lexical rules by their regex text (dedup).
+    lexical: HashMap<String, RuleId>,
+    any_rules: HashMap<u32, RuleId>,
+    nest: usize,
+    merge_steps: usize,
+}
+
+fn join_ptr(ptr: &str, token: &str) -> String {
+    format!("{ptr}/{}", token.replace('~', "~0").replace('/', "~1"))
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let s = s.trim_matches('-');
+    let s: String = s.chars().take(40).collect();
+    if s.is_empty() { "value".to_string() } else { s }
+}
+
+fn is_trivially_true(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Object(m) => m.keys().all(|k| ANNOTATIONS.contains(&k.as_str()) || !is_keyword(k)),
+        _ => false,
+    }
+}
+
+fn is_keyword(k: &str) -> bool {
+    HANDLED.contains(&k) || UNSUPPORTED.contains(&k)
+}
+
+fn as_u64(v: &Value, ptr: &str, kw: &str) -> Result<u64, GrammarError> {
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15).map(|f| f as u64))
+        .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must be a non-negative integer")))
+}
+
+impl<'a> Compiler<'a> {
+    fn new(root: &'a Value, opts: &'a CompileOptions) -> Self {
+        Compiler {
+            root,
+            opts,
+            rules: Vec::new(),
+            warnings: Vec::new(),
+            refs: HashMap::new(),
+            pending: Vec::new(),
+            lexical: HashMap::new(),
+            any_rules: HashMap::new(),
+            nest: 0,
+            merge_steps: 0,
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Rules and layout
+    // -------------------------------------------------------------------------------
+
+    fn add_rule(&mut self, name: &str, expr: Expr, kind: RuleKind) -> Result<RuleId, GrammarError> {
+        if self.rules.len() >= MAX_RULES {
+            return Err(GrammarError::whole(format!("schema needs more than {MAX_RULES} grammar rules"))
+                .with_kind(ErrorKind::Limit));
+        }
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(Rule { name: format!("{}-{}", sanitize(name), id.0), expr, kind, span: Span::default() });
+        Ok(id)
+    }
+
+    /// A lexical rule for a regex (deduplicated by its text).
+    fn lex(&mut self, name: &str, pattern: String) -> Result<Expr, GrammarError> {
+        if let Some(&id) = self.lexical.get(&pattern) {
+            return Ok(Expr::Ref(id));
+        }
+        let hir = lexical::hir(&pattern);
+        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
+        self.lexical.insert(pattern, id);
+        Ok(Expr::Ref(id))
+    }
+
+    fn lex_hir(&mut self, name: &str, key: String, hir: Hir) -> Result<Expr, GrammarError> {
+        if let Some(&id) = self.lexical.get(&key) {
+            return Ok(Expr::Ref(id));
+        }
+        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
+        self.lexical.insert(key, id);
+        Ok(Expr::Ref(id))
+    }
+
+    fn style(&self, d: u32) -> Style {
+        match self.opts.whitespace {
+            WhitespacePolicy::Flexible => Style::Flexible,
+            WhitespacePolicy::Compact => Style::Compact,
+            WhitespacePolicy::Pretty if d <= MAX_PRETTY_DEPTH => Style::Pretty(d),
+            WhitespacePolicy::Pretty => Style::Compact,
+        }
+    }
+
+    /// Depth of a container's children (only pretty printing distinguishes depths).
+    fn child(&self, d: u32) -> u32 {
+        match self.opts.whitespace {
+            WhitespacePolicy::Pretty => (d + 1).min(MAX_PRETTY_DEPTH + 1),
+            _ => 0,
+        }
+    }
+
+    fn ws(&mut self) -> Expr {
+        let pattern = lexical::whitespace_pattern(self.opts.max_whitespace);
+        self.lex("ws", pattern).unwrap_or(Expr::Empty)
+    }
+
+    fn newline(d: u32) -> Expr {
+        Expr::Bytes(format!("\n{}", "  ".repeat(d as usize)).into_bytes())
+    }
+
+    /// After `{`/`[` before the first member.
+    fn lead(&mut self, d: u32) -> Expr {
+        match self.style(d) {
+            Style::Flexible => self.ws(),
+            Style::Compact => Expr::Empty,
+            Style::Pretty(d) => Self::newline(d + 1),
+        }
+    }
+
+    /// Between members (the comma included).
+    fn sep(&mut self, d: u32) -> Expr {
+        match self.style(d) {
+            Style::Flexible => Expr::Seq(vec![Expr::Bytes(b",".to_vec()), self.ws()]),
+            Style::Compact => Expr::Bytes(b",".to_vec()),
+            Style::Pretty(d) => Expr::Bytes(format!(",\n{}", "  ".repeat(d as usize + 1)).into_bytes()),
+        }
+    }
+
+    /// After the last member, before `}`/`]`.
+    fn trail(&mut self, d: u32) -> Expr {
+        match self.style(d) {
+            Style::Pretty(d) => Self::newline(d),
+            _ => Expr::Empty,
+        }
+    }
+
+    /// Inside an empty container.
+    fn empty_inner(&mut self, d: u32) -> Expr {
+        match self.style(d) {
+            Style::Flexible => self.ws(),
+            _ => Expr::Empty,
+        }
+    }
+
+    /// After a key.
+    fn colon(&mut self, d: u32) -> Expr {
+        match self.style(d) {
+            Style::Flexible => Expr::Seq(vec![self.ws(), Expr::Bytes(b":".to_vec()), self.ws()]),
+            Style::Compact => Expr::Bytes(b":".to_vec()),
+            Style::Pretty(_) => Expr::Bytes(b": ".to_vec()),
+        }
+    }
+
+    /// After a member value (before `,` or the closing bracket).
+    fn after_value(&mut self, d: u32) -> Expr {
+        match self.style(d) {
+            Style::Flexible => self.ws(),
+            _ => Expr::Empty,
+        }
+    }
+
+    fn unsupported(&mut self, ptr: &str, keyword: &str, msg: impl Into<String>) -> Result<(), GrammarError> {
+        let msg = msg.into();
+        let at = join_ptr(ptr, keyword);
+        if self.opts.lenient {
+            self.warnings.push(format!("ignored unsupported `{keyword}` at {at}: {msg}"));
+            Ok(())
+        } else {
+            Err(GrammarError::unsupported(at, keyword, format!("unsupported `{keyword}`: {msg}")))
+        }
+    }
+
+    fn never() -> Expr {
+        Expr::Alt(Vec::new())
+    }
+
+    // -------------------------------------------------------------------------------
+    // References
+    // -------------------------------------------------------------------------------
+
+    /// Resolve a local `$ref` to (canonical pointer, target).
+    pub(crate) fn resolve(&self, reference: &str, ptr: &str) -> Result<(String, &'a Value), GrammarError> {
+        let at = join_ptr(ptr, "$ref");
+        let mut r = reference;
+        if let Some(id) = self.root.get("$id").or_else(|| self.root.get("id")).and_then(Value::as_str) {
+            let base = id.trim_end_matches('#');
+            if !base.is_empty() {
+                if let Some(rest) = r.strip_prefix(base) {
+                    r = rest;
+                }
+            }
+        }
+        if r.is_empty() {
+            r = "#";
+        }
+        let Some(fragment) = r.strip_prefix('#') else {
+            return Err(GrammarError::unsupported(at, "$ref", format!("only local references (`#...`) are supported, not `{reference}`")));
+        };
+        let fragment = percent_decode(fragment);
+        if fragment.is_empty() || fragment.starts_with('/') {
+            return match self.root.pointer(&fragment) {
+                Some(v) => Ok((fragment, v)),
+                None => Err(GrammarError::at_pointer(at, format!("`$ref` target `{reference}` does not exist"))),
+            };
+        }
+        // A plain-name fragment: an `$anchor` (or draft-6 `$id: "#name"`).
+        let mut stack: Vec<(String, &'a Value)> = vec![(String::new(), self.root)];
+        let mut visited = 0usize;
+        while let Some((p, v)) = stack.pop() {
+            visited += 1;
+            if visited > 100_000 {
+                break;
+            }
+            match v {
+                Value::Object(m) => {
+                    let anchor = m.get("$anchor").and_then(Value::as_str);
+                    let id = m.get("$id").or_else(|| m.get("id")).and_then(Value::as_str);
+                    if anchor == Some(fragment.as_str()) || id == Some(&format!("#{fragment}")) {
+                        return Ok((p, v));
+                    }
+                    for (k, c) in m {
+                        if matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                            continue;
+                        }
+                        stack.push((join_ptr(&p, k), c));
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, c) in a.iter().enumerate() {
+                        stack.push((join_ptr(&p, &i.to_string()), c));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Err(GrammarError::at_pointer(at, format!("`$ref` anchor `{reference}` not found")))
+    }
+
+    /// Follow `$ref`s that are the only constraint of their schema; error on a cycle.
+    pub(crate) fn resolve_chain(&self, reference: &str, ptr: &str) -> Result<(String, &'a Value), GrammarError> {
+        let (mut p, mut v) = self.resolve(reference, ptr)?;
+        let mut seen = vec![p.clone()];
+        loop {
+            let Some(m) = v.as_object() else { return Ok((p, v)) };
+            let Some(next) = m.get("$ref").and_then(Value::as_str) else { return Ok((p, v)) };
+            if m.keys().any(|k| k != "$ref" && is_keyword(k)) {
+                return Ok((p, v));
+            }
+            let (np, nv) = self.resolve(next, &p)?;
+            if seen.contains(&np) {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "$ref"),
+                    format!("`$ref` cycle through {} never produces a value", seen.join(" -> ")),
+                ));
+            }
+            if seen.len() > 64 {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "$ref"), "`$ref` chain longer than 64").with_kind(ErrorKind::Limit));
+            }
+            seen.push(np.clone());
+            p = np;
+            v = nv;
+        }
+    }
+
+    fn ref_rule(&mut self, reference: &str, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        let (target, _) = self.resolve_chain(reference, ptr)?;
+        let key = (target.clone(), d);
+        if let Some(&id) = self.refs.get(&key) {
+            return Ok(Expr::Ref(id));
+        }
+        let name = target.rsplit('/').next().unwrap_or("ref").to_string();
+        let id = self.add_rule(if name.is_empty() { "root-ref" } else { &name }, Expr::Empty, RuleKind::Syntactic)?;
+        self.refs.insert(key, id);
+        self.pending.push((id, target, d));
+        Ok(Expr::Ref(id))
+    }
+
+    fn drain_refs(&mut self) -> Result<(), GrammarError> {
+        while let Some((id, target, d)) = self.pending.pop() {
+            let v = self.root.pointer(&target).expect("resolved pointer exists");
+            let expr = self.value(v, &target, d)?;
+            self.rules[id.0 as usize].expr = expr;
+        }
+        Ok(())
+    }
+
+    // -------------------------------------------------------------------------------
+    // Values
+    // -------------------------------------------------------------------------------
+
+    /// The grammar of the JSON values valid for schema `s` (at JSON pointer `ptr`), laid out
+    /// for nesting depth `d`.
+    fn value(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        if self.nest >= MAX_SCHEMA_DEPTH {
+            return Err(GrammarError::at_pointer(ptr, format!("subschemas nested deeper than {MAX_SCHEMA_DEPTH}"))
+                .with_kind(ErrorKind::Limit));
+        }
+        self.nest += 1;
+        let r = self.value_inner(s, ptr, d);
+        self.nest -= 1;
+        r
+    }
+
+    fn value_inner(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        let obj = match s {
+            Value::Bool(true) => return self.any(d),
+            Value::Bool(false) => return Ok(Self::never()),
+            Value::Object(m) => m,
+            _ => return Err(GrammarError::at_pointer(ptr, "a schema must be an object or a boolean")),
+        };
+        // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
+        let mut owned: Option<Map<String, Value>> = None;
+        for k in obj.keys() {
+            if UNSUPPORTED.contains(&k.as_str()) {
+                self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
+                owned.get_or_insert_with(|| obj.clone()).remove(k);
+            }
+        }
+        if obj.contains_key("if") && !obj.contains_key("then") && !obj.contains_key("else") {
+            // `if` alone constrains nothing; already reported above when strict.
+        }
+        let obj: &Map<String, Value> = match &owned {
+            Some(m) => m,
+            None => obj,
+        };
+        let constraining = |m: &Map<String, Value>, skip: &[&str]| m.keys().any(|k| is_keyword(k) && !skip.contains(&k.as_str()));
+
+        if let Some(r) = obj.get("$ref") {
+            let Some(r) = r.as_str() else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "$ref"), "`$ref` must be a string"));
+            };
+            if !constraining(obj, &["$ref"]) {
+                return self.ref_rule(r, ptr, d);
+            }
+            let mut siblings = obj.clone();
+            siblings.remove("$ref");
+            let merged = merge::merge_all(self, vec![Value::Object([("$ref".to_string(), Value::String(r.to_string()))].into_iter().collect()), Value::Object(siblings)], ptr)?;
+            return self.value(&merged, ptr, d);
+        }
+        if let Some(all) = obj.get("allOf") {
+            let Some(branches) = all.as_array() else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "`allOf` must be an array"));
+            };
+            let mut parts = branches.clone();
+            let mut siblings = obj.clone();
+            siblings.remove("allOf");
+            parts.push(Value::Object(siblings));
+            let merged = merge::merge_all(self, parts, &join_ptr(ptr, "allOf"))?;
+            return self.value(&merged, ptr, d);
+        }
+        for kw in ["anyOf", "oneOf"] {
+            let Some(list) = obj.get(kw) else { continue };
+            let Some(branches) = list.as_array() else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must be an array")));
+            };
+            if branches.is_empty() {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must not be empty")));
+            }
+            let mut siblings = obj.clone();
+            siblings.remove(kw);
+            let has_siblings = constraining(&siblings, &[]);
+            let mut effective = Vec::with_capacity(branches.len());
+            for b in branches {
+                if has_siblings {
+                    self.merge_step(ptr)?;
+                    let mut m = siblings.clone();
+                    m.insert("allOf".into(), Value::Array(vec![b.clone()]));
+                    effective.push(Value::Object(m));
+                } else {
+                    effective.push(b.clone());
+                }
+            }
+            if kw == "oneOf" && effective.len() > 1 {
+                if let Err(why) = merge::provably_disjoint(self, &effective, ptr) {
+                    self.unsupported(ptr, "oneOf", format!("branches are not provably disjoint ({why}); compiled as anyOf would accept documents matching several"))?;
+                }
+            }
+            let mut alts = Vec::with_capacity(effective.len());
+            for (i, b) in effective.iter().enumerate() {
+                alts.push(self.value(b, &join_ptr(&join_ptr(ptr, kw), &i.to_string()), d)?);
+            }
+            return Ok(Expr::Alt(alts));
+        }
+        if obj.contains_key("enum") || obj.contains_key("const") {
+            return self.enum_values(obj, ptr, d);
+        }
+
+        let types = match obj.get("type") {
+            None => ty::ALL,
+            Some(Value::String(t)) => ty::from_name(t)
+                .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`")))?,
+            Some(Value::Array(ts)) => {
+                let mut set = 0;
+                for t in ts {
+                    let name = t.as_str().unwrap_or("");
+                    set |= ty::from_name(name)
+                        .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`")))?;
+                }
+                set
+            }
+            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` must be a string or an array")),
+        };
+        if types == 0 {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` allows no type"));
+        }
+        // No type-specific keyword at all: the generic value (shares rules).
+        if types == ty::ALL && !constraining(obj, &["type"]) {
+            return self.any(d);
+        }
+        let mut alts = Vec::new();
+        if types & ty::NULL != 0 {
+            alts.push(Expr::Bytes(b"null".to_vec()));
+        }
+        if types & ty::BOOL != 0 {
+            alts.push(Expr::Bytes(b"true".to_vec()));
+            alts.push(Expr::Bytes(b"false".to_vec()));
+        }
+        if types & ty::NUMBER != 0 {
+            alts.push(self.number(obj, ptr, types & ty::FRAC == 0)?);
+        }
+        if types & ty::STRING != 0 {
+            alts.push(self.string(obj, ptr)?);
+        }
+        if types & ty::ARRAY != 0 {
+            alts.push(self.array(obj, ptr, d)?);
+        }
+        if types & ty::OBJECT != 0 {
+            alts.push(self.object(obj, ptr, d)?);
+        }
+        Ok(if alts.len() == 1 { alts.pop().unwrap() } else { Expr::Alt(alts) })
+    }
+
+    pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
+        self.merge_steps += 1;
+        if self.merge_steps > MAX_MERGE_STEPS {
+            return Err(GrammarError::at_pointer(ptr, format!("more than {MAX_MERGE_STEPS} allOf/anyOf merge steps"))
+                .with_kind(ErrorKind::Limit));
+        }
+        Ok(())
+    }
+
+    /// Any JSON value (the schema `{}` / `true`), one shared rule per depth.
+    fn any(&mut self, d: u32) -> Result<Expr, GrammarError> {
+        if let Some(&id) = self.any_rules.get(&d) {
+            return Ok(Expr::Ref(id));
+        }
+        let id = self.add_rule("any", Expr::Empty, RuleKind::Syntactic)?;
+        self.any_rules.insert(d, id);
+        let cd = self.child(d);
+        let child = self.any(cd)?;
+        let string = self.lex("string", lexical::string_pattern(0, None))?;
+        let number = self.lex("number", lexical::number_pattern())?;
+        // Object: "{" (empty | lead member (sep member)* trail) "}"
+        let colon = self.colon(d);
+        let after = self.after_value(d);
+        let member = Expr::Seq(vec![string.clone(), colon, child.clone(), after.clone()]);
+        let object = self.container(b'{', b'}', member, d);
+        let item = Expr::Seq(vec![child, after]);
+        let array = self.container(b'[', b']', item, d);
+        let body = Expr::Alt(vec![
+            object,
+            array,
+            string,
+            number,
+            Expr::Bytes(b"true".to_vec()),
+            Expr::Bytes(b"false".to_vec()),
+            Expr::Bytes(b"null".to_vec()),
+        ]);
+        self.rules[id.0 as usize].expr = body;
+        Ok(Expr::Ref(id))
+    }
+
+    /// `open (empty | lead member (sep member)* trail) close` for homogeneous members.
+    fn container(&mut self, open: u8, close: u8, member: Expr, d: u32) -> Expr {
+        let empty = self.empty_inner(d);
+        let lead = self.lead(d);
+        let sep = self.sep(d);
+        let trail = self.trail(d);
+        Expr::Seq(vec![
+            Expr::Bytes(vec![open]),
+            Expr::Alt(vec![
+                empty,
+                Expr::Seq(vec![
+                    lead,
+                    member.clone(),
+                    Expr::Repeat { expr: Box::new(Expr::Seq(vec![sep, member])), min: 0, max: None },
+                    trail,
+                ]),
+            ]),
+            Expr::Bytes(vec![close]),
+        ])
+    }
+
+    /// One concrete JSON value, laid out by the whitespace policy.
+    fn literal(&mut self, v: &Value, d: u32) -> Expr {
+        match v {
+            Value::Array(items) if !items.is_empty() => {
+                let cd = self.child(d);
+                let mut seq = vec![Expr::Bytes(b"[".to_vec()), self.lead(d)];
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        seq.push(self.sep(d));
+                    }
+                    seq.push(self.literal(item, cd));
+                    seq.push(self.after_value(d));
+                }
+                seq.push(self.trail(d));
+                seq.push(Expr::Bytes(b"]".to_vec()));
+                Expr::Seq(seq)
+            }
+            Value::Object(members) if !members.is_empty() => {
+                let cd = self.child(d);
+                let mut seq = vec![Expr::Bytes(b"{".to_vec()), self.lead(d)];
+                for (i, (k, item)) in members.iter().enumerate() {
+                    if i > 0 {
+                        seq.push(self.sep(d));
+                    }
+                    seq.push(Expr::Bytes(Value::String(k.clone()).to_string().into_bytes()));
+                    seq.push(self.colon(d));
+                    seq.push(self.literal(item, cd));
+                    seq.push(self.after_value(d));
+                }
+                seq.push(self.trail(d));
+                seq.push(Expr::Bytes(b"}".to_vec()));
+                Expr::Seq(seq)
+            }
+            Value::Array(_) => {
+                let e = self.empty_inner(d);
+                Expr::Seq(vec![Expr::Bytes(b"[".to_vec()), e, Expr::Bytes(b"]".to_vec())])
+            }
+            Value::Object(_) => {
+                let e = self.empty_inner(d);
+                Expr::Seq(vec![Expr::Bytes(b"{".to_vec()), e, Expr::Bytes(b"}".to_vec())])
+            }
+            scalar => Expr::Bytes(scalar.to_string().into_bytes()),
+        }
+    }
+
+    /// `enum` / `const`: the listed values that also satisfy the schema's other keywords.
+    fn enum_values(&mut self, obj: &Map<String, Value>, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        let mut values: Vec<Value> = Vec::new();
+        if let Some(c) = obj.get("const") {
+            values.push(c.clone());
+        }
+        if let Some(e) = obj.get("enum") {
+            let Some(list) = e.as_array() else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "enum"), "`enum` must be an array"));
+            };
+            if list.len() > MAX_ENUM_VALUES {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "enum"), format!("`enum` has more than {MAX_ENUM_VALUES} values"))
+                    .with_kind(ErrorKind::Limit));
+            }
+            if obj.contains_key("const") {
+                values.retain(|c| list.contains(c));
+            } else {
+                values.extend(list.iter().cloned());
+            }
+        }
+        // Other constraints: check each value with the jsonschema crate against the sibling
+        // keywords (with the document's definitions, so local references resolve).
+        let mut siblings = obj.clone();
+        siblings.remove("enum");
+        siblings.remove("const");
+        if siblings.keys().any(|k| is_keyword(k)) {
+            if let Some(defs) = self.root.get("definitions") {
+                siblings.entry("definitions").or_insert(defs.clone());
+            }
+            if let Some(defs) = self.root.get("$defs") {
+                siblings.entry("$defs").or_insert(defs.clone());
+            }
+            let schema = Value::Object(siblings);
+            match jsonschema::options().should_validate_formats(true).build(&schema) {
+                Ok(validator) => values.retain(|v| validator.is_valid(v)),
+                Err(e) => return Err(GrammarError::at_pointer(ptr, format!("cannot check `enum` values against the sibling keywords: {e}"))),
+            }
+        }
+        if values.is_empty() {
+            return Err(GrammarError::at_pointer(ptr, "no `enum`/`const` value satisfies the schema"));
+        }
+        let alts: Vec<Expr> = values.iter().map(|v| self.literal(v, d)).collect();
+        Ok(if alts.len() == 1 { alts.into_iter().next().unwrap() } else { Expr::Alt(alts) })
+    }
+
+    // -------------------------------------------------------------------------------
+    // Numbers
+    // -------------------------------------------------------------------------------
+
+    /// Tightest lower and upper bounds (value, inclusive) from the four bound keywords
+    /// (draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` included).
+    fn bounds(obj: &Map<String, Value>, ptr: &str) -> Result<(Option<(f64, bool)>, Option<(f64, bool)>), GrammarError> {
+        let num = |k: &str| -> Result<Option<f64>, GrammarError> {
+            match obj.get(k) {
+                None | Some(Value::Bool(_)) => Ok(None),
+                Some(v) => v.as_f64().map(Some).ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, k), format!("`{k}` must be a number"))),
+            }
+        };
+        let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let mut lo: Option<(f64, bool)> = num("minimum")?.map(|x| (x, !flag("exclusiveMinimum")));
+        let mut hi: Option<(f64, bool)> = num("maximum")?.map(|x| (x, !flag("exclusiveMaximum")));
+        if let Some(x) = num("exclusiveMinimum")? {
+            if lo.is_none_or(|(l, _)| x >= l) {
+                lo = Some((x, false));
+            }
+        }
+        if let Some(x) = num("exclusiveMaximum")? {
+            if hi.is_none_or(|(h, _)| x <= h) {
+                hi = Some((x, false));
+            }
+        }
+        Ok((lo, hi))
+    }
+
+    fn number(&mut self, obj: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Expr, GrammarError> {
+        let (lo, hi) = Self::bounds(obj, ptr)?;
+        let mut integer = integer;
+        let mut max_frac = None;
+        let mut multiple_pow10 = None;
+        if let Some(m) = obj.get("multipleOf") {
+            let Some(k) = m.as_f64().filter(|k| *k > 0.0) else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "multipleOf"), "`multipleOf` must be a positive number"));
+            };
+            if k.fract() == 0.0 {
+                if k != 1.0 {
+                    let n = (k.log10().round()) as i32;
+                    if 10f64.powi(n) == k && (1..=18).contains(&n) && lo.is_none() && hi.is_none() {
+                        multiple_pow10 = Some(n as usize);
+                    } else {
+                        self.unsupported(ptr, "multipleOf", format!("multipleOf {k} (only 1, powers of ten without bounds, and 10^-n are compiled)"))?;
+                    }
+                }
+                integer = true;
+            } else if integer && (1.0 / k).fract() == 0.0 {
+                // Every integer is a multiple of 1/n.
+            } else {
+                let n = (-k.log10()).round() as i32;
+                if (1..=9).contains(&n) && (10f64.powi(-n) - k).abs() < k * 1e-9 {
+                    max_frac = Some(n as u32);
+                } else {
+                    self.unsupported(ptr, "multipleOf", format!("multipleOf {k} (only 1, powers of ten and 10^-n are compiled)"))?;
+                }
+            }
+        }
+        if let Some(n) = multiple_pow10 {
+            return self.lex("multiple", format!("(?:0|-?[1-9][0-9]{{0,{}}}0{{{n}}})", lexical::MAX_INT_DIGITS as usize - 1 - n));
+        }
+        // Bounds far outside what the grammar can write are no bounds.
+        let far = 1e60;
+        let lo = lo.filter(|(x, _)| *x > -far);
+        let hi = hi.filter(|(x, _)| *x < far);
+        if lo.is_some_and(|(x, _)| x >= far) || hi.is_some_and(|(x, _)| x <= -far) {
+            return Err(GrammarError::at_pointer(ptr, "numeric bounds exclude every number this grammar can write"));
+        }
+        if integer {
+            if lo.is_none() && hi.is_none() {
+                return self.lex("integer", lexical::integer_pattern());
+            }
+            let big = 1e37;
+            if lo.is_some_and(|(x, _)| x.abs() > big) || hi.is_some_and(|(x, _)| x.abs() > big) {
+                self.unsupported(ptr, "minimum", "integer bounds beyond 1e37")?;
+                return self.lex("integer", lexical::integer_pattern());
+            }
+            let ilo = lo.map(|(x, inc)| if inc { x.ceil() as i128 } else { x.floor() as i128 + 1 });
+            let ihi = hi.map(|(x, inc)| if inc { x.floor() as i128 } else { x.ceil() as i128 - 1 });
+            return match lexical::integer_range_pattern(ilo, ihi) {
+                Some(p) => self.lex("integer-range", p),
+                None => Err(GrammarError::at_pointer(ptr, "no integer satisfies minimum/maximum")),
+            };
+        }
+        if lo.is_none() && hi.is_none() && max_frac.is_none() {
+            return self.lex("number", lexical::number_pattern());
+        }
+        let dec = |b: Option<(f64, bool)>| b.and_then(|(x, inc)| lexical::Decimal::from_f64(x).map(|d| (d, inc)));
+        match lexical::number_range_pattern(dec(lo), dec(hi), max_frac) {
+            Some(p) => self.lex("number-range", p),
+            None => Err(GrammarError::at_pointer(ptr, "no number satisfies the numeric bounds")),
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Strings
+    // -------------------------------------------------------------------------------
+
+    fn string(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Expr, GrammarError> {
+        let min = obj.get("minLength").map(|v| as_u64(v, ptr, "minLength")).transpose()?;
+        let max = obj.get("maxLength").map(|v| as_u64(v, ptr, "maxLength")).transpose()?;
+        if let (Some(a), Some(b)) = (min, max) {
+            if a > b {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "minLength"), format!("minLength {a} > maxLength {b}")));
+            }
+        }
+        let pattern = match obj.get("pattern") {
+            None => None,
+            Some(Value::String(p)) => Some(p.clone()),
+            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "pattern"), "`pattern` must be a string")),
+        };
+        let mut format = match obj.get("format") {
+            Some(Value::String(f)) => Some(f.clone()),
+            _ => None,
+        };
+        if let Some(f) = &format {
+            if lexical::format_pattern(f).is_none() {
+                if lexical::ASSERTED_FORMATS.contains(&f.as_str()) {
+                    self.unsupported(ptr, "format", format!("format `{f}` is not compiled"))?;
+                }
+                format = None; // unknown formats are annotations
+            }
+        }
+        if pattern.is_some() && format.is_some() {
+            self.unsupported(ptr, "format", "`format` together with `pattern`; the format is dropped")?;
+            format = None;
+        }
+        let decoded: Option<(Hir, &str)> = if let Some(p) = &pattern {
+            let translated = match lexical::translate_ecma(p) {
+                Ok(t) => t,
+                Err(why) => {
+                    self.unsupported(ptr, "pattern", format!("pattern `{p}`: {why}"))?;
+                    return self.generic_string(min, max, ptr);
+                }
+            };
+            let parsed = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&translated);
+            match parsed {
+                Ok(h) => {
+                    let any = lexical::hir("(?s:.)*");
+                    let h = lexical::anchor_search(&h, &any);
+                    if lexical::has_look(&h) {
+                        self.unsupported(ptr, "pattern", format!("pattern `{p}` has anchors or word boundaries inside"))?;
+                        return self.generic_string(min, max, ptr);
+                    }
+                    Some((h, "pattern"))
+                }
+                Err(e) => {
+                    self.unsupported(ptr, "pattern", format!("pattern `{p}` does not parse as a regex: {e}"))?;
+                    return self.generic_string(min, max, ptr);
+                }
+            }
+        } else {
+            format.as_ref().map(|f| (lexical::hir(&lexical::format_pattern(f).unwrap()), "format"))
+        };
+        let Some((h, kw)) = decoded else {
+            return self.generic_string(min, max, ptr);
+        };
+        // Length constraints on a pattern/format: compiled when the regex already implies them
+        // or when its one variable part is a repeated single-character class.
+        let h = if min.is_some() || max.is_some() {
+            match constrain_length(&h, min.unwrap_or(0), max) {
+                Some(h) => h,
+                None => {
+                    self.unsupported(ptr, if max.is_some() { "maxLength" } else { "minLength" }, format!("length bounds together with `{kw}`"))?;
+                    h
+                }
+            }
+        } else {
+            h
+        };
+        let content = lexical::encode_for_json_string(&h);
+        let full = Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
+        let key = format!("{kw}:{}:{:?}:{:?}", pattern.as_deref().or(format.as_deref()).unwrap_or(""), min, max);
+        self.lex_hir(kw, key, full)
+    }
+
+    /// A string with only length bounds. Up to [`STRING_BLOCK`] characters it is one terminal;
+    /// longer maxima are `"` FULL^k PART `"` with FULL exactly `STRING_BLOCK` characters and
+    /// PART shorter (unambiguous, exact).
+    fn generic_string(&mut self, min: Option<u64>, max: Option<u64>, ptr: &str) -> Result<Expr, GrammarError> {
+        let min = min.unwrap_or(0);
+        match max {
+            None if min <= STRING_BLOCK => self.lex("string", lexical::string_pattern(min, None)),
+            Some(m) if m <= STRING_BLOCK => self.lex("string", lexical::string_pattern(min, Some(m))),
+            _ => {
+                if min >= STRING_BLOCK {
+                    self.unsupported(ptr, "minLength", format!("minLength above {STRING_BLOCK} with a long or absent maxLength"))?;
+                    return self.lex("string", lexical::string_pattern(0, max.map(|m| m.min(STRING_BLOCK))));
+                }
+                let unit = lexical::string_unit_pattern();
+                let b = STRING_BLOCK;
+                let full = self.lex("string-block", format!("{unit}{{{b}}}"))?;
+                let part = |c: &mut Self, lo: u64, hi: u64| c.lex("string-part", format!("{unit}{{{lo},{hi}}}"));
+                let q = Expr::Bytes(b"\"".to_vec());
+                let mut alts = vec![Expr::Seq(vec![q.clone(), part(self, min, b - 1)?, q.clone()])];
+                match max {
+                    None => alts.push(Expr::Seq(vec![
+                        q.clone(),
+                        Expr::Repeat { expr: Box::new(full), min: 1, max: None },
+                        part(self, 0, b - 1)?,
+                        q.clone(),
+                    ])),
+                    Some(m) => {
+                        let k = m / b;
+                        let r = m % b;
+                        if k >= 2 {
+                            alts.push(Expr::Seq(vec![
+                                q.clone(),
+                                Expr::Repeat { expr: Box::new(full.clone()), min: 1, max: Some((k - 1) as u32) },
+                                part(self, 0, b - 1)?,
+                                q.clone(),
+                            ]));
+                        }
+                        alts.push(Expr::Seq(vec![
+                            q.clone(),
+                            Expr::Repeat { expr: Box::new(full), min: k as u32, max: Some(k as u32) },
+                            part(self, 0, r)?,
+                            q,
+                        ]));
+                    }
+                }
+                let id = self.add_rule("long-string", Expr::Alt(alts), RuleKind::Syntactic)?;
+                Ok(Expr::Ref(id))
+            }
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Arrays
+    // -------------------------------------------------------------------------------
+
+    fn array(&mut self, obj: &Map<String, Value>, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        let mut min = obj.get("minItems").map(|v| as_u64(v, ptr, "minItems")).transpose()?.unwrap_or(0);
+        let mut max = obj.get("maxItems").map(|v| as_u64(v, ptr, "maxItems")).transpose()?;
+        if max.is_some_and(|m| min > m) {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "minItems"), format!("minItems {min} > maxItems {}", max.unwrap())));
+        }
+        let true_schema = Value::Bool(true);
+        let (prefix, prefix_ptr, rest, rest_ptr): (Vec<Value>, String, Value, String) = match (obj.get("prefixItems"), obj.get("items")) {
+            (Some(Value::Array(p)), items) => {
+                (p.clone(), join_ptr(ptr, "prefixItems"), items.cloned().unwrap_or(true_schema.clone()), join_ptr(ptr, "items"))
+            }
+            (_, Some(Value::Array(p))) => (
+                p.clone(),
+                join_ptr(ptr, "items"),
+                obj.get("additionalItems").cloned().unwrap_or(true_schema.clone()),
+                join_ptr(ptr, "additionalItems"),
+            ),
+            (_, Some(items)) => (Vec::new(), String::new(), items.clone(), join_ptr(ptr, "items")),
+            (_, None) => (Vec::new(), String::new(), true_schema.clone(), join_ptr(ptr, "items")),
+        };
+        let m = prefix.len() as u64;
+        let rest_allowed = rest != Value::Bool(false);
+        if !rest_allowed {
+            max = Some(max.map_or(m, |x| x.min(m)));
+            if min > m {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "minItems"), format!("minItems {min} but at most {m} items are allowed")));
+            }
+        }
+        if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
+            self.unsupported(ptr, "uniqueItems", "uniqueItems is compiled only when at most one item is allowed")?;
+        }
+        if max == Some(0) {
+            min = 0;
+        }
+        let cd = self.child(d);
+        let after = self.after_value(d);
+        let mut prefix_items = Vec::with_capacity(prefix.len());
+        for (i, p) in prefix.iter().enumerate().take(max.unwrap_or(u64::MAX).min(m) as usize) {
+            let v = self.value(p, &join_ptr(&prefix_ptr, &i.to_string()), cd)?;
+            prefix_items.push(Expr::Seq(vec![v, after.clone()]));
+        }
+        let rest_item = if rest_allowed && max.is_none_or(|x| x > m) {
+            let v = self.value(&rest, &rest_ptr, cd)?;
+            Some(Expr::Seq(vec![v, after.clone()]))
+        } else {
+            None
+        };
+        // state(i): i items written so far (i <= number of prefix items compiled).
+        let lead = self.lead(d);
+        let sep = self.sep(d);
+        let trail = self.trail(d);
+        let empty = self.empty_inner(d);
+        let end = |i: u64| if i == 0 { empty.clone() } else { trail.clone() };
+        let pre = |i: u64| if i == 0 { lead.clone() } else { sep.clone() };
+        let n = prefix_items.len() as u64;
+        // After n prefix items: the rest.
+        let mut tail = {
+            let mut alts = Vec::new();
+            if min <= n {
+                alts.push(end(n));
+            }
+            if let Some(item) = &rest_item {
+                let r_min = min.saturating_sub(n).max(1);
+                let r_max = max.map(|x| x - n);
+                if r_max.is_none_or(|x| x >= 1) {
+                    alts.push(Expr::Seq(vec![
+                        pre(n),
+                        item.clone(),
+                        Expr::Repeat {
+                            expr: Box::new(Expr::Seq(vec![sep.clone(), item.clone()])),
+                            min: (r_min - 1) as u32,
+                            max: r_max.map(|x| (x - 1) as u32),
+                        },
+                        trail.clone(),
+                    ]));
+                }
+            }
+            Expr::Alt(alts)
+        };
+        for i in (0..n).rev() {
+            let mut alts = Vec::new();
+            if min <= i {
+                alts.push(end(i));
+            }
+            let tail_rule = if prefix_items.len() > 4 {
+                let id = self.add_rule("array-tail", tail, RuleKind::Syntactic)?;
+                Expr::Ref(id)
+            } else {
+                tail
+            };
+            alts.push(Expr::Seq(vec![pre(i), prefix_items[i as usize].clone(), tail_rule]));
+            tail = Expr::Alt(alts);
+        }
+        Ok(Expr::Seq(vec![Expr::Bytes(b"[".to_vec()), tail, Expr::Bytes(b"]".to_vec())]))
+    }
+
+    // -------------------------------------------------------------------------------
+    // Objects
+    // -------------------------------------------------------------------------------
+
+    fn object(&mut self, obj: &Map<String, Value>, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        let empty_map = Map::new();
+        let props = match obj.get("properties") {
+            None => &empty_map,
+            Some(Value::Object(p)) => p,
+            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "properties"), "`properties` must be an object")),
+        };
+        let required: Vec<String> = match obj.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(r)) => r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+            // Draft-3 style `required: true` on a property: not a draft-4+ keyword form.
+            Some(_) => Vec::new(),
+        };
+        let additional: Option<Value> = match obj.get("additionalProperties") {
+            None => Some(Value::Bool(true)),
+            Some(Value::Bool(false)) => None,
+            Some(v) => Some(v.clone()),
+        };
+        let patterns: Vec<(String, Value)> = match obj.get("patternProperties") {
+            None => Vec::new(),
+            Some(Value::Object(pp)) => pp.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "patternProperties"), "`patternProperties` must be an object")),
+        };
+        let pp_ptr = join_ptr(ptr, "patternProperties");
+        let mut matchers = Vec::with_capacity(patterns.len());
+        for (p, _) in &patterns {
+            let re = lexical::translate_ecma(p)
+                .ok()
+                .and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            match re {
+                Some(re) => matchers.push(re),
+                None => {
+                    return Err(GrammarError::unsupported(join_ptr(&pp_ptr, p), "patternProperties", format!("pattern `{p}` is not supported")));
+                }
+            }
+        }
+        // Named members: `properties` in order, then required names not listed there.
+        let mut named: Vec<(String, Value, bool, String)> = Vec::new();
+        for (k, s) in props {
+            let mut schemas = vec![s.clone()];
+            for (i, (_, ps)) in patterns.iter().enumerate() {
+                if matchers[i].is_match(k) && !is_trivially_true(ps) {
+                    schemas.push(ps.clone());
+                }
+            }
+            let s = if schemas.len() == 1 { schemas.pop().unwrap() } else { Value::Object([("allOf".to_string(), Value::Array(schemas))].into_iter().collect()) };
+            named.push((k.clone(), s, required.contains(k), join_ptr(&join_ptr(ptr, "properties"), k)));
+        }
+        for r in &required {
+            if props.contains_key(r) || named.iter().any(|(k, ..)| k == r) {
+                continue;
+            }
+            let matching: Vec<Value> = patterns.iter().enumerate().filter(|(i, _)| matchers[*i].is_match(r)).map(|(_, (_, s))| s.clone()).collect();
+            let s = if !matching.is_empty() {
+                if matching.len() == 1 { matching[0].clone() } else { Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect()) }
+            } else if let Some(a) = &additional {
+                a.clone()
+            } else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "required"), format!("required property `{r}` is not allowed by `properties`/`additionalProperties: false`")));
+            };
+            named.push((r.clone(), s, true, join_ptr(ptr, "required")));
+        }
+        let min_p = obj.get("minProperties").map(|v| as_u64(v, ptr, "minProperties")).transpose()?.unwrap_or(0);
+        let max_p = obj.get("maxProperties").map(|v| as_u64(v, ptr, "maxProperties")).transpose()?;
+        let n_required = named.iter().filter(|x| x.2).count() as u64;
+        if max_p.is_some_and(|m| min_p > m || n_required > m) {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "maxProperties"), "maxProperties is below minProperties or the number of required properties"));
+        }
+
+        // Extra members: (key expression, value schema, pointer).
+        let names: Vec<&str> = named.iter().map(|x| x.0.as_str()).collect();
+        let mut extras: Vec<(Expr, Value, String)> = Vec::new();
+        if patterns.is_empty() {
+            if let Some(a) = &additional {
+                if *a != Value::Bool(false) {
+                    let key = self.key_except(&names, false, ptr)?;
+                    extras.push((key, a.clone(), join_ptr(ptr, "additionalProperties")));
+                }
+            }
+        } else {
+            let mut covers_all = false;
+            for (i, (p, s)) in patterns.iter().enumerate() {
+                let at = join_ptr(&pp_ptr, p);
+                let kind = match_all_kind(p);
+                if patterns.len() > 1 && !prefixes_disjoint(&patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>()) {
+                    self.unsupported(ptr, "patternProperties", "several patterns that may overlap")?;
+                    break;
+                }
+                let key = match kind {
+                    Some(non_empty) => {
+                        covers_all |= !non_empty;
+                        self.key_except(&names, non_empty, ptr)?
+                    }
+                    None => {
+                        if names.iter().any(|k| matchers[i].is_match(k)) {
+                            self.unsupported(ptr, "patternProperties", format!("pattern `{p}` also matches a named property"))?;
+                            continue;
+                        }
+                        let translated = lexical::translate_ecma(p).unwrap_or_default();
+                        let h = match regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&translated) {
+                            Ok(h) => lexical::anchor_search(&h, &lexical::hir("(?s:.)*")),
+                            Err(_) => {
+                                self.unsupported(ptr, "patternProperties", format!("pattern `{p}` is not supported"))?;
+                                continue;
+                            }
+                        };
+                        if lexical::has_look(&h) {
+                            self.unsupported(ptr, "patternProperties", format!("pattern `{p}` has anchors inside"))?;
+                            continue;
+                        }
+                        let content = lexical::encode_for_json_string(&h);
+                        let full = Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
+                        self.lex_hir("pattern-key", format!("key:{p}"), full)?
+                    }
+                };
+                extras.push((key, s.clone(), at));
+            }
+            if !covers_all {
+                if let Some(a) = &additional {
+                    if *a != Value::Bool(false) {
+                        self.warnings.push(format!(
+                            "at {}: keys matching no `patternProperties` pattern are not generated (additionalProperties would allow them)",
+                            if ptr.is_empty() { "/" } else { ptr }
+                        ));
+                    }
+                }
+            }
+        }
+
+        let cd = self.child(d);
+        let colon = self.colon(d);
+        let after = self.after_value(d);
+        let mut member_exprs = Vec::with_capacity(named.len());
+        for (k, s, _, at) in &named {
+            let v = self.value(s, at, cd)?;
+            let key = Expr::Bytes(Value::String(k.clone()).to_string().into_bytes());
+            member_exprs.push(Expr::Seq(vec![key, colon.clone(), v, after.clone()]));
+        }
+        let mut extra_alts = Vec::new();
+        for (key, s, at) in &extras {
+            let v = self.value(s, at, cd)?;
+            extra_alts.push(Expr::Seq(vec![key.clone(), colon.clone(), v, after.clone()]));
+        }
+        let extra = if extra_alts.is_empty() {
+            None
+        } else {
+            let e = if extra_alts.len() == 1 { extra_alts.pop().unwrap() } else { Expr::Alt(extra_alts) };
+            let id = self.add_rule("extra-member", e, RuleKind::Syntactic)?;
+            Some(Expr::Ref(id))
+        };
+
+        // Member chain: state (k, c) = "members k.. still to decide, c written so far".
+        let n = named.len();
+        let cap = max_p.unwrap_or(min_p.max(1)) as usize;
+        let saturating = max_p.is_none();
+        let next = |c: usize| if saturating { (c + 1).min(cap) } else { c + 1 };
+        let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
+        if (n + 1).saturating_mul(cap + 1) > MAX_COUNT_STATES {
+            return Err(GrammarError::at_pointer(ptr, "too many properties × minProperties/maxProperties states").with_kind(ErrorKind::Limit));
+        }
+        // Reachable states, forward.
+        let mut reach = vec![vec![false; cap + 1]; n + 1];
+        reach[0][0] = true;
+        for k in 0..n {
+            for c in 0..=cap {
+                if !reach[k][c] {
+                    continue;
+                }
+                if allowed(c) {
+                    reach[k + 1][next(c)] = true;
+                }
+                if !named[k].2 {
+                    reach[k + 1][c] = true;
+                }
+            }
+        }
+        let mut ids = vec![vec![None; cap + 1]; n + 1];
+        for k in 0..=n {
+            for c in 0..=cap {
+                if reach[k][c] {
+                    ids[k][c] = Some(self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?);
+                }
+            }
+        }
+        let lead = self.lead(d);
+        let sep = self.sep(d);
+        let trail = self.trail(d);
+        let empty = self.empty_inner(d);
+        for k in (0..=n).rev() {
+            for c in 0..=cap {
+                let Some(id) = ids[k][c] else { continue };
+                let pre = if c == 0 { lead.clone() } else { sep.clone() };
+                let mut alts = Vec::new();
+                if k < n {
+                    if allowed(c) {
+                        if let Some(next_id) = ids[k + 1][next(c)] {
+                            alts.push(Expr::Seq(vec![pre.clone(), member_exprs[k].clone(), Expr::Ref(next_id)]));
+                        }
+                    }
+                    if !named[k].2 {
+                        if let Some(skip_id) = ids[k + 1][c] {
+                            alts.push(Expr::Ref(skip_id));
+                        }
+                    }
+                } else {
+                    if c as u64 >= min_p {
+                        alts.push(if c == 0 { empty.clone() } else { trail.clone() });
+                    }
+                    if let Some(extra) = &extra {
+                        if allowed(c) {
+                            let nc = next(c);
+                            let target = match ids[n][nc] {
+                                Some(t) => t,
+                                None => {
+                                    let t = self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?;
+                                    ids[n][nc] = Some(t);
+                                    // Fill it now (its own successors already exist or loop).
+                                    t
+                                }
+                            };
+                            alts.push(Expr::Seq(vec![pre.clone(), extra.clone(), Expr::Ref(target)]));
+                        }
+                    }
+                }
+                self.rules[id.0 as usize].expr = Expr::Alt(alts);
+            }
+        }
+        // States (n, c) created on demand above for extras need bodies too.
+        if let Some(extra) = &extra {
+            let mut changed = true;
+            while changed {
+                changed = false;
+                for c in 0..=cap {
+                    let Some(id) = ids[n][c] else { continue };
+                    if !matches!(&self.rules[id.0 as usize].expr, Expr::Empty) {
+                        continue;
+                    }
+                    changed = true;
+                    let mut alts = Vec::new();
+                    if c as u64 >= min_p {
+                        alts.push(if c == 0 { empty.clone() } else { trail.clone() });
+                    }
+                    if allowed(c) {
+                        let nc = next(c);
+                        let target = match ids[n][nc] {
+                            Some(t) => t,
+                            None => {
+                                let t = self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?;
+                                ids[n][nc] = Some(t);
+                                t
+                            }
+                        };
+                        alts.push(Expr::Seq(vec![sep.clone(), extra.clone(), Expr::Ref(target)]));
+                    }
+                    self.rules[id.0 as usize].expr = Expr::Alt(alts);
+                }
+            }
+        }
+        let start = ids[0][0].expect("state (0, 0) is reachable");
+        Ok(Expr::Seq(vec![Expr::Bytes(b"{".to_vec()), Expr::Ref(start), Expr::Bytes(b"}".to_vec())]))
+    }
+
+    /// A JSON string key that is none of `names` (and not empty if `non_empty`): raw
+    /// characters and short escapes, `\u` escapes only for control characters.
+    fn key_except(&mut self, names: &[&str], non_empty: bool, ptr: &str) -> Result<Expr, GrammarError> {
+        let cache_key = format!("except:{non_empty}:{}", names.join("\u{0}"));
+        if let Some(&id) = self.lexical.get(&cache_key) {
+            return Ok(Expr::Ref(id));
+        }
+        if names.iter().any(|n| n.chars().count() > 256) {
+            self.unsupported(ptr, "additionalProperties", "a property name longer than 256 characters")?;
+        }
+        let mut keys: Vec<Vec<char>> = names.iter().filter(|n| n.chars().count() <= 256).map(|n| n.chars().collect()).collect();
+        if non_empty {
+            keys.push(Vec::new());
+        }
+        keys.sort();
+        keys.dedup();
+        let content = except_regex(&keys, 0, 0, keys.len());
+        let pattern = format!("\"{content}\"");
+        let hir = lexical::hir(&pattern);
+        let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
+        self.lexical.insert(cache_key, id);
+        Ok(Expr::Ref(id))
+    }
+}
+
+/// Regex (raw JSON string content) for strings not in `keys[lo..hi]`, all of which share
+/// their first `depth` characters (the caller has already matched those).
+fn except_regex(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> String {
+    let any = format!("{}*", lexical::string_unit_pattern());
+    let mut alts = Vec::new();
+    // Ending here is fine unless some key ends here.
+    let ends_here = keys[lo..hi].iter().any(|k| k.len() == depth);
+    if !ends_here {
+        alts.push(String::new());
+    }
+    // Children: groups of keys by their next character.
+    let mut children: Vec<(char, usize, usize)> = Vec::new();
+    let mut i = lo;
+    while i < hi {
+        if keys[i].len() == depth {
+            i += 1;
+            continue;
+        }
+        let c = keys[i][depth];
+        let mut j = i;
+        while j < hi && keys[j].len() > depth && keys[j][depth] == c {
+            j += 1;
+        }
+        children.push((c, i, j));
+        i = j;
+    }
+    for &(c, a, b) in &children {
+        let enc = if c == '"' || c == '\\' || (c as u32) < 0x20 {
+            serde_json::to_string(&c.to_string()).unwrap().trim_matches('"').to_string()
+        } else {
+            c.to_string()
+        };
+        alts.push(format!("{}{}", regex_syntax::escape(&enc), except_regex(keys, depth + 1, a, b)));
+    }
+    // Any other first character, then anything.
+    let child_chars: Vec<char> = children.iter().map(|x| x.0).collect();
+    let mut raw_excl = String::from("\"\\\\\\x00-\\x1f");
+    for &c in &child_chars {
+        if !(c == '"' || c == '\\' || (c as u32) < 0x20) {
+            raw_excl.push_str(&regex_syntax::escape(&c.to_string()));
+        }
+    }
+    let mut other = vec![format!("[^{raw_excl}]")];
+    let shorts: Vec<(char, char)> = vec![('"', '"'), ('\\', '\\'), ('/', '/'), ('\u{8}', 'b'), ('\u{c}', 'f'), ('\n', 'n'), ('\r', 'r'), ('\t', 't')];
+    let allowed_shorts: String = shorts.iter().filter(|(c, _)| !child_chars.contains(c)).map(|(_, e)| regex_syntax::escape(&e.to_string())).collect();
+    if !allowed_shorts.is_empty() {
+        other.push(format!("\\\\[{allowed_shorts}]"));
+    }
+    if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
+        other.push("\\\\u00[01][0-9a-fA-F]".to_string());
+    }
+    alts.push(format!("(?:{}){any}", other.join("|")));
+    format!("(?:{})", alts.join("|"))
+}
+
+/// `Some(non_empty)` when a `patternProperties` pattern matches every key (`non_empty`: every
+/// non-empty key); `None` otherwise (or when that is not recognised).
+fn match_all_kind(p: &str) -> Option<bool> {
+    match p {
+        "" | ".*" | "^.*$" | "^.*" | ".*$" | "^" | "$" | "(.*)" | "^(.*)$" => Some(false),
+        "." | ".+" | "^.+$" | "^.+" | ".{1,}" | "^.{1,}$" | "(.+)" | "^(.+)$" => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether anchored patterns start with literal prefixes no two of which are prefixes of each
+/// other (so no key matches two of them).
+fn prefixes_disjoint(patterns: &[&str]) -> bool {
+    let prefix = |p: &str| -> Option<String> {
+        let rest = p.strip_prefix('^')?;
+        let rest = rest.strip_prefix('(').unwrap_or(rest);
+        let lit: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
+        if lit.is_empty() { None } else { Some(lit) }
+    };
+    let mut pre = Vec::new();
+    for p in patterns {
+        match prefix(p) {
+            Some(x) => pre.push(x),
+            None => return false,
+        }
+    }
+    for i in 0..pre.len() {
+        for j in 0..pre.len() {
+            if i != j && pre[j].starts_with(&pre[i]) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Restrict a decoded-string regex to lengths `min..=max` (characters), when that can be done
+/// exactly: the regex already implies the bounds, or it is a concatenation of fixed-length
+/// pieces around one repetition of a single-character class. `None` otherwise.
+fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+    use regex_syntax::hir::{HirKind, Repetition};
+    let (lo, hi) = char_len(h);
+    if lo >= min && hi.is_some_and(|h| max.is_none_or(|m| h <= m)) || (lo >= min && max.is_none()) {
+        return Some(h.clone());
+    }
+    let parts: Vec<Hir> = match h.kind() {
+        HirKind::Concat(v) => v.clone(),
+        _ => vec![h.clone()],
+    };
+    let mut fixed = 0u64;
+    let mut var = None;
+    for (i, p) in parts.iter().enumerate() {
+        let (a, b) = char_len(p);
+        if Some(a) == b {
+            fixed += a;
+            continue;
+        }
+        if var.is_some() {
+            return None;
+        }
+        match p.kind() {
+            HirKind::Repetition(r) if matches!(r.sub.kind(), HirKind::Class(_)) || matches!(char_len(&r.sub), (1, Some(1))) => {
+                var = Some((i, r.clone()));
+            }
+            _ => return None,
+        }
+    }
+    let (i, r) = var?;
+    let new_min = (min.saturating_sub(fixed)).max(r.min as u64);
+    let new_max = match (max.map(|m| m.checked_sub(fixed)), r.max) {
+        (Some(None), _) => return None,
+        (Some(Some(m)), Some(x)) => Some(m.min(x as u64)),
+        (Some(Some(m)), None) => Some(m),
+        (None, x) => x.map(|x| x as u64),
+    };
+    if new_max.is_some_and(|x| x < new_min) || new_min > u32::MAX as u64 || new_max.is_some_and(|x| x > 100_000) {
+        return None;
+    }
+    let mut parts = parts;
+    parts[i] = Hir::repetition(Repetition { min: new_min as u32, max: new_max.map(|x| x as u32), greedy: true, sub: r.sub });
+    Some(Hir::concat(parts))
+}
+
+/// Length range in characters of a decoded-string regex.
+fn char_len(h: &Hir) -> (u64, Option<u64>) {
+    use regex_syntax::hir::HirKind;
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => (0, Some(0)),
+        HirKind::Literal(l) => {
+            let n = String::from_utf8_lossy(&l.0).chars().count() as u64;
+            (n, Some(n))
+        }
+        HirKind::Class(_) => (1, Some(1)),
+        HirKind::Repetition(r) => {
+            let (a, b) = char_len(&r.sub);
+            (a.saturating_mul(r.min as u64), match (b, r.max) {
+                (Some(0), _) => Some(0),
+                (Some(b), Some(m)) => Some(b.saturating_mul(m as u64)),
+                _ => None,
+            })
+        }
+        HirKind::Capture(c) => char_len(&c.sub),
+        HirKind::Concat(v) => v.iter().fold((0, Some(0)), |(a, b), p| {
+            let (x, y) = char_len(p);
+            (a + x, b.zip(y).map(|(b, y)| b + y))
+        }),
+        HirKind::Alternation(v) => {
+            let mut lo = u64::MAX;
+            let mut hi = Some(0);
+            for p in v {
+                let (x, y) = char_len(p);
+                lo = lo.min(x);
+                hi = hi.zip(y).map(|(h, y)| h.max(y));
+            }
+            (lo, hi)
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() + 0 && i + 2 <= bytes.len() - 1 {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -584,8 +584,11 @@ fn bench_push() {
                 continue;
             }
             let closing: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}")).collect();
-            let t = if !closing.is_empty() && p.depth() > 40 && rng.below(2) == 0 {
+            let opening: Vec<TerminalId> = exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "[" | "{")).collect();
+            let t = if !closing.is_empty() && p.depth() > 300 && rng.below(2) == 0 {
                 closing[0]
+            } else if !opening.is_empty() && p.depth() < 100 && rng.below(4) == 0 {
+                opening[rng.below(opening.len())]
             } else {
                 exp[rng.below(exp.len())]
             };
@@ -594,12 +597,13 @@ fn bench_push() {
         }
         let start = std::time::Instant::now();
         let mut p = Parser::new(Arc::clone(&tables));
-        let mut pushes = 0;
+        let (mut pushes, mut depth_sum) = (0, 0);
         for t in &seq {
             match t {
                 Some(t) => {
                     p.push(*t);
                     pushes += 1;
+                    depth_sum += p.depth();
                 }
                 None => p.truncate(0),
             }
@@ -623,17 +627,31 @@ fn bench_push() {
             }
         }
         let per_probe = start.elapsed().as_nanos() as f64 / probes as f64;
-        let start = std::time::Instant::now();
-        let mut clones = 0;
-        for _ in 0..10_000 {
-            let q = p.clone();
-            std::hint::black_box(&q);
-            clones += 1;
+        // Clone (+ first push on the clone) deep inside a long array, the engine's per-token
+        // pattern for candidate configurations.
+        let mut deep = Parser::new(Arc::clone(&tables));
+        let (open, num, comma) = (tid(&g, "["), tid(&g, "N"), tid(&g, ","));
+        assert!(deep.push(open) && deep.push(num));
+        while deep.depth() < 1000 {
+            assert!(deep.push(comma) && deep.push(num));
         }
-        let per_clone = start.elapsed().as_nanos() as f64 / clones as f64;
+        let start = std::time::Instant::now();
+        for _ in 0..10_000 {
+            std::hint::black_box(deep.clone());
+        }
+        let per_clone = start.elapsed().as_nanos() as f64 / 10_000.0;
+        let start = std::time::Instant::now();
+        for _ in 0..10_000 {
+            let mut q = deep.clone();
+            q.push(comma);
+            std::hint::black_box(&q);
+        }
+        let per_clone_push = start.elapsed().as_nanos() as f64 / 10_000.0;
         eprintln!(
-            "{name}: push {per_push:.0} ns ({pushes} pushes), push+pop {per_probe:.0} ns, clone at depth {} {per_clone:.0} ns",
-            p.depth()
+            "{name}: push {per_push:.0} ns ({pushes} pushes, mean depth {:.0}), push+pop {per_probe:.0} ns, \
+             at depth {}: clone {per_clone:.0} ns, clone+push {per_clone_push:.0} ns",
+            depth_sum as f64 / pushes as f64,
+            deep.depth()
         );
     }
 }

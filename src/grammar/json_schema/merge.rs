@@ -1,0 +1,383 @@
+//! `allOf` merging and `oneOf` disjointness proofs, on schema values.
+//!
+//! [`merge_all`] folds a list of schemas into one schema with the same valid instances (or
+//! reports `Unsupported` naming `allOf` where it cannot): top-level `$ref`s are resolved
+//! (one level; nested references stay references), keywords combine by their meaning
+//! (`type` intersects, `required` unites, bounds tighten, `properties` merge key by key with
+//! each side's `additionalProperties` standing in for keys it does not name, `anyOf` lists
+//! multiply out). [`provably_disjoint`] proves that no instance is valid for two `oneOf`
+//! branches (different types, different constants, a required discriminator property with
+//! different constants, or a required property the other branch forbids), so `oneOf` can be
+//! compiled as `anyOf`.
+
+use serde_json::{Map, Value};
+
+use super::{is_keyword, is_trivially_true, join_ptr, ty, Compiler, ANNOTATIONS};
+use crate::grammar::GrammarError;
+
+fn all_of(a: Value, b: Value) -> Value {
+    if is_trivially_true(&a) {
+        return b;
+    }
+    if is_trivially_true(&b) {
+        return a;
+    }
+    if a == Value::Bool(false) || b == Value::Bool(false) {
+        return Value::Bool(false);
+    }
+    if a == b {
+        return a;
+    }
+    Value::Object([("allOf".to_string(), Value::Array(vec![a, b]))].into_iter().collect())
+}
+
+/// Merge `schemas` (conjunction) into one schema value.
+pub(super) fn merge_all(c: &mut Compiler<'_>, schemas: Vec<Value>, ptr: &str) -> Result<Value, GrammarError> {
+    let mut flat: Vec<Value> = Vec::new();
+    let mut stack: Vec<Value> = schemas.into_iter().rev().collect();
+    while let Some(s) = stack.pop() {
+        c.merge_step(ptr)?;
+        match s {
+            Value::Object(mut m) => {
+                if let Some(r) = m.get("$ref").and_then(Value::as_str).map(str::to_string) {
+                    m.remove("$ref");
+                    let (_, target) = c.resolve_chain(&r, ptr)?;
+                    stack.push(Value::Object(m));
+                    stack.push(target.clone());
+                    continue;
+                }
+                if let Some(Value::Array(list)) = m.remove("allOf") {
+                    stack.push(Value::Object(m));
+                    for x in list.into_iter().rev() {
+                        stack.push(x);
+                    }
+                    continue;
+                }
+                flat.push(Value::Object(m));
+            }
+            other => flat.push(other),
+        }
+    }
+    let mut acc = Value::Bool(true);
+    for s in flat {
+        acc = merge2(c, acc, s, ptr)?;
+    }
+    Ok(acc)
+}
+
+fn unsupported(ptr: &str, msg: impl Into<String>) -> GrammarError {
+    GrammarError::unsupported(join_ptr(ptr, "allOf"), "allOf", format!("cannot merge `allOf`: {}", msg.into()))
+}
+
+fn types_of(m: &Map<String, Value>) -> Option<u8> {
+    match m.get("type") {
+        Some(Value::String(t)) => ty::from_name(t),
+        Some(Value::Array(ts)) => Some(ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b)),
+        _ => None,
+    }
+}
+
+fn type_value(set: u8) -> Value {
+    let mut names = Vec::new();
+    for (bit, name) in [(ty::NULL, "null"), (ty::BOOL, "boolean"), (ty::OBJECT, "object"), (ty::ARRAY, "array"), (ty::STRING, "string")] {
+        if set & bit != 0 {
+            names.push(Value::String(name.into()));
+        }
+    }
+    if set & ty::NUMBER == ty::NUMBER {
+        names.push(Value::String("number".into()));
+    } else if set & ty::INT != 0 {
+        names.push(Value::String("integer".into()));
+    }
+    if names.len() == 1 { names.pop().unwrap() } else { Value::Array(names) }
+}
+
+/// Schema for key `k` on a side that does not name it: its matching patternProperties, else
+/// its additionalProperties (true when absent).
+fn extra_schema(m: &Map<String, Value>, k: &str) -> Value {
+    if let Some(Value::Object(pp)) = m.get("patternProperties") {
+        let mut matching = Vec::new();
+        for (p, s) in pp {
+            let re = super::lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            match re {
+                Some(re) if re.is_match(k) => matching.push(s.clone()),
+                Some(_) => {}
+                None => return Value::Bool(false),
+            }
+        }
+        if !matching.is_empty() {
+            return matching.into_iter().fold(Value::Bool(true), all_of);
+        }
+    }
+    m.get("additionalProperties").cloned().unwrap_or(Value::Bool(true))
+}
+
+fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, GrammarError> {
+    let (mut a, b) = match (a, b) {
+        (Value::Bool(true), x) | (x, Value::Bool(true)) => return Ok(x),
+        (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
+        (Value::Object(a), Value::Object(b)) => (a, b),
+        _ => return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "an `allOf` branch is not a schema")),
+    };
+    // anyOf / oneOf on both sides: multiply out (anyOf) or refuse (oneOf).
+    if a.contains_key("oneOf") && b.contains_key("oneOf") {
+        return Err(unsupported(ptr, "both sides have `oneOf`"));
+    }
+    let a_any = a.remove("anyOf");
+    let mut b = b;
+    let b_any = b.remove("anyOf");
+    let any = match (a_any, b_any) {
+        (Some(Value::Array(x)), Some(Value::Array(y))) => {
+            if x.len() * y.len() > 64 {
+                return Err(unsupported(ptr, "two `anyOf` lists too large to multiply out"));
+            }
+            let mut prod = Vec::new();
+            for p in &x {
+                for q in &y {
+                    prod.push(all_of(p.clone(), q.clone()));
+                }
+            }
+            Some(Value::Array(prod))
+        }
+        (Some(x), None) | (None, Some(x)) => Some(x),
+        (None, None) => None,
+        _ => return Err(GrammarError::at_pointer(join_ptr(ptr, "anyOf"), "`anyOf` must be an array")),
+    };
+    // Object member keywords, handled together.
+    let a_obj = a.contains_key("properties") || a.contains_key("additionalProperties") || a.contains_key("patternProperties");
+    let b_obj = b.contains_key("properties") || b.contains_key("additionalProperties") || b.contains_key("patternProperties");
+    if a_obj && b_obj {
+        let a_pp = a.contains_key("patternProperties");
+        let b_pp = b.contains_key("patternProperties");
+        if a_pp && b_pp && a.get("patternProperties") != b.get("patternProperties") {
+            return Err(unsupported(ptr, "`patternProperties` on both sides"));
+        }
+        let restrictive = |m: &Map<String, Value>| m.get("additionalProperties").is_some_and(|v| !is_trivially_true(v));
+        if (a_pp && restrictive(&b)) || (b_pp && restrictive(&a)) {
+            return Err(unsupported(ptr, "`patternProperties` with `additionalProperties` on the other side"));
+        }
+        let empty = Map::new();
+        let ap = a.get("properties").and_then(Value::as_object).unwrap_or(&empty).clone();
+        let bp = b.get("properties").and_then(Value::as_object).unwrap_or(&empty).clone();
+        let mut merged = Map::new();
+        for (k, sa) in &ap {
+            let sb = bp.get(k).cloned().unwrap_or_else(|| extra_schema(&b, k));
+            merged.insert(k.clone(), all_of(sa.clone(), sb));
+        }
+        for (k, sb) in &bp {
+            if !ap.contains_key(k) {
+                merged.insert(k.clone(), all_of(extra_schema(&a, k), sb.clone()));
+            }
+        }
+        let add = all_of(
+            a.get("additionalProperties").cloned().unwrap_or(Value::Bool(true)),
+            b.get("additionalProperties").cloned().unwrap_or(Value::Bool(true)),
+        );
+        a.insert("properties".into(), Value::Object(merged));
+        if is_trivially_true(&add) {
+            a.remove("additionalProperties");
+        } else {
+            a.insert("additionalProperties".into(), add);
+        }
+        if b_pp && !a_pp {
+            a.insert("patternProperties".into(), b["patternProperties"].clone());
+        }
+        for k in ["properties", "additionalProperties", "patternProperties"] {
+            b.remove(k);
+        }
+    }
+    for (k, vb) in b {
+        let Some(va) = a.get(&k).cloned() else {
+            a.insert(k, vb);
+            continue;
+        };
+        if va == vb || ANNOTATIONS.contains(&k.as_str()) || !is_keyword(&k) {
+            continue;
+        }
+        let merged = match k.as_str() {
+            "type" => {
+                let (Some(x), Some(y)) = (types_of(&a), types_of(&Map::from_iter([(k.clone(), vb.clone())]))) else {
+                    return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "bad `type`"));
+                };
+                let both = x & y;
+                if both == 0 {
+                    return Ok(Value::Bool(false));
+                }
+                type_value(both)
+            }
+            "required" => {
+                let mut list = va.as_array().cloned().unwrap_or_default();
+                for r in vb.as_array().cloned().unwrap_or_default() {
+                    if !list.contains(&r) {
+                        list.push(r);
+                    }
+                }
+                Value::Array(list)
+            }
+            "enum" => {
+                let y = vb.as_array().cloned().unwrap_or_default();
+                Value::Array(va.as_array().cloned().unwrap_or_default().into_iter().filter(|v| y.contains(v)).collect())
+            }
+            "const" => return Ok(Value::Bool(false)),
+            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" if va.is_number() && vb.is_number() => {
+                if va.as_f64() >= vb.as_f64() { va } else { vb }
+            }
+            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" if va.is_number() && vb.is_number() => {
+                if va.as_f64() <= vb.as_f64() { va } else { vb }
+            }
+            "items" if va.is_object() || va.is_boolean() => all_of(va, vb),
+            "additionalItems" => all_of(va, vb),
+            "uniqueItems" => Value::Bool(va.as_bool().unwrap_or(false) || vb.as_bool().unwrap_or(false)),
+            "multipleOf" => {
+                let (x, y) = (va.as_f64().unwrap_or(0.0), vb.as_f64().unwrap_or(0.0));
+                if x > 0.0 && y > 0.0 && (x / y).fract() == 0.0 {
+                    va
+                } else if x > 0.0 && y > 0.0 && (y / x).fract() == 0.0 {
+                    vb
+                } else {
+                    return Err(unsupported(ptr, format!("`multipleOf` {x} and {y}")));
+                }
+            }
+            other => return Err(unsupported(ptr, format!("`{other}` on both sides with different values"))),
+        };
+        a.insert(k, merged);
+    }
+    // `const` with `enum`: keep the enum filtered.
+    if let (Some(cst), Some(Value::Array(list))) = (a.get("const").cloned(), a.get("enum").cloned()) {
+        a.remove("const");
+        a.insert("enum".into(), Value::Array(list.into_iter().filter(|v| *v == cst).collect()));
+    }
+    if let Some(any) = any {
+        a.insert("anyOf".into(), any);
+    }
+    Ok(Value::Object(a))
+}
+
+/// What a schema can say about its instances for disjointness proofs.
+struct Shape {
+    types: u8,
+    consts: Option<Vec<Value>>,
+    /// Required properties with their allowed constants (if constant) and whether the
+    /// property is allowed at all.
+    required: Vec<String>,
+    discriminators: Vec<(String, Vec<Value>)>,
+    /// `Some(names)` when only these property names are allowed (additionalProperties false).
+    closed: Option<Vec<String>>,
+}
+
+fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
+    let mut out = Shape { types: ty::ALL, consts: None, required: Vec::new(), discriminators: Vec::new(), closed: None };
+    let m = match s {
+        Value::Bool(false) => {
+            out.types = 0;
+            return out;
+        }
+        Value::Object(m) => m,
+        _ => return out,
+    };
+    if depth > 16 {
+        return out;
+    }
+    if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+        if let Ok((_, t)) = c.resolve_chain(r, ptr) {
+            out = shape(c, t, ptr, depth + 1);
+        }
+    }
+    if let Some(Value::Array(all)) = m.get("allOf") {
+        for b in all {
+            let sb = shape(c, b, ptr, depth + 1);
+            out.types &= sb.types;
+            out.required.extend(sb.required);
+            out.discriminators.extend(sb.discriminators);
+            if out.consts.is_none() {
+                out.consts = sb.consts;
+            }
+            if out.closed.is_none() {
+                out.closed = sb.closed;
+            }
+        }
+    }
+    for kw in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(list)) = m.get(kw) {
+            let mut t = 0;
+            for b in list {
+                t |= shape(c, b, ptr, depth + 1).types;
+            }
+            out.types &= t;
+        }
+    }
+    if let Some(t) = types_of(m) {
+        out.types &= t;
+    }
+    let mut consts = None;
+    if let Some(v) = m.get("const") {
+        consts = Some(vec![v.clone()]);
+    } else if let Some(Value::Array(list)) = m.get("enum") {
+        consts = Some(list.clone());
+    }
+    if let Some(cs) = consts {
+        out.types &= cs.iter().fold(0, |a, v| a | ty::of_value(v));
+        out.consts = Some(cs);
+    }
+    if let Some(Value::Array(req)) = m.get("required") {
+        let props = m.get("properties").and_then(Value::as_object);
+        for r in req.iter().filter_map(Value::as_str) {
+            out.required.push(r.to_string());
+            if let Some(ps) = props.and_then(|p| p.get(r)) {
+                let sp = shape(c, ps, ptr, depth + 1);
+                if let Some(cs) = sp.consts {
+                    out.discriminators.push((r.to_string(), cs));
+                }
+            }
+        }
+    }
+    if m.get("additionalProperties") == Some(&Value::Bool(false)) && !m.contains_key("patternProperties") {
+        out.closed = Some(m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default());
+    }
+    out
+}
+
+fn shapes_disjoint(a: &Shape, b: &Shape) -> bool {
+    if a.types & b.types == 0 {
+        return true;
+    }
+    if let (Some(x), Some(y)) = (&a.consts, &b.consts) {
+        if !x.iter().any(|v| y.contains(v)) {
+            return true;
+        }
+    }
+    // Objects are the only overlap left? Then object-level arguments apply.
+    if (a.types & b.types) & !ty::OBJECT == 0 {
+        for (k, xs) in &a.discriminators {
+            for (k2, ys) in &b.discriminators {
+                if k == k2 && !xs.iter().any(|v| ys.contains(v)) {
+                    return true;
+                }
+            }
+        }
+        if let Some(closed) = &b.closed {
+            if a.required.iter().any(|r| !closed.contains(r)) {
+                return true;
+            }
+        }
+        if let Some(closed) = &a.closed {
+            if b.required.iter().any(|r| !closed.contains(r)) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// `Ok` when no instance can be valid for two of `branches`; else why not.
+pub(super) fn provably_disjoint(c: &Compiler<'_>, branches: &[Value], ptr: &str) -> Result<(), String> {
+    let shapes: Vec<Shape> = branches.iter().map(|b| shape(c, b, ptr, 0)).collect();
+    for i in 0..shapes.len() {
+        for j in i + 1..shapes.len() {
+            if !shapes_disjoint(&shapes[i], &shapes[j]) {
+                return Err(format!("branches {i} and {j} may overlap"));
+            }
+        }
+    }
+    Ok(())
+}
