@@ -19,5 +19,6 @@ pub mod decode;
 pub mod engine;
 pub mod grammar;
 pub mod lexer;
+pub mod repl;
 pub mod runtime;
 pub mod vocab;

@@ -41,6 +41,8 @@ pub enum Command {
     /// Benchmarks: mask computation speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Interactive shell: prompts generated under a switchable constraint, with token heat.
+    Repl(crate::repl::ReplArgs),
 }
 
 /// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
@@ -89,6 +91,7 @@ pub fn main() -> ExitCode {
         Command::Grammar(cmd) => grammar::run(cmd),
         Command::Mask(args) => mask::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Repl(args) => crate::repl::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
