@@ -186,7 +186,7 @@ fn label_for(args: &ConstraintArgs) -> Option<String> {
 /// Compile a constraint choice; `Ok(None)` for "no constraint".
 fn compile(args: &ConstraintArgs) -> anyhow::Result<Option<Active>> {
     let Some(label) = label_for(args) else { return Ok(None) };
-    let grammar = compile_constraint(args)?;
+    let grammar = compile_constraint(args).map_err(|e| e.context(label.clone()))?;
     Ok(Some(Active { label, grammar }))
 }
 
