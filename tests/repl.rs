@@ -132,7 +132,8 @@ fn errors_keep_the_session_alive() {
     // … and the next commands were still answered, with the constraint unchanged.
     assert!(s.stdout.contains("constraint  json"), "{}", s.stdout);
     assert!(s.stdout.contains("at the start (no prompt yet)"), "{}", s.stdout);
-    assert!(s.stdout.contains("\"{\""), "`{{` should be allowed at the start of JSON: {}", s.stdout);
+    assert!(s.stdout.contains("of 49152 tokens allowed"), "{}", s.stdout);
+    assert!(s.stdout.contains("model's favourite: "), "{}", s.stdout);
     for c in domino::repl::command::COMMANDS {
         assert!(s.stdout.contains(&format!(":{}", c.name)), ":help lacks :{}", c.name);
     }
@@ -143,7 +144,7 @@ fn token_boundaries_regex_and_transcript() {
     let dir = common::scratch_dir("repl-save");
     let transcript = dir.join("t.jsonl");
     let input = format!(
-        ":regex [a-z]+ [0-9]+\n:tokens on\n:max 12\nThe year is\n:tokens off\nThe year is\n:none\n:max 3\nHello\n:save {}\n:quit\n",
+        ":regex [a-z]+ [0-9]+\n:tokens on\n:max 12\nThe year is\n:tokens off\nThe year is\n:none\n:max 3\nWrite a long poem about the sea.\n:save {}\n:quit\n",
         transcript.display()
     );
     let s = run(repl().arg("--chat"), &input);
