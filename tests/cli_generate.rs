@@ -19,7 +19,7 @@ fn generate() -> Command {
     c.arg("generate")
         .arg("-m")
         .arg(model)
-        .args(["--threads", "2"]);
+        .args(["--threads", "1"]);
     c
 }
 
@@ -124,7 +124,7 @@ fn default_model_is_found_under_models() {
         "-n",
         "4",
         "--threads",
-        "2",
+        "1",
         "The capital of France is",
     ]));
     assert!(!text.is_empty());

@@ -23,7 +23,7 @@ fn model() -> &'static Model {
 fn session_options() -> SessionOptions {
     SessionOptions {
         n_ctx: 512,
-        threads: Some(2),
+        threads: Some(1),
     }
 }
 
@@ -316,7 +316,7 @@ fn context_overflow_is_an_error_and_the_session_stays_usable() {
     let mut s = m
         .session(SessionOptions {
             n_ctx: 32,
-            threads: Some(2),
+            threads: Some(1),
         })
         .unwrap();
     assert_eq!(s.n_ctx(), 32);
@@ -343,7 +343,7 @@ fn context_overflow_is_an_error_and_the_session_stays_usable() {
     let mut g = m
         .session(SessionOptions {
             n_ctx: 32,
-            threads: Some(2),
+            threads: Some(1),
         })
         .unwrap();
     let request = GenerationRequest {
@@ -435,7 +435,7 @@ fn seeded_sampling_reproduces_and_greedy_chat_stops_at_eos() {
         };
         let request = GenerationRequest {
             prompt: prompt.clone(),
-            max_tokens: 200,
+            max_tokens: 40,
             sampling,
             logprobs: false,
         };

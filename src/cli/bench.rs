@@ -89,9 +89,9 @@ impl Stats {
 fn pass(base: &Constraint, docs: &[Vec<TokenId>], uncached: bool, first: &mut Option<f64>) -> Vec<f64> {
     let mut times = Vec::new();
     let mut mask = TokenSet::new(base.vocab().len());
-    for doc in docs {
+    for (di, doc) in docs.iter().enumerate() {
         let mut c = base.clone();
-        for &t in doc {
+        for (step, &t) in doc.iter().enumerate() {
             let t0 = Instant::now();
             if uncached {
                 c.compute_mask_uncached(&mut mask);
@@ -103,6 +103,9 @@ fn pass(base: &Constraint, docs: &[Vec<TokenId>], uncached: bool, first: &mut Op
                 *first = Some(us);
             }
             times.push(us);
+            if us > 500.0 {
+                crate::log!(2, "slow mask: {us:.0} µs at document {} token {step} ({} configurations)", di + 1, c.num_configurations());
+            }
             if !mask.contains(t) || c.commit(t).is_err() {
                 break; // documents are checked before timing; defensive only
             }

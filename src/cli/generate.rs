@@ -4,7 +4,7 @@
 //! This handler only parses, resolves paths and prints; the loop lives in `decode`.
 
 use crate::cli::args::OutputFormat;
-use crate::decode::{GenerationRequest, GenerationResult, SamplingConfig, Utf8Stream, generate};
+use crate::decode::{GenerationRequest, GenerationResult, SamplingConfig, Utf8Stream};
 use crate::runtime::{Model, ModelOptions, SessionOptions};
 use anyhow::Context;
 use std::io::{IsTerminal, Read, Write};
@@ -129,6 +129,8 @@ pub struct GenerateArgs {
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub decode: crate::cli::decode_args::DecodeArgs,
 }
 
 /// The prompt argument, or all of stdin.
@@ -152,14 +154,17 @@ pub fn result_json(result: &GenerationResult) -> serde_json::Value {
         "tokens": result.tokens.iter().map(|t| t.0).collect::<Vec<_>>(),
         "logprobs": result.logprobs,
         "finish_reason": result.finish_reason,
+        "complete": result.finish_reason != crate::decode::FinishReason::Length,
         "stats": result.stats,
     })
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let sampling = args.sampling.config()?;
+    let decode_config = args.decode.config()?;
     let prompt = read_prompt(&args.prompt)?;
     let model = args.model.load()?;
+    let mut decoder = crate::decode::methods::Decoder::new(&decode_config, &model)?;
     let prompt_tokens = model.prompt_tokens(&prompt, args.chat)?;
     if prompt_tokens.is_empty() {
         return Err(crate::cli::UsageError(
@@ -185,7 +190,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let result = match args.format {
         OutputFormat::Json => {
-            let result = generate(&mut session, &request, &mut |_, _| Ok(()))?;
+            let result = decoder.generate(&mut session, &request, &mut |_, _| Ok(()))?;
             let mut out = stdout.lock();
             serde_json::to_writer(&mut out, &result_json(&result))?;
             writeln!(out)?;
@@ -195,7 +200,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             let mut utf8 = Utf8Stream::new();
             let mut text = String::new();
             let mut out = stdout.lock();
-            let result = generate(&mut session, &request, &mut |_, bytes| {
+            let result = decoder.generate(&mut session, &request, &mut |_, bytes| {
                 text.clear();
                 utf8.push(bytes, &mut text);
                 out.write_all(text.as_bytes())?;
@@ -213,6 +218,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             result
         }
     };
+    decoder.save_draft_stats()?;
+    if args.decode.stats {
+        eprintln!("{}", crate::cli::decode_args::stats_line(decoder.method(), &result));
+    }
     let s = &result.stats;
     crate::log!(
         1,

@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod decode_args;
 pub mod generate;
 pub mod grammar;
 pub mod mask;

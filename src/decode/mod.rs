@@ -3,8 +3,8 @@
 //! [`generate`] evaluates the prompt in one batch (logits at its last position only), then
 //! repeats: sample a token from the latest logits ([`sampler`]), stop on an end-of-generation
 //! token (`"eos"`) or after `max_tokens` (`"length"`), hand the token's bytes to the
-//! caller's callback, and decode it. It never decodes a token it will not use, so
-//! `forward_passes = 1 + generated_tokens - 1` when it stops on length.
+//! caller's callback, and decode it. It never decodes a token it will not use: stopping on
+//! length after `n` tokens costs `n` forward passes (the prompt's and `n - 1` tokens').
 //!
 //! Extension points: a constraint supplies a mask per step (the sampler already takes one)
 //! and may end generation with `"grammar_end"`; speculation decodes several tokens per pass
@@ -15,6 +15,11 @@
 //! in the session's KV cache (the last sampled token is decoded only if another step
 //! follows); `tokens`, `logprobs` and the callback calls correspond one to one.
 
+pub mod baselines;
+pub mod constrained;
+pub mod draft_model;
+pub mod methods;
+pub mod opportunistic;
 pub mod sampler;
 
 pub use sampler::{Sampler, SamplingConfig, log_softmax_at};
@@ -71,6 +76,17 @@ pub struct GenerationStats {
     pub decode_ms: f64,
     /// `generated_tokens / decode time`.
     pub tokens_per_s: f64,
+    /// Full mask computations (constrained methods).
+    pub masks_computed: usize,
+    /// Time spent computing them, in microseconds.
+    pub mask_us_total: f64,
+    /// Steps where the model's own top choice (raw argmax) was not allowed.
+    pub interventions: usize,
+    /// Speculative draft tokens proposed and accepted.
+    pub draft_proposed: usize,
+    pub draft_accepted: usize,
+    /// Tokens appended without consulting the model (`template`).
+    pub forced_tokens: usize,
 }
 
 /// The outcome of [`generate`].

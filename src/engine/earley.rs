@@ -48,6 +48,9 @@
 //! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::grammar::ir::{self, Symbol, TerminalId};
 
@@ -60,7 +63,12 @@ const END: u32 = u32::MAX;
 const NO_LEO: u32 = u32::MAX;
 /// Fingerprint context of an item predicted in the set itself (its completion context is
 /// the set being hashed).
-const SELF_CONTEXT: u64 = 0x5e1f_c0de_5e1f_c0de;
+const ACCEPT_CONTEXT: u64 = 0x5e1f_c0de_acce_97ed;
+/// Marks a reference to a member of the same strongly connected component.
+const INTERNAL_CONTEXT: u64 = 0x1e7e_4a11_0000_0001;
+/// Marks a Leo record inside a strongly connected component.
+const LEO_CONTEXT: u64 = 0x1e0_1e0_1e0;
+
 
 /// A production with a dot position, flattened: `ParserTables::dots[id]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -408,11 +416,40 @@ struct Bucket {
     leo_origin: u32,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// A value computed on first use and cached inside shared (`Arc`'d) sets. The value is a
+/// pure function of the set stack below it, so racing writers store the same number.
+#[derive(Debug, Default)]
+struct Lazy(AtomicU64);
+
+impl Lazy {
+    /// Not computed yet (a computed 0 is stored as 1).
+    const UNKNOWN: u64 = 0;
+
+    #[inline]
+    fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
+    #[inline]
+    fn set(&self, v: u64) {
+        self.0.store(v.max(1), Relaxed)
+    }
+}
+
+impl Clone for Lazy {
+    fn clone(&self) -> Self {
+        Lazy(AtomicU64::new(self.get()))
+    }
+}
+
+#[derive(Clone, Debug)]
 struct SetHeader {
     items_start: u32,
     buckets_start: u32,
-    fingerprint: u64,
+    /// The set's fingerprint (see [`Parser::state_fingerprint`]).
+    fingerprint: Lazy,
+    /// Whether the completion fingerprints of this set's buckets are computed.
+    cfps_done: Lazy,
     accepting: bool,
 }
 
@@ -422,6 +459,10 @@ struct Chunk {
     sets: Vec<SetHeader>,
     items: Vec<Item>,
     buckets: Vec<Bucket>,
+    /// Parallel to `buckets`: for a nonterminal bucket `A` of set `j`, the *completion
+    /// fingerprint* of `(A, j)`, a hash that determines what can follow once `A` completes
+    /// with origin `j` (see [`Parser::state_fingerprint`]); computed on demand.
+    cfps: Vec<Lazy>,
     /// `words` bitset words of expected terminals per set.
     expected: Vec<u64>,
 }
@@ -431,6 +472,7 @@ impl Chunk {
         self.sets.clear();
         self.items.clear();
         self.buckets.clear();
+        self.cfps.clear();
         self.expected.clear();
     }
 
@@ -439,9 +481,10 @@ impl Chunk {
         if n >= self.sets.len() {
             return;
         }
-        let h = self.sets[n];
+        let h = &self.sets[n];
         self.items.truncate(h.items_start as usize);
         self.buckets.truncate(h.buckets_start as usize);
+        self.cfps.truncate(h.buckets_start as usize);
         self.expected.truncate(n * words);
         self.sets.truncate(n);
     }
@@ -456,10 +499,12 @@ impl Chunk {
             sets: self.sets[..n].to_vec(),
             items: self.items[..items_end].to_vec(),
             buckets: self.buckets[..buckets_end].to_vec(),
+            cfps: self.cfps[..buckets_end].to_vec(),
             expected: self.expected[..n * words].to_vec(),
         }
     }
 
+    #[inline]
     fn set(&self, local: usize, words: usize) -> SetRef<'_> {
         let h = &self.sets[local];
         let (items_end, buckets_end) = match self.sets.get(local + 1) {
@@ -470,6 +515,7 @@ impl Chunk {
             header: h,
             items: &self.items[..items_end],
             buckets: &self.buckets[h.buckets_start as usize..buckets_end],
+            cfps: &self.cfps[h.buckets_start as usize..buckets_end],
             expected: &self.expected[local * words..(local + 1) * words],
         }
     }
@@ -481,12 +527,22 @@ struct SetRef<'a> {
     /// The chunk's items up to this set's end (buckets index into it).
     items: &'a [Item],
     buckets: &'a [Bucket],
+    cfps: &'a [Lazy],
     expected: &'a [u64],
 }
 
 impl<'a> SetRef<'a> {
+    #[inline]
     fn find(&self, key: u32) -> Option<usize> {
         self.buckets.binary_search_by_key(&key, |b| b.key).ok()
+    }
+
+    /// All items of the set.
+    fn all_items(&self) -> &'a [Item] {
+        match self.buckets.first() {
+            Some(b) => &self.items[b.start as usize..],
+            None => &[],
+        }
     }
 
     fn bucket_items(&self, b: usize) -> &'a [Item] {
@@ -528,7 +584,7 @@ impl StampSet {
     }
 
     /// Inserts `key`; returns whether it was absent.
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, key: u64) -> bool {
         if (self.len + 1) * 2 > self.keys.len() {
             self.grow();
@@ -549,6 +605,7 @@ impl StampSet {
         }
     }
 
+    #[cold]
     fn grow(&mut self) {
         let old_keys = std::mem::take(&mut self.keys);
         let old_stamps = std::mem::take(&mut self.stamps);
@@ -581,9 +638,42 @@ struct Scratch {
     /// Leo resolution: per new bucket 0 = unvisited, 1 = on the path, 2 = done.
     leo_state: Vec<u8>,
     leo_path: Vec<usize>,
+    /// Tarjan's algorithm over the new set's buckets (completion fingerprints).
+    t_index: Vec<u32>,
+    t_low: Vec<u32>,
+    t_on: Vec<bool>,
+    t_stack: Vec<usize>,
+    t_calls: Vec<(usize, usize)>,
+    t_scc: Vec<usize>,
+    /// Sets whose completion fingerprints are being computed (dependencies on top).
+    cfp_work: Vec<usize>,
     expected: Vec<u64>,
-    /// A chunk kept for reuse after popping a whole chunk.
-    spare: Option<Chunk>,
+    /// Emptied chunks kept for reuse (at most [`SPARE_CHUNKS`]), so pushing and popping
+    /// across a chunk boundary allocates nothing.
+    spare: Vec<Chunk>,
+}
+
+const SPARE_CHUNKS: usize = 64;
+
+impl Scratch {
+    fn take_chunk(&mut self, words: usize) -> Chunk {
+        self.spare.pop().unwrap_or_else(|| Chunk {
+            sets: Vec::with_capacity(CHUNK_SETS),
+            items: Vec::with_capacity(CHUNK_SETS * 32),
+            buckets: Vec::with_capacity(CHUNK_SETS * 16),
+            cfps: Vec::with_capacity(CHUNK_SETS * 16),
+            expected: Vec::with_capacity(CHUNK_SETS * words),
+        })
+    }
+
+    fn recycle(&mut self, chunk: Arc<Chunk>) {
+        if self.spare.len() < SPARE_CHUNKS
+            && let Ok(mut c) = Arc::try_unwrap(chunk)
+        {
+            c.clear();
+            self.spare.push(c);
+        }
+    }
 }
 
 thread_local! {
@@ -649,12 +739,6 @@ fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Fingerprint of "nonterminal `nt` completes with origin set fingerprinted `set_fp`".
-#[inline]
-fn completion_context(nt: u32, set_fp: u64) -> u64 {
-    mix64(mix64(set_fp ^ 0x243f_6a88_85a3_08d3) ^ (nt as u64 + 1))
-}
-
 #[inline]
 fn item_key(d: u32, o: u32) -> u64 {
     (d as u64) << 32 | o as u64
@@ -668,11 +752,12 @@ fn completion_key(a: u32, o: u32) -> u64 {
 impl Parser {
     /// A parser before any terminal: the set predicted from the start symbol.
     pub fn new(tables: Arc<ParserTables>) -> Self {
+        let first = SCRATCH.with_borrow_mut(|s| s.take_chunk(tables.words));
         let mut p = Parser {
             expected: TerminalSet::new(tables.num_terminals),
             tables,
             full: Arc::new(Vec::new()),
-            last: Arc::new(Chunk::default()),
+            last: Arc::new(first),
             num_sets: 0,
             stats: ParserStats::default(),
         };
@@ -736,7 +821,7 @@ impl Parser {
     /// test. Origins are normalised: in a JSON-like grammar the state after `[1, 2,` and after
     /// `[1, 2, 3,` hash equal, whether lists are left- or right-recursive.
     pub fn state_fingerprint(&self) -> u64 {
-        self.top().header.fingerprint
+        fingerprint_of(&self.tables, &self.stack(), self.num_sets - 1)
     }
 
     /// Advance by one terminal; returns false and leaves the state unchanged if it cannot
@@ -818,26 +903,22 @@ impl Parser {
         // Index of the chunk that will hold the new top set (`keep - 1`).
         let keep_full = (keep - 1) / CHUNK_SETS;
         if keep_full < self.full.len() {
-            let new_last = match Arc::get_mut(&mut self.full) {
-                Some(v) => {
-                    v.truncate(keep_full + 1);
-                    v.pop().expect("chunk")
-                }
-                None => {
-                    let c = Arc::clone(&self.full[keep_full]);
-                    self.full = Arc::new(self.full[..keep_full].to_vec());
-                    c
-                }
-            };
-            let old = std::mem::replace(&mut self.last, new_last);
-            if let Ok(mut c) = Arc::try_unwrap(old) {
-                c.clear();
-                SCRATCH.with_borrow_mut(|s| {
-                    if s.spare.is_none() {
-                        s.spare = Some(c)
+            SCRATCH.with_borrow_mut(|s| {
+                let new_last = match Arc::get_mut(&mut self.full) {
+                    Some(v) => {
+                        while v.len() > keep_full + 1 {
+                            s.recycle(v.pop().expect("chunk"));
+                        }
+                        v.pop().expect("chunk")
                     }
-                });
-            }
+                    None => {
+                        let c = Arc::clone(&self.full[keep_full]);
+                        self.full = Arc::new(self.full[..keep_full].to_vec());
+                        c
+                    }
+                };
+                s.recycle(std::mem::replace(&mut self.last, new_last));
+            });
         }
         let local = keep - keep_full * CHUNK_SETS;
         if local < self.last.sets.len() {
@@ -973,23 +1054,9 @@ impl Parser {
             }
         }
 
-        // Fingerprint (order-independent sum of item hashes).
-        let mut sum: u64 = 0;
-        for it in &s.sorted {
-            let ctx = if it.origin == m {
-                SELF_CONTEXT
-            } else {
-                let lhs = tables.dots[it.dotted as usize].lhs;
-                let (nt, o) = earlier_leo(&stack, nt_base, it.origin, lhs).unwrap_or((lhs, it.origin));
-                completion_context(nt, stack.set(o as usize).header.fingerprint)
-            };
-            sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
-        }
-        let fingerprint = mix64(sum ^ if accepting { 0xacce_97ed } else { 0 });
-
         // Append to the stack.
         if self.last.sets.len() >= CHUNK_SETS {
-            let fresh = Arc::new(s.spare.take().unwrap_or_default());
+            let fresh = Arc::new(s.take_chunk(words));
             let full_chunk = std::mem::replace(&mut self.last, fresh);
             Arc::make_mut(&mut self.full).push(full_chunk);
         }
@@ -998,14 +1065,257 @@ impl Parser {
         chunk.sets.push(SetHeader {
             items_start,
             buckets_start: chunk.buckets.len() as u32,
-            fingerprint,
+            fingerprint: Lazy::default(),
+            cfps_done: Lazy::default(),
             accepting,
         });
         chunk.items.extend_from_slice(&s.sorted);
         chunk.buckets.extend(s.buckets.iter().map(|b| Bucket { start: b.start + items_start, ..*b }));
+        chunk.cfps.resize_with(chunk.buckets.len(), Lazy::default);
         chunk.expected.extend_from_slice(&s.expected);
         self.num_sets += 1;
         self.expected.words.copy_from_slice(&s.expected);
+    }
+}
+
+/// The fingerprint of set `j` (see [`Parser::state_fingerprint`]), computed on first use
+/// and cached in the set's header.
+fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
+    let set = stack.set(j);
+    let known = set.header.fingerprint.get();
+    if known != Lazy::UNKNOWN {
+        return known;
+    }
+    let nt_base = tables.num_terminals as u32;
+    // Predicted items (origin j) are a function of the other items' dotted ids, so only
+    // those items count, each with the completion fingerprint of its (lhs, origin). Set 0
+    // is the exception (predicted from the start symbol), hence its own salt.
+    let mut sum: u64 = if j == 0 { 0x5e70_0000_5e70 } else { 0 };
+    for it in set.all_items().iter().filter(|it| (it.origin as usize) < j) {
+        ensure_cfps(tables, stack, it.origin as usize);
+        let lhs = tables.dots[it.dotted as usize].lhs;
+        let ctx = earlier_cfp(stack, nt_base, it.origin, lhs);
+        sum = sum.wrapping_add(mix64(mix64(it.dotted as u64 ^ 0x1357_9bdf_0246_8ace) ^ ctx));
+    }
+    let fp = mix64(sum ^ if set.header.accepting { 0xacce_97ed } else { 0 });
+    set.header.fingerprint.set(fp);
+    set.header.fingerprint.get()
+}
+
+/// The completion fingerprint of `(nt, o)`; set `o`'s fingerprints must be computed.
+#[inline]
+fn earlier_cfp(stack: &Stack<'_>, nt_base: u32, o: u32, nt: u32) -> u64 {
+    let set = stack.set(o as usize);
+    debug_assert!(set.header.cfps_done.get() != Lazy::UNKNOWN);
+    match set.find(nt_base + nt) {
+        Some(b) => set.cfps[b].get(),
+        // Only the synthetic start has no waiters: completing it accepts.
+        None => ACCEPT_CONTEXT,
+    }
+}
+
+/// Compute the completion fingerprints of set `j` and of every set they depend on
+/// (iteratively: the chain of origins can be as long as the stack).
+fn ensure_cfps(tables: &ParserTables, stack: &Stack<'_>, j: usize) {
+    let done = |x: usize| stack.set(x).header.cfps_done.get() != Lazy::UNKNOWN;
+    if done(j) {
+        return;
+    }
+    SCRATCH.with_borrow_mut(|s| {
+        let mut work = std::mem::take(&mut s.cfp_work);
+        work.clear();
+        work.push(j);
+        while let Some(&x) = work.last() {
+            if done(x) {
+                work.pop();
+                continue;
+            }
+            let set = stack.set(x);
+            let dep = set
+                .all_items()
+                .iter()
+                .map(|it| it.origin as usize)
+                .chain(set.buckets.iter().filter(|b| b.leo_nt != NO_LEO).map(|b| b.leo_origin as usize))
+                .find(|&o| o < x && !done(o));
+            if let Some(o) = dep {
+                work.push(o);
+                continue;
+            }
+            set_cfps(tables, stack, s, x);
+            set.header.cfps_done.set(1);
+            work.pop();
+        }
+        s.cfp_work = work;
+    });
+}
+
+/// What one step of the same-set dependency walk sees.
+enum Edge {
+    /// No more items in this bucket.
+    Done,
+    /// This item depends on nothing in this set.
+    Skip,
+    /// This item depends on the completion fingerprint of bucket `w` of this set.
+    To(usize),
+}
+
+/// The `pos`-th same-set dependency of bucket `v` of set `m`: the Leo top's bucket for a
+/// Leo bucket, else the bucket of the lhs of each item predicted in this set.
+fn same_set_edge(tables: &ParserTables, set: &SetRef<'_>, v: usize, pos: usize, m: u32) -> Edge {
+    let nt_base = tables.num_terminals as u32;
+    let b = &set.buckets[v];
+    let find = |nt: u32| match set.find(nt_base + nt) {
+        Some(w) => Edge::To(w),
+        None => Edge::Skip,
+    };
+    if b.leo_nt != NO_LEO {
+        return match (pos, b.leo_origin == m) {
+            (0, true) => find(b.leo_nt),
+            (0, false) => Edge::Skip,
+            _ => Edge::Done,
+        };
+    }
+    let items = set.bucket_items(v);
+    match items.get(pos) {
+        None => Edge::Done,
+        Some(it) if it.origin == m => find(tables.dots[it.dotted as usize].lhs),
+        Some(_) => Edge::Skip,
+    }
+}
+
+/// Fill the completion fingerprints of set `m`'s nonterminal buckets (earlier sets' are
+/// done). `cfp(A, m)` hashes the waiters on `A`: each waiter's dotted id and the completion
+/// fingerprint of its own `(lhs, origin)` — from an earlier set, or (origin `m`) another
+/// bucket of this set. A Leo bucket takes its top's fingerprint (the futures are equal).
+/// Same-set dependencies can be cyclic (left recursion), so buckets are processed by
+/// strongly connected components (iterative Tarjan, dependencies first); a component with
+/// a cycle is hashed as a whole (every member's items, internal references by name) and
+/// each member's fingerprint is that hash combined with its name.
+fn set_cfps(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: usize) {
+    const UNVISITED: u32 = u32::MAX;
+    let set = stack.set(m);
+    let nt_base = tables.num_terminals as u32;
+    let m = m as u32;
+    let nb = set.buckets.len();
+    let first_nt = set.buckets.partition_point(|b| b.key < nt_base);
+    s.t_index.clear();
+    s.t_index.resize(nb, UNVISITED);
+    s.t_low.clear();
+    s.t_low.resize(nb, 0);
+    s.t_on.clear();
+    s.t_on.resize(nb, false);
+    s.t_stack.clear();
+    s.t_calls.clear();
+    let mut counter = 0u32;
+    for root in first_nt..nb {
+        if s.t_index[root] != UNVISITED {
+            continue;
+        }
+        s.t_index[root] = counter;
+        s.t_low[root] = counter;
+        counter += 1;
+        s.t_stack.push(root);
+        s.t_on[root] = true;
+        s.t_calls.push((root, 0));
+        while let Some(&(v, pos)) = s.t_calls.last() {
+            match same_set_edge(tables, &set, v, pos, m) {
+                Edge::Skip => s.t_calls.last_mut().expect("call").1 += 1,
+                Edge::To(w) => {
+                    s.t_calls.last_mut().expect("call").1 += 1;
+                    if s.t_index[w] == UNVISITED {
+                        s.t_index[w] = counter;
+                        s.t_low[w] = counter;
+                        counter += 1;
+                        s.t_stack.push(w);
+                        s.t_on[w] = true;
+                        s.t_calls.push((w, 0));
+                    } else if s.t_on[w] {
+                        s.t_low[v] = s.t_low[v].min(s.t_index[w]);
+                    }
+                }
+                Edge::Done => {
+                    s.t_calls.pop();
+                    if let Some(&(u, _)) = s.t_calls.last() {
+                        s.t_low[u] = s.t_low[u].min(s.t_low[v]);
+                    }
+                    if s.t_low[v] == s.t_index[v] {
+                        let from = s.t_stack.iter().rposition(|&x| x == v).expect("on stack");
+                        s.t_scc.clear();
+                        s.t_scc.extend(s.t_stack.drain(from..));
+                        hash_component(tables, stack, &set, s, m);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Completion fingerprints for the component in `s.t_scc` (its dependencies are done).
+fn hash_component(tables: &ParserTables, stack: &Stack<'_>, set: &SetRef<'_>, s: &mut Scratch, m: u32) {
+    let nt_base = tables.num_terminals as u32;
+    // Reference to the completion of `nt` with origin `o`: its fingerprint, or a name when
+    // it is a member of this component.
+    let code = |s: &Scratch, nt: u32, o: u32| -> u64 {
+        if o < m {
+            return earlier_cfp(stack, nt_base, o, nt);
+        }
+        match set.find(nt_base + nt) {
+            Some(w) if s.t_on[w] => mix64(INTERNAL_CONTEXT ^ nt as u64),
+            Some(w) => set.cfps[w].get(),
+            None => ACCEPT_CONTEXT,
+        }
+    };
+    let cyclic = s.t_scc.len() > 1 || {
+        let v = s.t_scc[0];
+        let mut pos = 0;
+        let mut self_loop = false;
+        loop {
+            match same_set_edge(tables, set, v, pos, m) {
+                Edge::Done => break,
+                Edge::To(w) if w == v => self_loop = true,
+                _ => {}
+            }
+            pos += 1;
+        }
+        self_loop
+    };
+    let item_sum = |s: &Scratch, v: usize, salt: u64| -> u64 {
+        let b = set.buckets[v];
+        if b.leo_nt != NO_LEO {
+            return mix64(salt ^ LEO_CONTEXT ^ mix64(code(s, b.leo_nt, b.leo_origin)));
+        }
+        let mut sum: u64 = 0;
+        for it in set.bucket_items(v) {
+            let lhs = tables.dots[it.dotted as usize].lhs;
+            sum = sum.wrapping_add(mix64(mix64(salt ^ it.dotted as u64) ^ code(s, lhs, it.origin)));
+        }
+        sum
+    };
+    if !cyclic {
+        let v = s.t_scc[0];
+        let b = set.buckets[v];
+        let cfp = if b.leo_nt != NO_LEO {
+            // Transparent: a Leo bucket's future is its top's (this is what makes list
+            // continuations hash equal whatever the list's length).
+            code(s, b.leo_nt, b.leo_origin)
+        } else {
+            mix64(item_sum(s, v, 0) ^ 0x6a09_e667_f3bc_c908)
+        };
+        set.cfps[v].set(cfp);
+        s.t_on[v] = false;
+        return;
+    }
+    let mut total: u64 = 0;
+    for &v in &s.t_scc {
+        let name = set.buckets[v].key as u64;
+        total = total.wrapping_add(item_sum(s, v, mix64(name ^ 0xbb67_ae85_84ca_a73b)));
+    }
+    for &v in &s.t_scc {
+        set.cfps[v].set(mix64(mix64(total ^ 0x3c6e_f372_fe94_f82b) ^ set.buckets[v].key as u64));
+    }
+    for i in 0..s.t_scc.len() {
+        let v = s.t_scc[i];
+        s.t_on[v] = false;
     }
 }
 

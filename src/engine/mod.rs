@@ -162,6 +162,7 @@ pub struct CompiledGrammar {
     grammar: ir::Grammar,
     scanner: Scanner,
     follow: Follow,
+    live_follow: Option<tree::LiveFollow>,
     tables: Arc<ParserTables>,
     caches: Mutex<Vec<(u64, Arc<TreeCache>)>>,
 }
@@ -179,8 +180,9 @@ impl CompiledGrammar {
     pub fn new(g: ir::Grammar) -> Result<Arc<Self>, EngineError> {
         let scanner = Scanner::new(&g)?;
         let follow = Follow::new(&g);
+        let live_follow = follow.live_table(&scanner, 64 << 20);
         let tables = Arc::new(ParserTables::new(&g));
-        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, tables, caches: Mutex::new(Vec::new()) }))
+        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, live_follow, tables, caches: Mutex::new(Vec::new()) }))
     }
 
     pub fn grammar(&self) -> &ir::Grammar {
@@ -242,15 +244,25 @@ impl TreeCache {
     /// The tree of scanner state `q`, built on first use.
     pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
         self.trees[q.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, &self.trie, self.vocab_len, q))
+            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, grammar.live_follow.as_ref(), &self.trie, self.vocab_len, q))
         })
     }
 
-    /// Build every scanner state's tree now (the paper's offline setting).
-    pub fn precompute_all(&self, grammar: &CompiledGrammar) {
-        for q in 0..self.trees.len() {
-            self.tree(grammar, ScanState(q as u32));
+    /// Build the tree of every scanner state a constraint can be in between tokens (the
+    /// paper's offline setting): breadth-first from the start state through the states tokens
+    /// end in. Returns the number of trees built.
+    pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
+        let mut seen = vec![false; self.trees.len()];
+        let mut queue = vec![Scanner::START];
+        seen[0] = true;
+        while let Some(q) = queue.pop() {
+            for &e in self.tree(grammar, q).end_states() {
+                if !std::mem::replace(&mut seen[e.0 as usize], true) {
+                    queue.push(e);
+                }
+            }
         }
+        seen.iter().filter(|&&s| s).count()
     }
 
     pub fn stats(&self) -> TreeStats {

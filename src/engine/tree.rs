@@ -144,9 +144,44 @@ impl Follow {
         Follow { n: words, bits: vec![u64::MAX; num_terminals * words] }
     }
 
+    /// The table "after terminal `t`, may a piece in scanner state `q` still become a terminal
+    /// that can follow `t`?" for every (t, q); `None` when it would exceed `max_bits`.
+    pub fn live_table(&self, scanner: &Scanner, max_bits: usize) -> Option<LiveFollow> {
+        let nt = scanner.num_terminals();
+        let ns = scanner.num_states();
+        if nt.saturating_mul(ns) > max_bits {
+            return None;
+        }
+        let words = ns.div_ceil(64).max(1);
+        let mut bits = vec![0u64; nt * words];
+        for q in 0..ns {
+            let live = scanner.live_terminals(scanner.live_set(ScanState(q as u32)));
+            for t in 0..nt {
+                if live.iter().any(|&u| self.can_follow(TerminalId(t as u32), u)) {
+                    bits[t * words + q / 64] |= 1 << (q % 64);
+                }
+            }
+        }
+        Some(LiveFollow { words, bits })
+    }
+
     #[inline]
     pub fn can_follow(&self, a: TerminalId, b: TerminalId) -> bool {
         self.bits[a.0 as usize * self.n + b.0 as usize / 64] >> (b.0 % 64) & 1 == 1
+    }
+}
+
+/// See [`Follow::live_table`].
+#[derive(Clone, Debug)]
+pub struct LiveFollow {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl LiveFollow {
+    #[inline]
+    pub fn ok(&self, t: TerminalId, q: u32) -> bool {
+        self.bits[t.0 as usize * self.words + q as usize / 64] >> (q % 64) & 1 == 1
     }
 }
 
@@ -158,6 +193,15 @@ pub enum TokenList {
 }
 
 impl TokenList {
+    /// From ids in any order, duplicates allowed (big sets go straight to a bitset: no sort).
+    fn from_unsorted(mut ids: Vec<u32>, vocab_len: usize) -> Self {
+        if ids.len() * 32 <= vocab_len {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        Self::from_sorted(ids, vocab_len)
+    }
+
     fn from_sorted(ids: Vec<u32>, vocab_len: usize) -> Self {
         if ids.len() * 32 > vocab_len {
             let mut w = vec![0u64; vocab_len.div_ceil(64)];
@@ -226,6 +270,8 @@ pub struct TreeNode {
 /// The subterminal tree `T_q` of one scanner state (see the module doc).
 #[derive(Debug)]
 pub struct SubterminalTree {
+    /// Scanner states some token ends in (the states whose trees a walk can need next).
+    end_states: Box<[ScanState]>,
     nodes: Vec<TreeNode>,
     children: Vec<u32>,
     groups: Vec<Group>,
@@ -242,41 +288,68 @@ struct BuildNode {
 
 impl SubterminalTree {
     /// Build `T_q` for scanner state `q` over the vocabulary trie.
-    pub fn build(scanner: &Scanner, follow: &Follow, trie: &VocabTrie, vocab_len: usize, q: ScanState) -> Self {
+    pub fn build(
+        scanner: &Scanner,
+        follow: &Follow,
+        live_follow: Option<&LiveFollow>,
+        trie: &VocabTrie,
+        vocab_len: usize,
+        q: ScanState,
+    ) -> Self {
         let mut nodes = vec![BuildNode { terminal: TerminalId(0), inside: 0, children: vec![], groups: vec![] }];
-        // levels[d] = threads (scanner state, tree node) after d bytes of the current trie path.
-        let mut levels: Vec<Vec<(ScanState, u32)>> = vec![vec![(q, 0)]];
-        let mut next_threads: Vec<(ScanState, u32)> = Vec::new();
-        let follows_live = |t: TerminalId, s: ScanState| {
-            scanner.live_terminals(scanner.live_set(s)).iter().any(|&u| follow.can_follow(t, u))
-        };
+        // Threads (scanner state, tree node) of every depth of the current trie path, flat:
+        // depth d's threads are `threads[level_start[d]..level_start[d + 1]]` (no allocation
+        // per trie node).
+        let mut threads: Vec<(ScanState, u32)> = vec![(q, 0)];
+        let mut level_start: Vec<usize> = vec![0, 1];
+        // A terminal may start after `t` with byte `b` when δ(START, b) has a live terminal
+        // that can follow `t`: precomputed per (t, b).
+        let num_t = scanner.num_terminals();
+        let mut fresh_of = [DEAD; 256];
+        let mut start_ok = vec![false; num_t * 256];
+        for b in 0..=255u8 {
+            let f = scanner.next(Scanner::START, b);
+            fresh_of[b as usize] = f;
+            if f != DEAD {
+                let live = scanner.live_terminals(scanner.live_set(ScanState(f)));
+                for t in 0..num_t {
+                    start_ok[t * 256 + b as usize] = live.iter().any(|&u| follow.can_follow(TerminalId(t as u32), u));
+                }
+            }
+        }
+        let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
+        let mut end_seen = vec![0u64; scanner.num_states().div_ceil(64)];
+        let mut end_states: Vec<ScanState> = Vec::new();
         let mut i = 0usize;
         while i < trie.nodes.len() {
             let tn = trie.nodes[i];
             let d = tn.depth as usize;
-            levels.truncate(d);
+            // Drop deeper levels left from the previous path.
+            level_start.truncate(d + 1);
+            threads.truncate(level_start[d]);
+            let (p0, p1) = (level_start[d - 1], level_start[d]);
             let pos = d - 1;
             let b = tn.byte;
-            next_threads.clear();
-            for &(s, n) in &levels[d - 1] {
+            let fresh = fresh_of[b as usize];
+            for ti in p0..p1 {
+                let (s, n) = threads[ti];
                 let cont = scanner.next(s, b);
-                if cont != DEAD && !next_threads.contains(&(ScanState(cont), n)) {
-                    next_threads.push((ScanState(cont), n));
+                let cont_ok = cont != DEAD
+                    && (n == 0 || live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, cont)));
+                if cont_ok && !threads[p1..].contains(&(ScanState(cont), n)) {
+                    threads.push((ScanState(cont), n));
                 }
-                let acc = scanner.accepting(s);
-                if acc.is_empty() {
-                    continue;
-                }
-                let fresh = scanner.next(Scanner::START, b);
                 if fresh == DEAD {
                     continue;
                 }
-                let fresh = ScanState(fresh);
-                for &t in acc {
-                    if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
+                for &t in scanner.accepting(s) {
+                    if !start_ok[t.0 as usize * 256 + b as usize] {
                         continue;
                     }
-                    if !follows_live(t, fresh) {
+                    if live_follow.is_some_and(|lf| !lf.ok(t, fresh)) {
+                        continue;
+                    }
+                    if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
                         continue;
                     }
                     let label = (t.0 << 1) | (pos == 0) as u32;
@@ -290,32 +363,45 @@ impl SubterminalTree {
                             id
                         }
                     };
-                    if !next_threads.contains(&(fresh, child)) {
-                        next_threads.push((fresh, child));
+                    if !threads[p1..].contains(&(ScanState(fresh), child)) {
+                        threads.push((ScanState(fresh), child));
                     }
                 }
             }
-            if next_threads.is_empty() {
+            if threads.len() == p1 {
                 i = tn.next as usize;
                 continue;
             }
             let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
             if !toks.is_empty() {
-                for &(s, n) in &next_threads {
+                for &(s, n) in &threads[p1..] {
+                    if end_seen[s.0 as usize / 64] >> (s.0 % 64) & 1 == 0 {
+                        end_seen[s.0 as usize / 64] |= 1 << (s.0 % 64);
+                        end_states.push(s);
+                    }
                     let live = scanner.live_set(s);
+                    // Direct-mapped cache of (node, live set) → group index: nodes may have
+                    // hundreds of groups, and neighbouring trie nodes hit the same ones.
+                    let slot = (n.wrapping_mul(0x9E37_79B9) ^ live.0.wrapping_mul(0x85EB_CA6B)) as usize >> 24;
                     let groups = &mut nodes[n as usize].groups;
-                    let g = match groups.iter().position(|g| g.0 == live) {
-                        Some(g) => g,
-                        None => {
-                            groups.push((live, Vec::new()));
-                            groups.len() - 1
+                    let g = match group_cache[slot] {
+                        (cn, cl, g) if cn == n && cl == live.0 => g as usize,
+                        _ => {
+                            let g = match groups.iter().position(|g| g.0 == live) {
+                                Some(g) => g,
+                                None => {
+                                    groups.push((live, Vec::new()));
+                                    groups.len() - 1
+                                }
+                            };
+                            group_cache[slot] = (n, live.0, g as u32);
+                            g
                         }
                     };
                     groups[g].1.extend(toks.iter().map(|t| t.0));
                 }
             }
-            levels.push(std::mem::take(&mut next_threads));
-            next_threads = Vec::new();
+            level_start.push(threads.len());
             i += 1;
         }
         // Freeze: children and groups contiguous, breadth-irrelevant order.
@@ -326,10 +412,8 @@ impl SubterminalTree {
             let c0 = children.len() as u32;
             children.extend(n.children.iter().map(|c| c.1));
             let g0 = groups.len() as u32;
-            for (live, mut ids) in n.groups {
-                ids.sort_unstable();
-                ids.dedup();
-                groups.push(Group { live, tokens: TokenList::from_sorted(ids, vocab_len) });
+            for (live, ids) in n.groups {
+                groups.push(Group { live, tokens: TokenList::from_unsorted(ids, vocab_len) });
             }
             out_nodes.push(TreeNode {
                 terminal: n.terminal,
@@ -338,7 +422,13 @@ impl SubterminalTree {
                 groups: g0..groups.len() as u32,
             });
         }
-        SubterminalTree { nodes: out_nodes, children, groups }
+        end_states.sort_unstable();
+        SubterminalTree { end_states: end_states.into(), nodes: out_nodes, children, groups }
+    }
+
+    /// Scanner states in which some token ends when starting from this tree's state.
+    pub fn end_states(&self) -> &[ScanState] {
+        &self.end_states
     }
 
     pub fn num_nodes(&self) -> usize {
@@ -351,6 +441,7 @@ impl SubterminalTree {
 
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<TreeNode>()
+            + self.end_states.len() * 4
             + self.children.len() * 4
             + self.groups.iter().map(|g| std::mem::size_of::<Group>() + g.tokens.memory_bytes()).sum::<usize>()
     }

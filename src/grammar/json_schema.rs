@@ -82,15 +82,63 @@ const HANDLED: &[&str] = &[
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
     "patternProperties", "minProperties", "maxProperties", "items", "prefixItems", "additionalItems", "minItems",
     "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "dependencies", "dependentRequired",
 ];
 
 /// Keywords that constrain instances and are not compiled: always `Unsupported` (or a warning).
 /// (`then`/`else` without `if`, and `min/maxContains` without `contains`, do nothing.)
 const UNSUPPORTED: &[&str] = &[
-    "not", "if", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames", "contains",
+    "not", "if", "dependentSchemas", "propertyNames", "contains",
     "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
 ];
+
+/// Internal schema key carrying `anyOf`/`oneOf` presence constraints from
+/// [`Compiler::presence_rewrite`] to [`Compiler::object`] (not a JSON Schema keyword; the NUL
+/// keeps it from colliding with a user's key).
+pub(crate) const PRESENCE_KEY: &str = "\u{0}domino-presence";
+
+/// A constraint on which properties an object has (its members' values aside).
+#[derive(Clone, Debug)]
+enum Presence {
+    /// Exactly one of the sets is fully present.
+    OneOf(Vec<Vec<String>>),
+    /// At least one of the sets is fully present.
+    AnyOf(Vec<Vec<String>>),
+    /// If the property is present, so is the whole set (`dependencies`, `dependentRequired`).
+    Implies(String, Vec<String>),
+    /// Not the whole set (`not: {required: [...]}`).
+    NotAll(Vec<String>),
+}
+
+/// [`Presence`] over bit masks of tracked properties (`None`: a set that can never be fully
+/// present, because one of its properties cannot occur).
+#[derive(Clone, Debug)]
+enum PresenceMask {
+    OneOf(Vec<Option<u32>>),
+    AnyOf(Vec<Option<u32>>),
+    Implies(Option<u32>, Option<u32>),
+    NotAll(Option<u32>),
+}
+
+fn presence_ok(constraints: &[PresenceMask], b: u32) -> bool {
+    let all = |m: &Option<u32>| m.is_some_and(|m| b & m == m);
+    constraints.iter().all(|c| match c {
+        PresenceMask::OneOf(sets) => sets.iter().filter(|m| all(m)).count() == 1,
+        PresenceMask::AnyOf(sets) => sets.iter().any(all),
+        PresenceMask::Implies(a, set) => !all(a) || all(set),
+        PresenceMask::NotAll(set) => !all(set),
+    })
+}
+
+/// `{"required": [...]}` (annotations aside): the names, else `None`.
+fn required_only(v: &Value) -> Option<Vec<String>> {
+    let m = v.as_object()?;
+    if m.keys().any(|k| is_keyword(k) && k != "required") {
+        return None;
+    }
+    let names = m.get("required")?.as_array()?;
+    names.iter().map(|n| n.as_str().map(str::to_string)).collect()
+}
 
 /// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
@@ -171,6 +219,10 @@ pub(crate) struct Compiler<'a> {
     any_rules: HashMap<u32, RuleId>,
     nest: usize,
     merge_steps: usize,
+}
+
+fn json_entry(kind: &str, sets: Vec<Value>) -> Value {
+    Value::Object([("kind".to_string(), Value::String(kind.to_string())), ("sets".to_string(), Value::Array(sets))].into_iter().collect())
 }
 
 fn join_ptr(ptr: &str, token: &str) -> String {
@@ -481,6 +533,9 @@ impl<'a> Compiler<'a> {
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;
         for k in obj.keys() {
+            if k == "not" && obj.get("not").and_then(required_only).is_some() {
+                continue; // `not: {required: [...]}`: a presence constraint on objects
+            }
             if UNSUPPORTED.contains(&k.as_str()) {
                 self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
                 owned.get_or_insert_with(|| obj.clone()).remove(k);
@@ -525,6 +580,9 @@ impl<'a> Compiler<'a> {
             };
             if branches.is_empty() {
                 return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must not be empty")));
+            }
+            if let Some(rewritten) = self.presence_rewrite(obj, kw, branches, ptr)? {
+                return self.value(&rewritten, ptr, d);
             }
             let mut siblings = obj.clone();
             siblings.remove(kw);
@@ -573,6 +631,11 @@ impl<'a> Compiler<'a> {
         if types == 0 {
             return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` allows no type"));
         }
+        // Every non-object satisfies `required`, so `not: {required}` only admits objects.
+        let types = if obj.contains_key("not") { types & ty::OBJECT } else { types };
+        if types == 0 {
+            return Ok(Self::never());
+        }
         // No type-specific keyword at all: the generic value (shares rules).
         if types == ty::ALL && !constraining(obj, &["type"]) {
             return self.any(d);
@@ -598,6 +661,87 @@ impl<'a> Compiler<'a> {
             alts.push(self.object(obj, ptr, d)?);
         }
         Ok(if alts.len() == 1 { alts.pop().unwrap() } else { Expr::Alt(alts) })
+    }
+
+    /// `anyOf`/`oneOf` whose branches only say which properties are required (and give
+    /// property schemas): compiled as a presence constraint on the object's members, with the
+    /// branches' property schemas applied to those properties whenever present (a subset
+    /// when branches give different schemas for properties they do not require).
+    /// `Ok(None)` when the branches have another shape.
+    fn presence_rewrite(&mut self, obj: &Map<String, Value>, kw: &str, branches: &[Value], ptr: &str) -> Result<Option<Value>, GrammarError> {
+        if obj.contains_key("patternProperties") || branches.len() < 2 {
+            return Ok(None);
+        }
+        let mut forms: Vec<(Vec<String>, Map<String, Value>, bool)> = Vec::new();
+        for b in branches {
+            let b = match b.get("$ref").and_then(Value::as_str) {
+                Some(r) if b.as_object().is_some_and(|m| m.keys().all(|k| k == "$ref" || !is_keyword(k))) => {
+                    self.resolve_chain(r, ptr)?.1
+                }
+                _ => b,
+            };
+            let Some(m) = b.as_object() else { return Ok(None) };
+            if m.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "required" | "properties" | "type")) {
+                return Ok(None);
+            }
+            let typed_object = match m.get("type") {
+                None => false,
+                Some(Value::String(t)) if t == "object" => true,
+                Some(_) => return Ok(None),
+            };
+            let req = match m.get("required") {
+                None => Vec::new(),
+                Some(r) => match r.as_array().and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()) {
+                    Some(v) => v,
+                    None => return Ok(None),
+                },
+            };
+            let props = match m.get("properties") {
+                None => Map::new(),
+                Some(Value::Object(p)) => p.clone(),
+                Some(_) => return Ok(None),
+            };
+            forms.push((req, props, typed_object));
+        }
+        let mut m = obj.clone();
+        m.remove(kw);
+        let mut props = m.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let outer_add = m.get("additionalProperties").cloned().filter(|a| !is_trivially_true(a));
+        for (_, bp, _) in &forms {
+            for (k, s) in bp {
+                let base = props.get(k).cloned().or_else(|| outer_add.clone());
+                let merged = match base {
+                    Some(b) if !is_trivially_true(&b) => Value::Object([("allOf".to_string(), Value::Array(vec![b, s.clone()]))].into_iter().collect()),
+                    _ => s.clone(),
+                };
+                props.insert(k.clone(), merged);
+            }
+        }
+        m.insert("properties".into(), Value::Object(props));
+        let sets: Vec<Value> = forms.iter().map(|(r, _, _)| Value::Array(r.iter().map(|n| Value::String(n.clone())).collect())).collect();
+        let entry = json_entry(kw, sets);
+        match m.get_mut(PRESENCE_KEY) {
+            Some(Value::Array(list)) => list.push(entry),
+            _ => {
+                m.insert(PRESENCE_KEY.into(), Value::Array(vec![entry]));
+            }
+        }
+        // Non-objects: valid for every typeless branch, invalid for typed ones.
+        let typeless = forms.iter().filter(|f| !f.2).count();
+        let objects_only = if kw == "oneOf" { typeless != 1 } else { typeless == 0 };
+        if objects_only {
+            let current = match m.get("type") {
+                None => ty::ALL,
+                Some(Value::String(t)) => ty::from_name(t).unwrap_or(0),
+                Some(Value::Array(ts)) => ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b),
+                Some(_) => 0,
+            };
+            if current & ty::OBJECT == 0 {
+                return Ok(Some(Value::Bool(false)));
+            }
+            m.insert("type".into(), Value::String("object".into()));
+        }
+        Ok(Some(Value::Object(m)))
     }
 
     pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
@@ -745,7 +889,10 @@ impl<'a> Compiler<'a> {
             }
         }
         if values.is_empty() {
-            return Err(GrammarError::at_pointer(ptr, "no `enum`/`const` value satisfies the schema"));
+            // Satisfiable schemas can have unsatisfiable parts (an optional property, a
+            // branch); the empty alternative drops them, and lowering reports an empty whole.
+            self.warnings.push(format!("at {}: no `enum`/`const` value satisfies the schema", if ptr.is_empty() { "/" } else { ptr }));
+            return Ok(Self::never());
         }
         let alts: Vec<Expr> = values.iter().map(|v| self.literal(v, d)).collect();
         Ok(if alts.len() == 1 { alts.into_iter().next().unwrap() } else { Expr::Alt(alts) })
@@ -913,7 +1060,15 @@ impl<'a> Compiler<'a> {
         // or when its one variable part is a repeated single-character class.
         let h = if min.is_some() || max.is_some() {
             match constrain_length(&h, min.unwrap_or(0), max) {
-                Some(h) => h,
+                Some((h, exact)) => {
+                    if !exact {
+                        self.warnings.push(format!(
+                            "at {}: length bounds with `{kw}` are split between its repeated parts (a subset of the valid strings)",
+                            if ptr.is_empty() { "/" } else { ptr }
+                        ));
+                    }
+                    h
+                }
                 None => {
                     self.unsupported(ptr, if max.is_some() { "maxLength" } else { "minLength" }, format!("length bounds together with `{kw}`"))?;
                     h
@@ -1145,6 +1300,97 @@ impl<'a> Compiler<'a> {
             };
             named.push((r.clone(), s, true, join_ptr(ptr, "required")));
         }
+        // Presence constraints: anyOf/oneOf of required sets, dependencies, not-required.
+        let mut presence: Vec<Presence> = Vec::new();
+        if let Some(Value::Array(list)) = obj.get(PRESENCE_KEY) {
+            for e in list {
+                let sets: Vec<Vec<String>> = e["sets"]
+                    .as_array()
+                    .map(|a| a.iter().map(|s| s.as_array().map(|x| x.iter().filter_map(|n| n.as_str().map(str::to_string)).collect()).unwrap_or_default()).collect())
+                    .unwrap_or_default();
+                presence.push(if e["kind"] == "oneOf" { Presence::OneOf(sets) } else { Presence::AnyOf(sets) });
+            }
+        }
+        for kw in ["dependencies", "dependentRequired"] {
+            let Some(deps) = obj.get(kw) else { continue };
+            let Some(deps) = deps.as_object() else {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must be an object")));
+            };
+            for (a, v) in deps {
+                let set = match v {
+                    Value::Array(names) => names.iter().filter_map(|n| n.as_str().map(str::to_string)).collect(),
+                    v if is_trivially_true(v) => continue,
+                    v => match required_only(v) {
+                        Some(set) => set,
+                        None => {
+                            self.unsupported(ptr, kw, format!("schema dependency of `{a}` (only property lists are compiled)"))?;
+                            continue;
+                        }
+                    },
+                };
+                presence.push(Presence::Implies(a.clone(), set));
+            }
+        }
+        if let Some(set) = obj.get("not").and_then(required_only) {
+            presence.push(Presence::NotAll(set));
+        }
+        let mut tracked: Vec<String> = Vec::new();
+        {
+            let mut note = |n: &String| {
+                if !tracked.contains(n) {
+                    tracked.push(n.clone());
+                }
+            };
+            for c in &presence {
+                match c {
+                    Presence::OneOf(sets) | Presence::AnyOf(sets) => sets.iter().flatten().for_each(&mut note),
+                    Presence::Implies(a, set) => {
+                        note(a);
+                        set.iter().for_each(&mut note);
+                    }
+                    Presence::NotAll(set) => set.iter().for_each(&mut note),
+                }
+            }
+        }
+        if tracked.len() > 12 {
+            let kw = if obj.contains_key("dependencies") { "dependencies" } else { "oneOf" };
+            self.unsupported(ptr, kw, "presence constraints over more than 12 properties")?;
+            presence.clear();
+            tracked.clear();
+        }
+        // Tracked names that are not named yet become optional members (when allowed at all).
+        for t in &tracked {
+            if named.iter().any(|(k, ..)| k == t) {
+                continue;
+            }
+            let matching: Vec<Value> = patterns.iter().enumerate().filter(|(i, _)| matchers[*i].is_match(t)).map(|(_, (_, s))| s.clone()).collect();
+            let s = if !matching.is_empty() {
+                if matching.len() == 1 { matching[0].clone() } else { Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect()) }
+            } else if let Some(a) = &additional {
+                a.clone()
+            } else {
+                continue; // never present
+            };
+            named.push((t.clone(), s, false, join_ptr(ptr, "properties")));
+        }
+        tracked.retain(|t| named.iter().any(|(k, ..)| k == t));
+        let mask = |set: &[String]| -> Option<u32> {
+            let mut m = 0u32;
+            for n in set {
+                m |= 1 << tracked.iter().position(|t| t == n)?;
+            }
+            Some(m)
+        };
+        let constraints: Vec<PresenceMask> = presence
+            .iter()
+            .map(|c| match c {
+                Presence::OneOf(sets) => PresenceMask::OneOf(sets.iter().map(|s| mask(s)).collect()),
+                Presence::AnyOf(sets) => PresenceMask::AnyOf(sets.iter().map(|s| mask(s)).collect()),
+                Presence::Implies(a, set) => PresenceMask::Implies(mask(std::slice::from_ref(a)), mask(set)),
+                Presence::NotAll(set) => PresenceMask::NotAll(mask(set)),
+            })
+            .collect();
+
         let min_p = obj.get("minProperties").map(|v| as_u64(v, ptr, "minProperties")).transpose()?.unwrap_or(0);
         let max_p = obj.get("maxProperties").map(|v| as_u64(v, ptr, "maxProperties")).transpose()?;
         let n_required = named.iter().filter(|x| x.2).count() as u64;
@@ -1166,7 +1412,7 @@ impl<'a> Compiler<'a> {
             let mut covers_all = false;
             for (i, (p, s)) in patterns.iter().enumerate() {
                 let at = join_ptr(&pp_ptr, p);
-                let kind = match_all_kind(p);
+                let kind = match_all_kind(p).or_else(|| search_matches_everything(p).then_some(false));
                 if patterns.len() > 1 && !prefixes_disjoint(&patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>()) {
                     self.unsupported(ptr, "patternProperties", "several patterns that may overlap")?;
                     break;
@@ -1234,114 +1480,105 @@ impl<'a> Compiler<'a> {
             Some(Expr::Ref(id))
         };
 
-        // Member chain: state (k, c) = "members k.. still to decide, c written so far".
+        // Member chain: state (k, c, b) = "members k.. still to decide, c written so far
+        // (saturating unless maxProperties), b = which tracked properties are present".
         let n = named.len();
         let cap = max_p.unwrap_or(min_p.max(1)) as usize;
         let saturating = max_p.is_none();
         let next = |c: usize| if saturating { (c + 1).min(cap) } else { c + 1 };
         let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
-        if (n + 1).saturating_mul(cap + 1) > MAX_COUNT_STATES {
-            return Err(GrammarError::at_pointer(ptr, "too many properties × minProperties/maxProperties states").with_kind(ErrorKind::Limit));
+        let bit_of: Vec<u32> = named.iter().map(|x| tracked.iter().position(|t| *t == x.0).map_or(0, |i| 1u32 << i)).collect();
+        if (n + 1).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()) > MAX_COUNT_STATES {
+            return Err(GrammarError::at_pointer(ptr, "too many properties × minProperties/maxProperties/presence states").with_kind(ErrorKind::Limit));
         }
-        // Reachable states, forward.
-        let mut reach = vec![vec![false; cap + 1]; n + 1];
-        reach[0][0] = true;
-        for k in 0..n {
-            for c in 0..=cap {
-                if !reach[k][c] {
-                    continue;
-                }
+        type State = (usize, usize, u32);
+        // Explore: transitions (label: Some(member index) / None = extra member / end).
+        enum Step {
+            Member(usize, State),
+            Skip(State),
+            Extra(State),
+            End,
+        }
+        let mut steps: HashMap<State, Vec<Step>> = HashMap::new();
+        let mut work: Vec<State> = vec![(0, 0, 0)];
+        while let Some(st) = work.pop() {
+            if steps.contains_key(&st) {
+                continue;
+            }
+            let (k, c, b) = st;
+            let mut out = Vec::new();
+            if k < n {
                 if allowed(c) {
-                    reach[k + 1][next(c)] = true;
+                    out.push(Step::Member(k, (k + 1, next(c), b | bit_of[k])));
                 }
                 if !named[k].2 {
-                    reach[k + 1][c] = true;
+                    out.push(Step::Skip((k + 1, c, b)));
                 }
+            } else {
+                if c as u64 >= min_p && presence_ok(&constraints, b) {
+                    out.push(Step::End);
+                }
+                if extra.is_some() && allowed(c) {
+                    out.push(Step::Extra((n, next(c), b)));
+                }
+            }
+            for step in &out {
+                match step {
+                    Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) => work.push(*t),
+                    Step::End => {}
+                }
+            }
+            steps.insert(st, out);
+        }
+        // Productive states (some path to End), backwards to a fixed point.
+        let mut productive: std::collections::HashSet<State> = steps.iter().filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End))).map(|(s, _)| *s).collect();
+        loop {
+            let before = productive.len();
+            for (st, v) in &steps {
+                if !productive.contains(st)
+                    && v.iter().any(|x| matches!(x, Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) if productive.contains(t)))
+                {
+                    productive.insert(*st);
+                }
+            }
+            if productive.len() == before {
+                break;
             }
         }
-        let mut ids = vec![vec![None; cap + 1]; n + 1];
-        for k in 0..=n {
-            for c in 0..=cap {
-                if reach[k][c] {
-                    ids[k][c] = Some(self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?);
-                }
-            }
+        if !productive.contains(&(0, 0, 0)) {
+            self.warnings.push(format!("at {}: no object satisfies the property constraints", if ptr.is_empty() { "/" } else { ptr }));
+            return Ok(Self::never());
+        }
+        let mut ids: HashMap<State, RuleId> = HashMap::new();
+        let mut order: Vec<State> = productive.iter().copied().collect();
+        order.sort();
+        for st in &order {
+            ids.insert(*st, self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?);
         }
         let lead = self.lead(d);
         let sep = self.sep(d);
         let trail = self.trail(d);
         let empty = self.empty_inner(d);
-        for k in (0..=n).rev() {
-            for c in 0..=cap {
-                let Some(id) = ids[k][c] else { continue };
-                let pre = if c == 0 { lead.clone() } else { sep.clone() };
-                let mut alts = Vec::new();
-                if k < n {
-                    if allowed(c) {
-                        if let Some(next_id) = ids[k + 1][next(c)] {
-                            alts.push(Expr::Seq(vec![pre.clone(), member_exprs[k].clone(), Expr::Ref(next_id)]));
-                        }
+        for st in &order {
+            let (_, c, _) = *st;
+            let pre = if c == 0 { lead.clone() } else { sep.clone() };
+            let mut alts = Vec::new();
+            for step in &steps[st] {
+                match step {
+                    Step::Member(k, t) if productive.contains(t) => {
+                        alts.push(Expr::Seq(vec![pre.clone(), member_exprs[*k].clone(), Expr::Ref(ids[t])]));
                     }
-                    if !named[k].2 {
-                        if let Some(skip_id) = ids[k + 1][c] {
-                            alts.push(Expr::Ref(skip_id));
-                        }
+                    Step::Skip(t) if productive.contains(t) => alts.push(Expr::Ref(ids[t])),
+                    Step::Extra(t) if productive.contains(t) => {
+                        alts.push(Expr::Seq(vec![pre.clone(), extra.clone().unwrap(), Expr::Ref(ids[t])]));
                     }
-                } else {
-                    if c as u64 >= min_p {
-                        alts.push(if c == 0 { empty.clone() } else { trail.clone() });
-                    }
-                    if let Some(extra) = &extra {
-                        if allowed(c) {
-                            let nc = next(c);
-                            let target = match ids[n][nc] {
-                                Some(t) => t,
-                                None => {
-                                    let t = self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?;
-                                    ids[n][nc] = Some(t);
-                                    // Fill it now (its own successors already exist or loop).
-                                    t
-                                }
-                            };
-                            alts.push(Expr::Seq(vec![pre.clone(), extra.clone(), Expr::Ref(target)]));
-                        }
-                    }
-                }
-                self.rules[id.0 as usize].expr = Expr::Alt(alts);
-            }
-        }
-        // States (n, c) created on demand above for extras need bodies too.
-        if let Some(extra) = &extra {
-            let mut changed = true;
-            while changed {
-                changed = false;
-                for c in 0..=cap {
-                    let Some(id) = ids[n][c] else { continue };
-                    if !matches!(&self.rules[id.0 as usize].expr, Expr::Empty) {
-                        continue;
-                    }
-                    changed = true;
-                    let mut alts = Vec::new();
-                    if c as u64 >= min_p {
-                        alts.push(if c == 0 { empty.clone() } else { trail.clone() });
-                    }
-                    if allowed(c) {
-                        let nc = next(c);
-                        let target = match ids[n][nc] {
-                            Some(t) => t,
-                            None => {
-                                let t = self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?;
-                                ids[n][nc] = Some(t);
-                                t
-                            }
-                        };
-                        alts.push(Expr::Seq(vec![sep.clone(), extra.clone(), Expr::Ref(target)]));
-                    }
-                    self.rules[id.0 as usize].expr = Expr::Alt(alts);
+                    Step::End => alts.push(if c == 0 { empty.clone() } else { trail.clone() }),
+                    _ => {}
                 }
             }
+            self.rules[ids[st].0 as usize].expr = if alts.len() == 1 { alts.pop().unwrap() } else { Expr::Alt(alts) };
         }
-        let start = ids[0][0].expect("state (0, 0) is reachable");
+        let start = ids[&(0, 0, 0)];
         Ok(Expr::Seq(vec![Expr::Bytes(b"{".to_vec()), Expr::Ref(start), Expr::Bytes(b"}".to_vec())]))
     }
 
@@ -1435,6 +1672,25 @@ fn match_all_kind(p: &str) -> Option<bool> {
     }
 }
 
+/// Whether a pattern (searched, as JSON Schema does) matches every string: it has no end
+/// anchor and, after an optional start anchor, matches the empty string.
+fn search_matches_everything(p: &str) -> bool {
+    let Ok(t) = lexical::translate_ecma(p) else { return false };
+    let Ok(h) = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t) else { return false };
+    let any = lexical::hir("(?s:.)*");
+    let searched = lexical::anchor_search(&h, &any);
+    if lexical::has_look(&searched) {
+        return false;
+    }
+    // `.*` X `.*` with X matching "" is everything only if X was not end-anchored: then the
+    // search form ends with `.*` and starts with `.*` or X directly.
+    let body = t.strip_prefix('^').unwrap_or(&t);
+    if body.ends_with('$') {
+        return false;
+    }
+    regex_syntax::ParserBuilder::new().build().parse(body).is_ok_and(|b| b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty())
+}
+
 /// Whether anchored patterns start with literal prefixes no two of which are prefixes of each
 /// other (so no key matches two of them).
 fn prefixes_disjoint(patterns: &[&str]) -> bool {
@@ -1461,51 +1717,123 @@ fn prefixes_disjoint(patterns: &[&str]) -> bool {
     true
 }
 
-/// Restrict a decoded-string regex to lengths `min..=max` (characters), when that can be done
-/// exactly: the regex already implies the bounds, or it is a concatenation of fixed-length
-/// pieces around one repetition of a single-character class. `None` otherwise.
-fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<Hir> {
+/// Restrict a decoded-string regex to lengths `min..=max` (characters). The regex must be a
+/// concatenation of fixed-length pieces and repetitions of fixed-length pieces (or already
+/// imply the bounds). With one repetition the result is exact; with several, the length
+/// budget is split between them (a subset; `exact` is false). `None` when not expressible.
+fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> {
     use regex_syntax::hir::{HirKind, Repetition};
     let (lo, hi) = char_len(h);
     if lo >= min && hi.is_some_and(|h| max.is_none_or(|m| h <= m)) || (lo >= min && max.is_none()) {
-        return Some(h.clone());
+        return Some((h.clone(), true));
     }
-    let parts: Vec<Hir> = match h.kind() {
+    let unwrap = |h: &Hir| -> Hir {
+        match h.kind() {
+            HirKind::Capture(c) => (*c.sub).clone(),
+            _ => h.clone(),
+        }
+    };
+    let h = &unwrap(h);
+    if let HirKind::Alternation(branches) = h.kind() {
+        // Each branch on its own; branches that cannot meet the bounds are dropped.
+        let mut kept = Vec::new();
+        let mut exact = true;
+        for b in branches {
+            match constrain_length(b, min, max) {
+                Some((b2, e)) => {
+                    kept.push(b2);
+                    exact &= e;
+                }
+                None => {
+                    let (a, hb) = char_len(b);
+                    let impossible = max.is_some_and(|m| a > m) || hb.is_some_and(|x| x < min);
+                    if !impossible {
+                        return None;
+                    }
+                }
+            }
+        }
+        return if kept.is_empty() { None } else { Some((Hir::alternation(kept), exact)) };
+    }
+    let mut parts: Vec<Hir> = Vec::new();
+    let top: Vec<Hir> = match h.kind() {
         HirKind::Concat(v) => v.clone(),
         _ => vec![h.clone()],
     };
-    let mut fixed = 0u64;
-    let mut var = None;
+    for p in top {
+        match unwrap(&p).kind() {
+            HirKind::Concat(v) => parts.extend(v.iter().cloned()),
+            _ => parts.push(p),
+        }
+    }
+    // (index, repetition, width of one repetition)
+    let mut reps: Vec<(usize, Repetition, u64)> = Vec::new();
+    // Longest possible length of everything but the repetitions' optional parts.
+    let mut fixed_hi = 0u64;
+    let mut other_var = false;
     for (i, p) in parts.iter().enumerate() {
         let (a, b) = char_len(p);
         if Some(a) == b {
-            fixed += a;
+            fixed_hi += a;
             continue;
         }
-        if var.is_some() {
-            return None;
-        }
-        match p.kind() {
-            HirKind::Repetition(r) if matches!(r.sub.kind(), HirKind::Class(_)) || matches!(char_len(&r.sub), (1, Some(1))) => {
-                var = Some((i, r.clone()));
+        match unwrap(p).kind() {
+            HirKind::Repetition(r) => {
+                let (w, wmax) = char_len(&r.sub);
+                if wmax != Some(w) || w == 0 {
+                    return None;
+                }
+                fixed_hi += r.min as u64 * w;
+                reps.push((i, r.clone(), w));
             }
-            _ => return None,
+            _ => {
+                fixed_hi += b?;
+                other_var = true;
+            }
         }
     }
-    let (i, r) = var?;
-    let new_min = (min.saturating_sub(fixed)).max(r.min as u64);
-    let new_max = match (max.map(|m| m.checked_sub(fixed)), r.max) {
-        (Some(None), _) => return None,
-        (Some(Some(m)), Some(x)) => Some(m.min(x as u64)),
-        (Some(Some(m)), None) => Some(m),
-        (None, x) => x.map(|x| x as u64),
-    };
-    if new_max.is_some_and(|x| x < new_min) || new_min > u32::MAX as u64 || new_max.is_some_and(|x| x > 100_000) {
+    if reps.is_empty() {
         return None;
     }
-    let mut parts = parts;
-    parts[i] = Hir::repetition(Repetition { min: new_min as u32, max: new_max.map(|x| x as u32), greedy: true, sub: r.sub });
-    Some(Hir::concat(parts))
+    let k = reps.len() as u64;
+    let mut new_bounds: Vec<(u64, Option<u64>)> = reps.iter().map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64))).collect();
+    if let Some(m) = max {
+        if fixed_hi > m {
+            return None;
+        }
+        let slack = m - fixed_hi;
+        for (j, (_, r, w)) in reps.iter().enumerate() {
+            let share = if j == 0 { slack - (k - 1) * (slack / k) } else { slack / k };
+            let extra = share / w;
+            let cap = r.min as u64 + extra;
+            new_bounds[j].1 = Some(new_bounds[j].1.map_or(cap, |x| x.min(cap)));
+        }
+    }
+    // Lengthen the minimum where needed, first repetition first.
+    let mut deficit = min.saturating_sub(lo);
+    for (j, (_, _, w)) in reps.iter().enumerate() {
+        if deficit == 0 {
+            break;
+        }
+        let room = new_bounds[j].1.map_or(u64::MAX, |x| x - new_bounds[j].0);
+        let add = deficit.div_ceil(*w).min(room);
+        new_bounds[j].0 += add;
+        deficit = deficit.saturating_sub(add * w);
+    }
+    if deficit > 0 {
+        return None;
+    }
+    for (j, (i, r, _)) in reps.iter().enumerate() {
+        let (a, b) = new_bounds[j];
+        if b.is_some_and(|b| b < a || b > 100_000) || a > 100_000 {
+            return None;
+        }
+        parts[*i] = Hir::repetition(Repetition { min: a as u32, max: b.map(|x| x as u32), greedy: true, sub: r.sub.clone() });
+    }
+    let out = Hir::concat(parts);
+    let (lo2, hi2) = char_len(&out);
+    let within = lo2 >= min && max.is_none_or(|m| hi2.is_some_and(|h| h <= m));
+    within.then_some((out, k == 1 && !other_var))
 }
 
 /// Length range in characters of a decoded-string regex.

@@ -10,9 +10,9 @@
 //! 2. **Promotion** (the engine's speed depends on it: fewer, longer terminals). A rule
 //!    becomes ONE terminal, used wherever the rule is referenced, when it is
 //!    - [`RuleKind::Lexical`] (it must then be regular, else an error), or
-//!    - regular and *token-like*: at its top level (the items of its top alternatives) it
-//!      has no literal of two or more bytes and no reference to a rule that is not itself
-//!      promoted, and its DFA stays under [`PROMOTION_DFA_LIMIT`] bytes. So `string`,
+//!    - regular and *token-like*: every rule it refers to is promoted, no literal of two or
+//!      more bytes sits at a structural position (reachable from the top through sequences,
+//!      alternatives, groups and `?` — not inside `*`/`+`/`{m,n}`), and its DFA stays under [`PROMOTION_DFA_LIMIT`] bytes. So `string`,
 //!      `number`, `ws`, `identifier`, `[0-9]+` become one terminal each, while a fixed
 //!      record like `"{" ws "\"name\":" ws string "}"` stays a sequence at the parser level
 //!      (keywords and punctuation are the natural token boundaries).
@@ -191,8 +191,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                 Some((prefixes, bases)) => (|| {
                     let prefixes = prefixes.iter().map(|e| expr_to_hir(e, &lookup)).collect::<Option<Vec<_>>>()?;
                     let bases = bases.iter().map(|e| expr_to_hir(e, &lookup)).collect::<Option<Vec<_>>>()?;
-                    let star = Hir::repetition(Repetition { min: 0, max: None, greedy: true, sub: Box::new(Hir::alternation(prefixes)) });
-                    Some(Hir::concat(vec![star, Hir::alternation(bases)]))
+                    Some(concat(vec![repetition(alternation(prefixes), 0, None), alternation(bases)]))
                 })(),
             }
         };
@@ -204,10 +203,13 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             too_big[r] = true;
             continue;
         }
+        if is_fail(&hir) && reachable[r] {
+            warnings.push(format!("rule `{}` derives no string (it never terminates)", rule.name));
+        }
         let promote = match rule.kind {
             RuleKind::Lexical => true,
             RuleKind::Syntactic => {
-                opts.promote && token_like(&rule.expr, &promoted) && build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok()
+                opts.promote && token_like(&rule.expr, RuleId(r as u32), &promoted) && build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok()
             }
         };
         promoted[r] = promote;
@@ -277,7 +279,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                 None => return Err(GrammarError::whole("%ignore expressions must be regular")),
             }
         }
-        let ign = Hir::repetition(Repetition { min: 1, max: None, greedy: true, sub: Box::new(Hir::alternation(alts)) });
+        let ign = repetition(alternation(alts), 1, None);
         if let Some(ign_sym) = b.piece(ign, "IGNORE", false) {
             let ign_opt = b.nt_opt_of(ign_sym);
             let ign_prods: Vec<NonterminalId> = match ign_opt {
@@ -318,18 +320,70 @@ fn collect_refs(e: &Expr, f: &mut impl FnMut(RuleId)) {
 }
 
 /// The HIR of `e`, with references resolved by `lookup` (`None` if some reference has none).
+/// The result is *normalized* (see [`normalize`]).
 fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir> {
     Some(match e {
         Expr::Empty => Hir::empty(),
         Expr::Bytes(b) => Hir::literal(b.clone()),
-        Expr::Regex(h) => h.clone(),
+        Expr::Regex(h) => normalize(h),
         Expr::Ref(r) => lookup(*r)?,
-        Expr::Seq(v) => Hir::concat(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
-        Expr::Alt(v) => Hir::alternation(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
-        Expr::Repeat { expr, min, max } => {
-            Hir::repetition(Repetition { min: *min, max: *max, greedy: true, sub: Box::new(expr_to_hir(expr, lookup)?) })
-        }
+        Expr::Seq(v) => concat(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
+        Expr::Alt(v) => alternation(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
+        Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
     })
+}
+
+/// Does `h` match nothing? Exact for normalized HIR: there an empty language only occurs as
+/// the whole expression (`regex-syntax`'s own length properties give up on alternatives
+/// with an empty branch, so we remove those branches).
+pub(crate) fn is_fail(h: &Hir) -> bool {
+    match h.kind() {
+        HirKind::Class(regex_syntax::hir::Class::Unicode(c)) => c.ranges().is_empty(),
+        HirKind::Class(regex_syntax::hir::Class::Bytes(c)) => c.ranges().is_empty(),
+        _ => false,
+    }
+}
+
+/// Does `h` match only the empty string (exact for normalized, non-failing HIR)?
+fn is_epsilon_only(h: &Hir) -> bool {
+    h.properties().maximum_len() == Some(0)
+}
+
+fn concat(v: Vec<Hir>) -> Hir {
+    if v.iter().any(is_fail) {
+        return Hir::fail();
+    }
+    Hir::concat(v.into_iter().filter(|h| !matches!(h.kind(), HirKind::Empty)).collect())
+}
+
+fn alternation(v: Vec<Hir>) -> Hir {
+    Hir::alternation(v.into_iter().filter(|h| !is_fail(h)).collect())
+}
+
+fn repetition(sub: Hir, min: u32, max: Option<u32>) -> Hir {
+    if max == Some(0) || (is_fail(&sub) && min == 0) || is_epsilon_only(&sub) {
+        return Hir::empty();
+    }
+    if is_fail(&sub) {
+        return Hir::fail();
+    }
+    if min == 1 && max == Some(1) {
+        return sub;
+    }
+    Hir::repetition(Repetition { min, max, greedy: true, sub: Box::new(sub) })
+}
+
+/// Rebuild `h` so that empty-language parts only appear as the whole expression and
+/// ε-only repetitions disappear; captures are dropped (meaningless here). Recursion depth
+/// is bounded by the front ends' nesting limits.
+pub(crate) fn normalize(h: &Hir) -> Hir {
+    match h.kind() {
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => h.clone(),
+        HirKind::Capture(c) => normalize(&c.sub),
+        HirKind::Repetition(r) => repetition(normalize(&r.sub), r.min, r.max),
+        HirKind::Concat(v) => concat(v.iter().map(normalize).collect()),
+        HirKind::Alternation(v) => alternation(v.iter().map(normalize).collect()),
+    }
 }
 
 /// Split a rule body that refers to `me` only in tail position into the prefixes α with
@@ -407,24 +461,24 @@ fn hir_size(h: &Hir) -> usize {
     n
 }
 
-/// Token-like rule body: no multi-byte literal and no reference to a non-promoted rule at
-/// the top level (items of the top-level alternatives).
-fn token_like(body: &Expr, promoted: &[bool]) -> bool {
-    let alts: &[Expr] = match body {
-        Expr::Alt(v) => v,
-        e => std::slice::from_ref(e),
-    };
-    alts.iter().all(|alt| {
-        let items: &[Expr] = match alt {
-            Expr::Seq(v) => v,
-            e => std::slice::from_ref(e),
-        };
-        items.iter().all(|item| match item {
-            Expr::Bytes(b) => b.len() < 2,
-            Expr::Ref(r) => promoted[r.0 as usize],
-            _ => true,
-        })
-    })
+/// Token-like rule body: every reference names a promoted rule, and no literal of two or
+/// more bytes sits at a *structural* position (reachable from the top through sequences,
+/// alternatives, groups and `?`, but not through `*`/`+`/counted repetition, where literals
+/// such as `"\\u"` are part of a token's spelling).
+fn token_like(body: &Expr, me: RuleId, promoted: &[bool]) -> bool {
+    let mut all_refs_promoted = true;
+    // Self references are right-linear here (the rule is regular), so they are fine.
+    collect_refs(body, &mut |r| all_refs_promoted &= r == me || promoted[r.0 as usize]);
+    all_refs_promoted && !has_structural_keyword(body)
+}
+
+fn has_structural_keyword(e: &Expr) -> bool {
+    match e {
+        Expr::Bytes(b) => b.len() >= 2,
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().any(has_structural_keyword),
+        Expr::Repeat { expr, max: Some(1), .. } => has_structural_keyword(expr),
+        Expr::Repeat { .. } | Expr::Empty | Expr::Regex(_) | Expr::Ref(_) => false,
+    }
 }
 
 struct Builder<'a> {
@@ -507,10 +561,11 @@ impl<'a> Builder<'a> {
 
     /// A regular piece as a symbol: `None` = ε only; optional wrapper when nullable.
     fn piece(&mut self, hir: Hir, name: &str, _top: bool) -> Option<Symbol> {
-        let props = hir.properties();
-        let Some(min) = props.minimum_len() else {
+        if is_fail(&hir) {
             return Some(self.fail());
-        };
+        }
+        let props = hir.properties();
+        let min = props.minimum_len().expect("normalized, non-failing HIR has a minimum length");
         if props.maximum_len() == Some(0) {
             return None;
         }
@@ -601,7 +656,6 @@ impl<'a> Builder<'a> {
                     return Ok(None);
                 }
                 let name = self.helper_name(rule, "rep");
-                let nt = self.new_nt(name.clone());
                 let mut rhs = vec![inner; *min as usize];
                 match max {
                     None => {
@@ -622,6 +676,11 @@ impl<'a> Builder<'a> {
                         rhs.extend(tail);
                     }
                 }
+                if *min == 0 && rhs.len() == 1 {
+                    // `x*` / `x{0,n}`: the star or chain itself, no unit rule around it.
+                    return Ok(rhs.pop());
+                }
+                let nt = self.new_nt(name);
                 self.productions.push(Production { lhs: nt, rhs });
                 Ok(Some(Symbol::Nonterminal(nt)))
             }

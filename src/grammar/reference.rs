@@ -48,10 +48,18 @@ struct Scan {
     origin: u32,
 }
 
+/// One Earley set, indexed by the symbol each item waits for (completion looks items up
+/// by symbol, so long right-recursive chains stay quadratic, not cubic).
+#[derive(Debug, Default)]
+struct ItemSet {
+    items: Vec<Item>,
+    waiting: HashMap<Symbol, Vec<Item>>,
+}
+
 /// The recognizer's state after some bytes (cheap to clone: item sets are shared).
 #[derive(Clone, Debug)]
 pub struct RefState {
-    sets: Vec<Rc<Vec<Item>>>,
+    sets: Vec<Rc<ItemSet>>,
     scans: Vec<Scan>,
 }
 
@@ -174,7 +182,7 @@ impl ReferenceRecognizer {
     }
 
     /// Complete the item set at position `n` (= `sets.len()`) from `seed`, then start scans.
-    fn close(&self, sets: &[Rc<Vec<Item>>], seed: Vec<Item>) -> (Vec<Item>, Vec<Scan>) {
+    fn close(&self, sets: &[Rc<ItemSet>], seed: Vec<Item>) -> (ItemSet, Vec<Scan>) {
         let n = sets.len() as u32;
         let mut seen: HashSet<Item> = HashSet::new();
         let mut items: Vec<Item> = Vec::new();
@@ -190,10 +198,8 @@ impl ReferenceRecognizer {
                     // Aycock–Horspool rule at prediction time.
                     if item.origin < n {
                         let lhs = self.grammar.productions[item.prod as usize].lhs;
-                        for waiting in sets[item.origin as usize].iter() {
-                            if self.next_symbol(waiting) == Some(Symbol::Nonterminal(lhs)) {
-                                work.push(Item { dot: waiting.dot + 1, ..*waiting });
-                            }
+                        if let Some(ws) = sets[item.origin as usize].waiting.get(&Symbol::Nonterminal(lhs)) {
+                            work.extend(ws.iter().map(|w| Item { dot: w.dot + 1, ..*w }));
                         }
                     }
                 }
@@ -208,16 +214,20 @@ impl ReferenceRecognizer {
                 Some(Symbol::Terminal(_)) => {}
             }
         }
-        let mut started: HashSet<TerminalId> = HashSet::new();
+        let mut waiting: HashMap<Symbol, Vec<Item>> = HashMap::new();
         let mut scans = Vec::new();
         for item in &items {
-            if let Some(Symbol::Terminal(t)) = self.next_symbol(item) {
-                if started.insert(t) {
-                    scans.push(Scan { terminal: t, state: self.automata[t.0 as usize].start, origin: n });
+            if let Some(sym) = self.next_symbol(item) {
+                let entry = waiting.entry(sym).or_default();
+                if entry.is_empty() {
+                    if let Symbol::Terminal(t) = sym {
+                        scans.push(Scan { terminal: t, state: self.automata[t.0 as usize].start, origin: n });
+                    }
                 }
+                entry.push(*item);
             }
         }
-        (items, scans)
+        (ItemSet { items, waiting }, scans)
     }
 
     /// The state before any byte.
@@ -238,10 +248,8 @@ impl ReferenceRecognizer {
                 continue;
             }
             if TerminalAutomaton::eof_match(&a.dfa, next) {
-                for waiting in s.sets[scan.origin as usize].iter() {
-                    if self.next_symbol(waiting) == Some(Symbol::Terminal(scan.terminal)) {
-                        seed.push(Item { dot: waiting.dot + 1, ..*waiting });
-                    }
+                if let Some(ws) = s.sets[scan.origin as usize].waiting.get(&Symbol::Terminal(scan.terminal)) {
+                    seed.extend(ws.iter().map(|w| Item { dot: w.dot + 1, ..*w }));
                 }
             }
             kept.push(Scan { state: next, ..*scan });
@@ -262,7 +270,7 @@ impl ReferenceRecognizer {
     /// Are the bytes so far a sentence of `L(G)`?
     pub fn is_accepting(&self, s: &RefState) -> bool {
         let last = s.sets.last().expect("at least one set");
-        last.iter().any(|item| {
+        last.items.iter().any(|item| {
             item.origin == 0 && self.next_symbol(item).is_none() && self.grammar.productions[item.prod as usize].lhs == self.grammar.start
         })
     }

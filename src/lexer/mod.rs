@@ -77,6 +77,9 @@ impl TerminalDfa {
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
+                    // A terminal is a language, not a search: keep every alternative alive
+                    // (leftmost-first would drop `[1-9][0-9]*` once `[0-9]` has matched).
+                    .match_kind(regex_automata::MatchKind::All)
                     .start_kind(StartKind::Anchored)
                     .minimize(false)
                     .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))

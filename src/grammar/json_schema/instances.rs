@@ -72,9 +72,18 @@ impl<'a> Generator<'a> {
             return self.generate(t, depth + 1);
         }
         if let Some(Value::Array(all)) = m.get("allOf") {
-            // Best effort: the first branch that has a type.
-            let b = all.iter().find(|b| b.get("type").is_some()).or(all.first())?.clone();
-            return self.generate(&b, depth + 1);
+            // Best effort: a naive deep merge of the branches (and the siblings).
+            let mut merged = m.clone();
+            merged.remove("allOf");
+            let mut acc = Value::Object(merged);
+            for b in all {
+                let b = match b.get("$ref").and_then(Value::as_str) {
+                    Some(r) => self.resolve(r)?.clone(),
+                    None => b.clone(),
+                };
+                naive_merge(&mut acc, &b);
+            }
+            return self.generate(&acc, depth + 1);
         }
         for kw in ["anyOf", "oneOf"] {
             if let Some(Value::Array(list)) = m.get(kw) {
@@ -459,6 +468,35 @@ impl<'a> Generator<'a> {
                 out.push('}');
             }
             x => out.push_str(&x.to_string()),
+        }
+    }
+}
+
+fn naive_merge(acc: &mut Value, b: &Value) {
+    let (Value::Object(a), Value::Object(b)) = (acc, b) else { return };
+    for (k, v) in b {
+        match (a.get_mut(k), v) {
+            (Some(Value::Array(x)), Value::Array(y)) if k == "required" => {
+                for r in y {
+                    if !x.contains(r) {
+                        x.push(r.clone());
+                    }
+                }
+            }
+            (Some(x @ Value::Object(_)), Value::Object(_)) if k == "properties" => {
+                let Value::Object(xm) = x else { unreachable!() };
+                for (pk, pv) in v.as_object().unwrap() {
+                    match xm.get_mut(pk) {
+                        Some(existing) => naive_merge(existing, pv),
+                        None => {
+                            xm.insert(pk.clone(), pv.clone());
+                        }
+                    }
+                }
+            }
+            _ => {
+                a.insert(k.clone(), v.clone());
+            }
         }
     }
 }

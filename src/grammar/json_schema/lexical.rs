@@ -540,14 +540,60 @@ pub fn has_look(h: &Hir) -> bool {
 /// search). `any` is "any string" in the target alphabet. Other look-arounds are left in
 /// place for the caller to reject.
 pub fn anchor_search(h: &Hir, any: &Hir) -> Hir {
+    // (Branches are kept in a list: `Hir::alternation` would factor the anchors back out.)
+    let mut branches = Vec::new();
+    distribute_anchored_alternations(h, 0, &mut branches);
+    Hir::alternation(branches.iter().map(|b| anchor_search_inner(b, any)).collect())
+}
+
+/// `^(?:a$|b$)` and the like: push a concatenation into a first or last alternation that
+/// holds anchors, so that every anchor ends up at the edge of a top-level branch.
+fn distribute_anchored_alternations(h: &Hir, depth: usize, out: &mut Vec<Hir>) {
+    use regex_syntax::hir::HirKind;
+    if depth > 8 || out.len() > 256 {
+        out.push(h.clone());
+        return;
+    }
+    match h.kind() {
+        HirKind::Capture(c) if has_look(&c.sub) => distribute_anchored_alternations(&c.sub, depth + 1, out),
+        HirKind::Alternation(bs) => {
+            for b in bs {
+                distribute_anchored_alternations(b, depth + 1, out);
+            }
+        }
+        HirKind::Concat(parts) => {
+            let strip = |p: &Hir| -> Hir {
+                match p.kind() {
+                    HirKind::Capture(c) => (*c.sub).clone(),
+                    _ => p.clone(),
+                }
+            };
+            for (i, p) in parts.iter().enumerate() {
+                let inner = strip(p);
+                if let HirKind::Alternation(bs) = inner.kind() {
+                    if bs.iter().any(has_look) && bs.len() <= 64 {
+                        for b in bs {
+                            let mut v = parts[..i].to_vec();
+                            v.push(b.clone());
+                            v.extend_from_slice(&parts[i + 1..]);
+                            distribute_anchored_alternations(&Hir::concat(v), depth + 1, out);
+                        }
+                        return;
+                    }
+                }
+            }
+            out.push(h.clone());
+        }
+        _ => out.push(h.clone()),
+    }
+}
+
+fn anchor_search_inner(h: &Hir, any: &Hir) -> Hir {
     use regex_syntax::hir::HirKind;
     let is_start = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::Start) | HirKind::Look(Look::StartLF));
     let is_end = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::End) | HirKind::Look(Look::EndLF));
     match h.kind() {
-        HirKind::Alternation(branches) => {
-            Hir::alternation(branches.iter().map(|b| anchor_search(b, any)).collect())
-        }
-        HirKind::Capture(c) => anchor_search(&c.sub, any),
+        HirKind::Capture(c) => anchor_search_inner(&c.sub, any),
         _ => {
             let mut parts: Vec<Hir> = match h.kind() {
                 HirKind::Concat(v) => v.clone(),
@@ -557,7 +603,7 @@ pub fn anchor_search(h: &Hir, any: &Hir) -> Hir {
             if parts.len() == 1 {
                 if let HirKind::Capture(c) = parts[0].kind() {
                     if has_look(&c.sub) {
-                        return anchor_search(&c.sub, any);
+                        return anchor_search_inner(&c.sub, any);
                     }
                 }
             }
@@ -749,9 +795,14 @@ mod tests {
 
     #[test]
     fn ecma_translation() {
-        assert_eq!(translate_ecma(r"^\d+\/x$").unwrap(), r"^[0-9]+\/x$");
+        assert_eq!(translate_ecma(r"^\d+\/x$").unwrap(), r"^[0-9]+/x$");
         assert!(translate_ecma(r"(a)\1").is_err());
         assert!(translate_ecma(r"(?=a)").is_err());
+        let any = hir("(?s:.)*");
+        let h = anchor_search(&hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap()), &any);
+        assert!(!has_look(&h), "{:?} -> {h:?}", hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap()));
+        let h = anchor_search(&hir(&translate_ecma(r"^(?:ab|cd$)").unwrap()), &any);
+        assert!(!has_look(&h));
         let t = translate_ecma(r"[\w-]+").unwrap();
         assert!(full(&t).is_match("a-b_c"));
     }

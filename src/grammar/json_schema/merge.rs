@@ -191,6 +191,12 @@ fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value,
             a.insert(k, vb);
             continue;
         };
+        if k == super::PRESENCE_KEY {
+            let mut list = va.as_array().cloned().unwrap_or_default();
+            list.extend(vb.as_array().cloned().unwrap_or_default());
+            a.insert(k, Value::Array(list));
+            continue;
+        }
         if va == vb || ANNOTATIONS.contains(&k.as_str()) || !is_keyword(&k) {
             continue;
         }

@@ -1,0 +1,218 @@
+//! Decoding methods behind one entry point: DOMINO and the baselines it is compared with.
+//!
+//! # Overview
+//! A [`Decoder`] is built once per grammar and model from a [`DecoderConfig`] (what the CLI
+//! flags say) and then runs any number of generations with [`Decoder::generate`]:
+//! - `none`: the unconstrained loop ([`super::generate`]);
+//! - `domino`: the engine at lookahead `k` (default ∞, minimally invasive), optionally
+//!   opportunistic and speculative ([`super::constrained`]);
+//! - `naive`: the engine at `k = 0` (no bridge tokens) — the paper's Fig. 1;
+//! - `template`: the engine with forced text appended without the model (guidance-style);
+//! - `llama-grammar`: llama.cpp's GBNF sampler ([`super::baselines`]). GBNF text comes from
+//!   a `.gbnf` file as written, or is printed from the parsed grammar
+//!   ([`crate::grammar::print::to_gbnf`]); a constraint GBNF cannot express is an error.
+//!
+//! The draft counts live in the decoder, so they keep learning across generations, and are
+//! loaded from / saved to `--draft-stats` by [`Decoder::new`] / [`Decoder::save_draft_stats`].
+
+use super::baselines::generate_llama_grammar;
+use super::constrained::{EngineDecodeOptions, generate_constrained};
+use super::draft_model::DraftModel;
+use super::{GenerationRequest, GenerationResult, generate};
+use crate::engine::{CompiledGrammar, Constraint, Options};
+use crate::grammar::{CompileOptions, GrammarError, GrammarSource};
+use crate::runtime::{Model, Session};
+use crate::vocab::TokenId;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The default speculative draft length (see the README's measurements: on SmolLM2 a
+/// decode of 4 tokens costs 3.2× one, so short confident drafts are what pays).
+pub const DEFAULT_DRAFT: usize = 4;
+/// The default smallest count probability for a drafted token.
+pub const DEFAULT_DRAFT_THRESHOLD: f32 = 0.8;
+
+/// A decoding method (`--method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// DOMINO: minimally invasive masks (lookahead `--k`, default ∞).
+    Domino,
+    /// Unconstrained.
+    None,
+    /// llama.cpp's own GBNF grammar sampler (sample, check, resample on rejection).
+    LlamaGrammar,
+    /// The engine at k = 0: tokens may not bridge terminals.
+    Naive,
+    /// Guidance-style: forced text is tokenized and appended without the model.
+    Template,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Domino => "domino",
+            Method::None => "none",
+            Method::LlamaGrammar => "llama-grammar",
+            Method::Naive => "naive",
+            Method::Template => "template",
+        }
+    }
+}
+
+/// Everything a decoder is built from.
+#[derive(Clone, Debug)]
+pub struct DecoderConfig {
+    pub method: Method,
+    /// The constraint (required unless `method` is `none`).
+    pub source: Option<GrammarSource>,
+    pub compile: CompileOptions,
+    /// Lookahead `k` for `domino` and `template` (`None` = ∞); `naive` is always 0.
+    pub k: Option<u32>,
+    pub opportunistic: bool,
+    pub draft: usize,
+    pub draft_threshold: f32,
+    pub draft_stats: Option<PathBuf>,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            method: Method::Domino,
+            source: None,
+            compile: CompileOptions::default(),
+            k: None,
+            opportunistic: false,
+            draft: 0,
+            draft_threshold: DEFAULT_DRAFT_THRESHOLD,
+            draft_stats: None,
+        }
+    }
+}
+
+enum Kind {
+    Unconstrained,
+    Engine { grammar: Arc<CompiledGrammar>, lookahead: Option<u32>, opts: EngineDecodeOptions },
+    LlamaGrammar { gbnf: String, root: String },
+}
+
+/// A method ready to generate (see the module doc).
+pub struct Decoder {
+    method: Method,
+    kind: Kind,
+    drafts: DraftModel,
+    draft_stats: Option<PathBuf>,
+}
+
+/// FNV-1a over bytes: a stable key for draft statistics.
+fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+impl Decoder {
+    /// Compile the constraint for `model` and load the draft statistics.
+    pub fn new(config: &DecoderConfig, model: &Model) -> anyhow::Result<Decoder> {
+        let method = config.method;
+        if !(0.0..=1.0).contains(&config.draft_threshold) {
+            return Err(crate::cli::UsageError(format!("--draft-threshold must be in [0, 1], got {}", config.draft_threshold)).into());
+        }
+        let source = match (&config.source, method) {
+            (_, Method::None) => None,
+            (Some(s), _) => Some(s),
+            (None, m) => {
+                return Err(crate::cli::UsageError(format!(
+                    "--method {} needs a constraint: --grammar FILE, --schema FILE, --regex RE or --json",
+                    m.as_str()
+                ))
+                .into());
+            }
+        };
+        let vocab = model.vocabulary();
+        let mut key = fnv1a(&vocab.fingerprint().to_le_bytes(), 0xcbf29ce484222325);
+        let kind = match (method, source) {
+            (Method::None, _) | (_, None) => Kind::Unconstrained,
+            (Method::LlamaGrammar, Some(source)) => {
+                let (gbnf, root) = match source {
+                    GrammarSource::Gbnf(text) => (text.clone(), config.compile.start.clone().unwrap_or_else(|| "root".into())),
+                    other => {
+                        let def = other.parse(&config.compile)?;
+                        let gbnf = crate::grammar::print::to_gbnf(&def).map_err(|e| {
+                            GrammarError::whole(format!("this constraint cannot be expressed in GBNF for llama.cpp: {e}"))
+                        })?;
+                        (gbnf, "root".to_string())
+                    }
+                };
+                Kind::LlamaGrammar { gbnf, root }
+            }
+            (m, Some(source)) => {
+                let ir = source.compile(&config.compile)?;
+                key = fnv1a(format!("{source:?}{:?}", config.compile).as_bytes(), key);
+                let t0 = std::time::Instant::now();
+                let grammar = CompiledGrammar::new(ir).map_err(|e| GrammarError::whole(format!("cannot compile the grammar: {e}")))?;
+                crate::log!(1, "grammar compiled in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
+                let lookahead = if m == Method::Naive { Some(0) } else { config.k };
+                let opts = EngineDecodeOptions {
+                    opportunistic: config.opportunistic,
+                    draft: config.draft,
+                    draft_threshold: config.draft_threshold,
+                    template: m == Method::Template,
+                };
+                Kind::Engine { grammar, lookahead, opts }
+            }
+        };
+        let drafts = match &config.draft_stats {
+            Some(p) if matches!(kind, Kind::Engine { .. }) => DraftModel::load(p, key)?,
+            _ => DraftModel::new(key),
+        };
+        Ok(Decoder { method, kind, drafts, draft_stats: config.draft_stats.clone() })
+    }
+
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The draft counts learned so far.
+    pub fn draft_model(&self) -> &DraftModel {
+        &self.drafts
+    }
+
+    /// A fresh constraint for this decoder's grammar (engine methods only).
+    pub fn constraint(&self, model: &Model) -> anyhow::Result<Option<Constraint>> {
+        match &self.kind {
+            Kind::Engine { grammar, lookahead, .. } => {
+                let opts = Options { lookahead: *lookahead, ..Options::default() };
+                Ok(Some(Constraint::new(grammar, &model.vocabulary(), opts)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// One generation from `request.prompt` in `session`.
+    pub fn generate(
+        &mut self,
+        session: &mut Session<'_>,
+        request: &GenerationRequest,
+        on_token: &mut dyn FnMut(TokenId, &[u8]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<GenerationResult> {
+        match &self.kind {
+            Kind::Unconstrained => generate(session, request, on_token),
+            Kind::LlamaGrammar { gbnf, root } => generate_llama_grammar(session, request, gbnf, root, on_token),
+            Kind::Engine { opts, .. } => {
+                let opts = opts.clone();
+                let mut constraint = self.constraint(session.model())?.expect("engine kind");
+                generate_constrained(session, request, &mut constraint, &mut self.drafts, &opts, on_token)
+            }
+        }
+    }
+
+    /// Save the draft counts to `--draft-stats` (when given and the method uses the engine).
+    pub fn save_draft_stats(&self) -> anyhow::Result<()> {
+        if let (Some(p), Kind::Engine { .. }) = (&self.draft_stats, &self.kind) {
+            self.drafts.save(p)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! Oracle tests with a real vocabulary (SmolLM2's 49k byte-level BPE tokens): on random walks
+//! through JSON, a GSM8K-shaped JSON grammar and the shipped C grammar, the k = ∞ mask equals
+//! the brute-force set computed by the reference recognizer over **all** tokens (a walk over
+//! the vocabulary's byte trie shares the work of common prefixes). Fails loudly when the
+//! tokenizer file is missing.
+
+use domino::engine::trie::VocabTrie;
+use domino::engine::{CompiledGrammar, Constraint, Options};
+use domino::grammar::GrammarSource;
+use domino::grammar::reference::{RefState, ReferenceRecognizer};
+use domino::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn shared(rel: &str) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    root.ancestors()
+        .map(|a| a.join("shared").join(rel))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("missing ../shared/{rel} next to the repository"))
+}
+
+fn smollm2() -> Arc<Vocabulary> {
+    Arc::new(tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap())
+}
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545F4914F6CDD1D) % n as u64) as usize
+    }
+}
+
+/// Brute force over every token via the vocabulary trie.
+fn oracle_mask(r: &ReferenceRecognizer, state: &RefState, vocab: &Vocabulary, trie: &VocabTrie) -> TokenSet {
+    let mut m = TokenSet::new(vocab.len());
+    let mut stack: Vec<RefState> = vec![state.clone()];
+    let mut i = 0;
+    while i < trie.nodes.len() {
+        let n = trie.nodes[i];
+        stack.truncate(n.depth as usize);
+        match r.feed(&stack[n.depth as usize - 1], n.byte) {
+            None => {
+                i = n.next as usize;
+                continue;
+            }
+            Some(s) => {
+                if r.is_viable(&s) {
+                    for &t in &trie.tokens[n.tok_start as usize..n.tok_end as usize] {
+                        m.insert(t);
+                    }
+                }
+                stack.push(s);
+            }
+        }
+        i += 1;
+    }
+    if r.is_accepting(state) {
+        for &e in vocab.eog_tokens() {
+            m.insert(e);
+        }
+    }
+    m
+}
+
+/// Random walks; tokens are drawn from the mask, preferring those of a sample document so
+/// walks go deep into realistic states.
+fn check_walks(gbnf: &str, docs: &[&str], walks: usize, steps: usize) {
+    let vocab = smollm2();
+    let trie = VocabTrie::new(&vocab);
+    let g = GrammarSource::Gbnf(gbnf.into()).compile(&Default::default()).unwrap();
+    let grammar = CompiledGrammar::new(g).unwrap();
+    let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut mask = TokenSet::new(vocab.len());
+    for w in 0..walks {
+        let doc = vocab.tokenize(docs[w % docs.len()]).unwrap();
+        let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+        let mut state = r.start();
+        let mut text = Vec::new();
+        for step in 0..steps {
+            c.compute_mask(&mut mask);
+            let want = oracle_mask(&r, &state, &vocab, &trie);
+            if mask != want {
+                let show = |a: &TokenSet, b: &TokenSet| -> Vec<String> {
+                    a.iter().filter(|t| !b.contains(*t)).take(10).map(|t| format!("{:?}", String::from_utf8_lossy(vocab.bytes(t)))).collect()
+                };
+                panic!(
+                    "walk {w} step {step} after {:?}: engine-only {:?} oracle-only {:?}",
+                    String::from_utf8_lossy(&text),
+                    show(&mask, &want),
+                    show(&want, &mask)
+                );
+            }
+            // Follow the document while it is allowed, else a random allowed token.
+            let pick = match doc.get(step) {
+                Some(&t) if mask.contains(t) && rng.below(4) != 0 => t,
+                _ => {
+                    let allowed: Vec<TokenId> = mask.iter().filter(|t| !vocab.is_eog(*t)).collect();
+                    if allowed.is_empty() {
+                        break;
+                    }
+                    allowed[rng.below(allowed.len())]
+                }
+            };
+            c.commit(pick).unwrap();
+            text.extend_from_slice(vocab.bytes(pick));
+            for &b in vocab.bytes(pick) {
+                state = r.feed(&state, b).unwrap();
+            }
+        }
+    }
+}
+
+const JSON: &str = r#"
+root   ::= ws value ws
+value  ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* ws )? "}"
+array  ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws     ::= [ \t\n\r]*
+"#;
+
+/// The GSM8K schema's shape (thoughts: [{step, calculation, result}], answer), as GBNF.
+const GSM8K: &str = r#"
+root    ::= "{" ws "\"thoughts\"" ws ":" ws "[" ws thought ( ws "," ws thought )* ws "]" ws "," ws "\"answer\"" ws ":" ws number ws "}"
+thought ::= "{" ws "\"step\"" ws ":" ws string ws "," ws "\"calculation\"" ws ":" ws string ws "," ws "\"result\"" ws ":" ws number ws "}"
+string  ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws      ::= [ \t\n]{0,20}
+"#;
+
+#[test]
+fn json_masks_equal_the_oracle_over_all_smollm2_tokens() {
+    check_walks(
+        JSON,
+        &[
+            "{\"name\": \"Ada Lovelace\", \"born\": 1815, \"tags\": [\"math\", \"poetry\"], \"alive\": false}",
+            "[\n  {\"a\": -1.5e3, \"b\": null},\n  \"x\\ny\"\n]",
+        ],
+        6,
+        40,
+    );
+}
+
+#[test]
+fn gsm8k_shaped_masks_equal_the_oracle_over_all_smollm2_tokens() {
+    check_walks(
+        GSM8K,
+        &["{\"thoughts\": [{\"step\": \"Add the apples\", \"calculation\": \"3 + 4 = 7\", \"result\": 7}], \"answer\": 7}"],
+        4,
+        70,
+    );
+}
+
+#[test]
+fn c_masks_equal_the_oracle_over_all_smollm2_tokens() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/c.gbnf");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    check_walks(
+        &text,
+        &["#include <stdio.h>\n\nint main() {\n    int a = 5;\n    printf(\"%d\\n\", a + 1);\n    return 0;\n}\n"],
+        4,
+        50,
+    );
+}

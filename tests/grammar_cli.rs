@@ -1,0 +1,115 @@
+//! `domino grammar check|convert` end to end (assert_cmd).
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn domino() -> Command {
+    Command::cargo_bin("domino").unwrap()
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("domino-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn check_shipped_grammars_is_all_ok() {
+    let mut cmd = domino();
+    cmd.current_dir(root()).args(["grammar", "check"]);
+    for f in std::fs::read_dir(root().join("grammars")).unwrap() {
+        let p = f.unwrap().path();
+        let n = p.to_string_lossy().to_string();
+        if n.ends_with(".gbnf") || n.ends_with(".lark") {
+            cmd.arg(p);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("json.gbnf: ok (rules 7, terminals"), "{stdout}");
+    assert!(stdout.contains("8 checked: 8 ok, 0 unsupported, 0 error"), "{stdout}");
+}
+
+#[test]
+fn check_reports_grammar_errors_with_position_and_exit_2() {
+    let d = temp_dir("bad");
+    let bad = d.join("bad.gbnf");
+    std::fs::write(&bad, "root ::= item\nitem ::= \"a\" missing\n").unwrap();
+    let good = d.join("good.lark");
+    std::fs::write(&good, "start: \"a\"+\n").unwrap();
+    let out = domino().args(["grammar", "check"]).arg(&good).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("good.lark: ok"), "{stdout}");
+    assert!(stdout.contains("bad.gbnf: error: 2:14: undefined rule `missing`"), "{stdout}");
+
+    // JSON: one object per file plus the summary.
+    let out = domino().args(["grammar", "check", "--format", "json"]).arg(&good).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["status"], "ok");
+    assert!(lines[0]["terminals"].as_u64().unwrap() >= 1);
+    assert_eq!(lines[1]["status"], "error");
+    assert!(lines[1]["error"].as_str().unwrap().contains("missing"));
+    assert_eq!(lines[2]["summary"]["total"], 2);
+    assert_eq!(lines[2]["summary"]["ok"], 1);
+    assert_eq!(lines[2]["summary"]["error"], 1);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn check_without_inputs_is_a_usage_error() {
+    let out = domino().args(["grammar", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let d = temp_dir("ext");
+    let p = d.join("g.txt");
+    std::fs::write(&p, "x").unwrap();
+    let out = domino().args(["grammar", "check"]).arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn schema_jsonl_reports_every_line_and_a_summary() {
+    let d = temp_dir("jsonl");
+    let p = d.join("schemas.jsonl");
+    std::fs::write(&p, "{\"id\":\"a\",\"schema\":{\"type\":\"string\"}}\nnot json\n{\"id\":\"c\"}\n").unwrap();
+    let out = domino().args(["grammar", "check", "--format", "json", "--schema-jsonl"]).arg(&p).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["id"], "a");
+    assert!(["ok", "unsupported", "error"].contains(&lines[0]["status"].as_str().unwrap()));
+    assert_eq!(lines[1]["status"], "error");
+    assert!(lines[1]["error"].as_str().unwrap().contains("not valid JSON"));
+    assert_eq!(lines[2]["status"], "error");
+    let s = &lines[3]["summary"];
+    assert_eq!(s["total"], 3);
+    assert_eq!(s["ok"].as_u64().unwrap() + s["unsupported"].as_u64().unwrap() + s["error"].as_u64().unwrap(), 3);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn convert_prints_gbnf_that_reads_back() {
+    let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/rpg_template.lark"]).output().unwrap();
+    // %ignore has no GBNF form: a clear grammar error.
+    assert_eq!(out.status.code(), Some(2));
+    let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/c.gbnf"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("root ::= "));
+    domino::grammar::gbnf::parse(&text, "root").unwrap();
+    let out = domino().args(["grammar", "convert", "--regex", "[a-c]{2,3}x?", "--to", "ir"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "root ::= ([a-c]{2,3} \"x\"?)");
+    let out = domino().args(["grammar", "convert"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,119 @@
+//! JSONSchemaBench development subset: every schema compiles (or fails with a clear error)
+//! within a time bound, with no panic; prints ok/unsupported/error counts per subset.
+//!
+//! Data: `../shared/data/jsonschemabench/*.jsonl` relative to the repository root (override
+//! with `DOMINO_DATA`, the folder holding `jsonschemabench/`). Missing data fails the test loudly.
+//!
+//! Run: `cargo test --test json_schema_bench -- --nocapture`
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use domino::grammar::json_schema;
+use domino::grammar::{CompileOptions, ErrorKind};
+use serde_json::Value;
+
+const PER_SCHEMA_LIMIT: Duration = Duration::from_secs(10);
+
+fn data_dir() -> PathBuf {
+    // `../shared/data` from the repository root; a worktree one level deeper (`wt/<name>`)
+    // finds the same folder at `../../shared/data`.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let base = std::env::var("DOMINO_DATA").map(PathBuf::from).unwrap_or_else(|_| {
+        let near = root.join("../shared/data");
+        if near.is_dir() { near } else { root.join("../../shared/data") }
+    });
+    let dir = base.join("jsonschemabench");
+    assert!(dir.is_dir(), "JSONSchemaBench data missing: {} (see ../shared/data/README.md)", dir.display());
+    dir
+}
+
+#[derive(Default)]
+struct Counts {
+    ok: usize,
+    unsupported: usize,
+    error: usize,
+    limit: usize,
+}
+
+#[test]
+fn jsonschemabench_dev_subset_compiles() {
+    let dir = data_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
+    files.sort();
+    assert!(!files.is_empty(), "no .jsonl files in {}", dir.display());
+    let mut per_subset: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut features: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut slowest = (Duration::ZERO, String::new());
+    for file in &files {
+        let subset = file.file_stem().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(file).unwrap();
+        let counts = per_subset.entry(subset.clone()).or_default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let item: Value = serde_json::from_str(line).expect("data line is JSON");
+            let id = item["id"].as_str().unwrap_or("?").to_string();
+            let schema = item["schema"].clone();
+            // Compile in a worker thread (panics are caught; a hang trips the time bound).
+            let (tx, rx) = mpsc::channel();
+            let started = Instant::now();
+            std::thread::Builder::new()
+                .stack_size(8 << 20)
+                .spawn(move || {
+                    let r = std::panic::catch_unwind(|| json_schema::compile(&schema, &CompileOptions::default()));
+                    let _ = tx.send(r.map(|r| r.map(|def| def.rules.len())));
+                })
+                .unwrap();
+            let result = rx.recv_timeout(PER_SCHEMA_LIMIT);
+            let took = started.elapsed();
+            if took > slowest.0 {
+                slowest = (took, format!("{subset}/{id}"));
+            }
+            match result {
+                Err(_) => panic!("{subset}/{id}: compile did not finish within {PER_SCHEMA_LIMIT:?} (or its thread died)"),
+                Ok(Err(_)) => panic!("{subset}/{id}: compile panicked"),
+                Ok(Ok(Ok(_rules))) => counts.ok += 1,
+                Ok(Ok(Err(e))) => match e.kind {
+                    ErrorKind::Unsupported => {
+                        let f = e.feature.clone().expect("unsupported errors name their keyword");
+                        assert!(!f.is_empty());
+                        *features.entry(f).or_default() += 1;
+                        counts.unsupported += 1;
+                        failures.push(format!("{subset}/{id}: unsupported: {e}"));
+                    }
+                    ErrorKind::Limit => {
+                        counts.limit += 1;
+                        failures.push(format!("{subset}/{id}: limit: {e}"));
+                    }
+                    ErrorKind::Invalid => {
+                        counts.error += 1;
+                        failures.push(format!("{subset}/{id}: error: {e}"));
+                    }
+                },
+            }
+        }
+    }
+    let mut total = Counts::default();
+    eprintln!("{:<18} {:>5} {:>5} {:>11} {:>5} {:>5}", "subset", "total", "ok", "unsupported", "error", "limit");
+    for (name, c) in &per_subset {
+        let n = c.ok + c.unsupported + c.error + c.limit;
+        eprintln!("{name:<18} {n:>5} {:>5} {:>11} {:>5} {:>5}", c.ok, c.unsupported, c.error, c.limit);
+        total.ok += c.ok;
+        total.unsupported += c.unsupported;
+        total.error += c.error;
+        total.limit += c.limit;
+    }
+    let n = total.ok + total.unsupported + total.error + total.limit;
+    eprintln!("{:<18} {n:>5} {:>5} {:>11} {:>5} {:>5}", "TOTAL", total.ok, total.unsupported, total.error, total.limit);
+    eprintln!("ok rate {:.1}%; slowest compile {:?} ({})", 100.0 * total.ok as f64 / n as f64, slowest.0, slowest.1);
+    eprintln!("unsupported by keyword: {features:?}");
+    for f in &failures {
+        eprintln!("  {f}");
+    }
+    assert!(n >= 800, "expected the whole development subset, got {n} schemas");
+    // The project's target is 95 %; this floor keeps regressions visible.
+    let rate = total.ok as f64 / n as f64;
+    assert!(rate >= 0.85, "ok rate {:.1}% fell below the floor", 100.0 * rate);
+}
