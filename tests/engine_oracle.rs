@@ -104,6 +104,15 @@ a    ::= "a"* | "ab"
 b    ::= ("b" | "é")* "x"?
 "#,
     ),
+    (
+        // Alternatives where a shorter one matches first (`[0-9]` before `[1-9][0-9]*`):
+        // every match counts, not only the preferred alternative's.
+        "alternation-all-matches",
+        r#"
+root ::= "[" ( item ( "," " "? item )* )? "]"
+item ::= "-"? ( [0-9] | [1-9] [0-9]* ) ( "." [0-9]+ )? | "a" | "ab" | "a" "b"+
+"#,
+    ),
     ("utf8-strings", r#"root ::= "\"" [^"]{0,6} "\"" ( "," " "? "\"" [é€a-c]* "\"" )*"#),
 ];
 

@@ -87,7 +87,7 @@ pub mod tree;
 pub mod trie;
 
 use crate::grammar::ir;
-use crate::lexer::{DEAD, LexerError, ScanState, Scanner};
+use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
 use std::collections::HashMap;
@@ -209,22 +209,25 @@ impl CompiledGrammar {
     }
 }
 
-/// Per-(grammar, vocabulary) shared state: the vocabulary trie, one lazily built subterminal
-/// tree per scanner state, and the finished-mask cache.
+/// Per-(grammar, vocabulary) shared state: the vocabulary trie, the lazily built subterminal
+/// trees (one per scanner component), and the finished-mask cache.
 pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
-    trees: Vec<OnceLock<Arc<SubterminalTree>>>,
+    components: Vec<OnceLock<Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
 }
 
 /// Totals over the trees built so far.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct TreeStats {
+    /// Component trees built (each one walk over the vocabulary trie).
     pub trees: usize,
     pub tree_nodes: usize,
     pub groups: usize,
+    /// Bytes of the trees (nodes, edges, token lists).
     pub memory_bytes: usize,
+    /// Bytes of the vocabulary trie.
     pub trie_bytes: usize,
 }
 
@@ -236,38 +239,63 @@ impl TreeCache {
         TreeCache {
             trie,
             vocab_len: vocab.len(),
-            trees: (0..scanner.num_states()).map(|_| OnceLock::new()).collect(),
+            components: (0..scanner.num_components()).map(|_| OnceLock::new()).collect(),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
 
-    /// The tree of scanner state `q`, built on first use.
-    pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
-        self.trees[q.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, grammar.live_follow.as_ref(), &self.trie, self.vocab_len, q))
+    /// The tree of one scanner component, built on first use.
+    pub fn component_tree(&self, grammar: &CompiledGrammar, c: ComponentId) -> &Arc<SubterminalTree> {
+        self.components[c.0 as usize].get_or_init(|| {
+            Arc::new(SubterminalTree::build_component(
+                &grammar.scanner,
+                &grammar.follow,
+                grammar.live_follow.as_ref(),
+                &self.trie,
+                self.vocab_len,
+                c,
+            ))
         })
     }
 
-    /// Build the tree of every scanner state a constraint can be in between tokens (the
-    /// paper's offline setting): breadth-first from the start state through the states tokens
-    /// end in. Returns the number of trees built.
+    /// Build every tree a constraint can need (the paper's offline setting): the component
+    /// trees reachable from the start state through the states tokens end in. Returns the
+    /// number of trees.
     pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
-        let mut seen = vec![false; self.trees.len()];
-        let mut queue = vec![Scanner::START];
-        seen[0] = true;
-        while let Some(q) = queue.pop() {
-            for &e in self.tree(grammar, q).end_states() {
-                if !std::mem::replace(&mut seen[e.0 as usize], true) {
-                    queue.push(e);
+        let sc = &grammar.scanner;
+        let mut seen = vec![false; self.components.len()];
+        let mut queue: Vec<ComponentId> = Vec::new();
+        let visit = |c: ComponentId, seen: &mut Vec<bool>, queue: &mut Vec<ComponentId>| {
+            if !std::mem::replace(&mut seen[c.0 as usize], true) {
+                queue.push(c);
+            }
+        };
+        for &c in sc.components(Scanner::START) {
+            visit(c, &mut seen, &mut queue);
+        }
+        let mut state_seen = vec![false; sc.num_states()];
+        state_seen[0] = true;
+        let mut n = 0;
+        while let Some(c) = queue.pop() {
+            n += 1;
+            let t = self.component_tree(grammar, c).clone();
+            for &e in t.end_components() {
+                visit(e, &mut seen, &mut queue);
+            }
+            for &q in t.end_states() {
+                if !std::mem::replace(&mut state_seen[q.0 as usize], true) {
+                    for &e in sc.components(q) {
+                        visit(e, &mut seen, &mut queue);
+                    }
                 }
             }
         }
-        seen.iter().filter(|&&s| s).count()
+        n
     }
 
     pub fn stats(&self) -> TreeStats {
         let mut s = TreeStats { trie_bytes: self.trie.memory_bytes(), ..Default::default() };
-        for t in self.trees.iter().filter_map(|t| t.get()) {
+        for t in self.components.iter().filter_map(|t| t.get()) {
             s.trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();
@@ -441,9 +469,16 @@ impl Constraint {
         let k = self.opts.max_inside();
         let grammar = self.grammar.clone();
         let cache = self.cache.clone();
+        let scanner = &grammar.scanner;
         for c in &mut self.configs {
-            let tree = cache.tree(&grammar, c.scan);
-            tree.mask_into(&grammar.scanner, &mut c.parser, k, out);
+            // Every path of a component's tree starts by continuing or ending its terminal:
+            // only components whose terminal the parser expects can contribute.
+            for &comp in scanner.components(c.scan) {
+                if !c.parser.expected().contains(scanner.component(comp).0) {
+                    continue;
+                }
+                cache.component_tree(&grammar, comp).mask_into(scanner, &mut c.parser, k, out);
+            }
         }
         if self.is_accepting() {
             for &e in self.vocab.eog_tokens() {
