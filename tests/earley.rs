@@ -91,7 +91,11 @@ fn random_walks(name: &str, g: &Grammar, walks: usize, max_len: usize) {
             let d = rng.below(p.depth() + 1);
             p.truncate(d);
             assert_eq!(p.depth(), d);
-            assert_eq!((p.state_fingerprint(), p.expected().clone(), p.is_accepting()), history[d], "{name} walk {walk}");
+            assert_eq!(
+                (p.state_fingerprint(), p.expected().clone(), p.is_accepting()),
+                history[d],
+                "{name} walk {walk}"
+            );
         }
         let top = history.len() - 1;
         assert_eq!(snapshot.depth(), top);
@@ -131,7 +135,12 @@ fn lowered_json_accepts_documents_as_terminal_sequences() {
             })
             .map(|i| TerminalId(i as u32))
             .collect();
-        assert_eq!(hits.len(), 1, "{sample:?} matches {hits:?} of {:?}", g.terminals.iter().map(|t| &t.name).collect::<Vec<_>>());
+        assert_eq!(
+            hits.len(),
+            1,
+            "{sample:?} matches {hits:?} of {:?}",
+            g.terminals.iter().map(|t| &t.name).collect::<Vec<_>>()
+        );
         hits[0]
     };
     let terminal = |piece: &str| match piece {
