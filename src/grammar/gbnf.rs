@@ -340,7 +340,10 @@ impl<'a> Parser<'a> {
         let digits = self.cur.rest_from(start);
         match digits.parse::<u32>() {
             Ok(n) if n <= MAX_REPEAT => Ok(Some(n)),
-            _ => Err(error_at(span, format!("repetition bound {digits} above the limit of {MAX_REPEAT}")).with_kind(ErrorKind::Limit)),
+            _ => {
+                Err(error_at(span, format!("repetition bound {digits} above the limit of {MAX_REPEAT}"))
+                    .with_kind(ErrorKind::Limit))
+            }
         }
     }
 
@@ -358,7 +361,10 @@ impl<'a> Parser<'a> {
             }
             Some('(') => {
                 if nest + 1 > MAX_EXPR_DEPTH {
-                    return Err(self.cur.error(format!("groups nested deeper than {MAX_EXPR_DEPTH} levels")).with_kind(ErrorKind::Limit));
+                    return Err(self
+                        .cur
+                        .error(format!("groups nested deeper than {MAX_EXPR_DEPTH} levels"))
+                        .with_kind(ErrorKind::Limit));
                 }
                 self.cur.bump();
                 self.ws();
@@ -367,7 +373,10 @@ impl<'a> Parser<'a> {
                 if self.cur.peek() != Some(')') {
                     return Err(match self.cur.peek() {
                         None => error_at(span, "unclosed `(` (end of input before `)`)"),
-                        Some(c) => self.cur.error(format!("expected `)` to close the group opened at {}:{}, found {c:?}", span.line, span.column)),
+                        Some(c) => self.cur.error(format!(
+                            "expected `)` to close the group opened at {}:{}, found {c:?}",
+                            span.line, span.column
+                        )),
                     });
                 }
                 self.cur.bump();
