@@ -6,6 +6,9 @@
 //! - instances from `instances::Generator` that the `jsonschema` crate accepts must be
 //!   accepted by the grammar (laid out by the whitespace policy under test);
 //! - mutations of them that `jsonschema` rejects must be rejected by the grammar.
+//!
+//! `lowered_grammars_agree_with_the_schema` runs the same check through lowering
+//! (`grammar::lower`) and the byte-level `ReferenceRecognizer`, the engine's oracle.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -357,9 +360,15 @@ fn near_misses_are_rejected() {
         (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{}"#),
         (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1}"#),
+        (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"billing":"abcd","cash":1,"note":0}"#),
+        (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"cash":1}"#),
         (json!({"not": {"required": ["x"]}}), r#"{"x":1}"#),
         (json!({"not": {"required": ["x"]}}), "1"),
         (json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}), "\"abc:def\""),
+        (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "2"),
+        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), "5"),
+        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"c"}"#),
+        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"ftp://x\""),
     ];
     for (schema, doc) in cases {
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
@@ -373,8 +382,13 @@ fn near_misses_are_rejected() {
         (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{"a":1,"b":2}"#),
         (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1,"billing":2}"#),
+        (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"billing":"abc","cash":1,"note":0}"#),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"billing":2,"x":[]}"#),
         (json!({"not": {"required": ["x"]}}), r#"{"y":1}"#),
+        (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "3"),
+        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"b","u":1}"#),
+        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"./a\""),
+        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"http://a\""),
     ];
     for (schema, doc) in ok {
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
@@ -466,9 +480,21 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     let e = json_schema::compile(&json!({"$ref": "#/nope"}), &CompileOptions::default()).unwrap_err();
     assert_eq!(pointer_of(&e), "/$ref");
 
-    // Deep nesting: an error, not a stack overflow.
+    // Nesting up to the limit compiles on an ordinary 2 MiB thread stack...
     let mut deep = json!({"type": "integer"});
-    for _ in 0..100 {
+    for _ in 0..json_schema::MAX_SCHEMA_DEPTH - 2 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || json_schema::compile(&deep, &CompileOptions::default()).map(|_| ()))
+        .unwrap()
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
+    // ...and deeper nesting is an error, not a stack overflow.
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..json_schema::MAX_SCHEMA_DEPTH + 10 {
         deep = json!({"type": "array", "items": deep});
     }
     let e = json_schema::compile(&deep, &CompileOptions::default()).unwrap_err();
@@ -497,3 +523,34 @@ fn shipped_schemas_compile_and_accept_an_example() {
     assert!(!Matcher::new(&def).accepts(br#"{"tokens":[{"token":"EU","tag":"B-XYZ"}]}"#));
 }
 
+
+#[test]
+fn lowered_grammars_agree_with_the_schema() {
+    use domino::grammar::lower::lower;
+    use domino::grammar::reference::ReferenceRecognizer;
+    for (name, schema) in corpus() {
+        let v = validator(&schema);
+        for ws in [WhitespacePolicy::Compact, WhitespacePolicy::Flexible] {
+            let def = json_schema::compile(&schema, &opts(ws)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let ir = lower(&def).unwrap_or_else(|e| panic!("{name} ({ws:?}): lowering failed: {e}"));
+            let rec = ReferenceRecognizer::new(&ir).unwrap_or_else(|e| panic!("{name}: recognizer: {e}"));
+            let mut g = Generator::new(&schema, 99 + ws as u64);
+            let mut checked = 0;
+            for _ in 0..80 {
+                let Some(inst) = g.instance(&schema) else { continue };
+                if !v.is_valid(&inst) {
+                    continue;
+                }
+                let text = layout(&mut g, &inst, ws);
+                assert!(rec.accepts(text.as_bytes()), "{name} ({ws:?}): lowered grammar rejects a valid instance:\n{text}");
+                let bad = g.mutate(&inst);
+                if !v.is_valid(&bad) {
+                    let text = layout(&mut g, &bad, ws);
+                    assert!(!rec.accepts(text.as_bytes()), "{name} ({ws:?}): lowered grammar accepts an invalid instance:\n{text}");
+                }
+                checked += 1;
+            }
+            assert!(checked >= 8, "{name} ({ws:?}): only {checked} instances checked");
+        }
+    }
+}

@@ -56,7 +56,7 @@ use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
 use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
 
 /// Subschemas nested deeper than this on one compile path are a `Limit` error.
-pub const MAX_SCHEMA_DEPTH: usize = 64;
+pub const MAX_SCHEMA_DEPTH: usize = 128;
 /// `Pretty` indents this many levels; deeper values are written compactly.
 pub const MAX_PRETTY_DEPTH: u32 = 16;
 /// More `enum` values than this are a `Limit` error.
@@ -221,6 +221,16 @@ pub(crate) struct Compiler<'a> {
     merge_steps: usize,
 }
 
+fn merge_schemas(a: Value, b: Value) -> Value {
+    if is_trivially_true(&a) {
+        return b;
+    }
+    if is_trivially_true(&b) {
+        return a;
+    }
+    Value::Object([("allOf".to_string(), Value::Array(vec![a, b]))].into_iter().collect())
+}
+
 fn json_entry(kind: &str, sets: Vec<Value>) -> Value {
     Value::Object([("kind".to_string(), Value::String(kind.to_string())), ("sets".to_string(), Value::Array(sets))].into_iter().collect())
 }
@@ -302,6 +312,17 @@ impl<'a> Compiler<'a> {
         let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
         self.lexical.insert(key, id);
         Ok(Expr::Ref(id))
+    }
+
+    /// `expr` as something cheap to copy: small expressions as they are, others behind a
+    /// rule (so a value used in several places is not duplicated, which would grow
+    /// exponentially with nesting).
+    fn shared(&mut self, name: &str, expr: Expr) -> Result<Expr, GrammarError> {
+        Ok(match expr {
+            Expr::Ref(_) | Expr::Bytes(_) | Expr::Empty => expr,
+            Expr::Alt(ref v) if v.is_empty() => expr,
+            other => Expr::Ref(self.add_rule(name, other, RuleKind::Syntactic)?),
+        })
     }
 
     fn style(&self, d: u32) -> Style {
@@ -587,6 +608,27 @@ impl<'a> Compiler<'a> {
             let mut siblings = obj.clone();
             siblings.remove(kw);
             let has_siblings = constraining(&siblings, &[]);
+            // oneOf of enum/const-only branches: exactly the values listed by one branch.
+            if kw == "oneOf" && !has_siblings {
+                if let Some(values) = self.exclusive_values(branches, ptr) {
+                    let mut m = Map::new();
+                    m.insert("enum".into(), Value::Array(values));
+                    return self.value(&Value::Object(m), ptr, d);
+                }
+            }
+            let mut typed;
+            let branches = if kw == "oneOf" && branches.len() > 1 {
+                typed = branches.clone();
+                for (i, b) in typed.iter_mut().enumerate() {
+                    if let Some(t) = merge::implied_type(b) {
+                        b.as_object_mut().unwrap().insert("type".into(), Value::String(t.into()));
+                        self.warnings.push(format!("at {}/{i}: `oneOf` branch restricted to type {t}", join_ptr(ptr, "oneOf")));
+                    }
+                }
+                &typed
+            } else {
+                branches
+            };
             let mut effective = Vec::with_capacity(branches.len());
             for b in branches {
                 if has_siblings {
@@ -703,6 +745,15 @@ impl<'a> Compiler<'a> {
             };
             forms.push((req, props, typed_object));
         }
+        // Branches giving different schemas to one property are discriminated by values, not
+        // presence: leave them to the disjointness proof.
+        for (i, (_, p, _)) in forms.iter().enumerate() {
+            for (_, q, _) in &forms[i + 1..] {
+                if p.iter().any(|(k, s)| q.get(k).is_some_and(|t| t != s)) {
+                    return Ok(None);
+                }
+            }
+        }
         let mut m = obj.clone();
         m.remove(kw);
         let mut props = m.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -742,6 +793,41 @@ impl<'a> Compiler<'a> {
             m.insert("type".into(), Value::String("object".into()));
         }
         Ok(Some(Value::Object(m)))
+    }
+
+    /// `oneOf` branches that are all `enum`/`const` (possibly behind a `$ref`): the values
+    /// listed by exactly one branch. `None` for other shapes.
+    fn exclusive_values(&self, branches: &[Value], ptr: &str) -> Option<Vec<Value>> {
+        let mut lists = Vec::new();
+        for b in branches {
+            let mut b = b;
+            if let Some(r) = b.get("$ref").and_then(Value::as_str) {
+                if b.as_object()?.keys().any(|k| k != "$ref" && is_keyword(k)) {
+                    return None;
+                }
+                b = self.resolve_chain(r, ptr).ok()?.1;
+            }
+            let m = b.as_object()?;
+            if m.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "enum" | "const")) {
+                return None;
+            }
+            let list: Vec<Value> = match (m.get("const"), m.get("enum")) {
+                (Some(c), None) => vec![c.clone()],
+                (None, Some(Value::Array(e))) => e.clone(),
+                _ => return None,
+            };
+            lists.push(list);
+        }
+        let mut out = Vec::new();
+        for (i, l) in lists.iter().enumerate() {
+            for v in l {
+                let elsewhere = lists.iter().enumerate().any(|(j, o)| j != i && o.contains(v));
+                if !elsewhere && !out.contains(v) {
+                    out.push(v.clone());
+                }
+            }
+        }
+        Some(out)
     }
 
     pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
@@ -1177,10 +1263,12 @@ impl<'a> Compiler<'a> {
         let mut prefix_items = Vec::with_capacity(prefix.len());
         for (i, p) in prefix.iter().enumerate().take(max.unwrap_or(u64::MAX).min(m) as usize) {
             let v = self.value(p, &join_ptr(&prefix_ptr, &i.to_string()), cd)?;
+            let v = self.shared("item", v)?;
             prefix_items.push(Expr::Seq(vec![v, after.clone()]));
         }
         let rest_item = if rest_allowed && max.is_none_or(|x| x > m) {
             let v = self.value(&rest, &rest_ptr, cd)?;
+            let v = self.shared("items", v)?;
             Some(Expr::Seq(vec![v, after.clone()]))
         } else {
             None
@@ -1245,6 +1333,36 @@ impl<'a> Compiler<'a> {
             Some(Value::Object(p)) => p,
             Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "properties"), "`properties` must be an object")),
         };
+        // Schema dependencies of the form {properties, required}: the property schemas are
+        // applied whether or not the trigger is present (a subset), `required` becomes a
+        // presence implication below.
+        let mut props_owned: Option<Map<String, Value>> = None;
+        if let Some(Value::Object(deps)) = obj.get("dependencies") {
+            for (a, v) in deps {
+                let Some(dm) = v.as_object() else { continue };
+                if dm.keys().any(|k| is_keyword(k) && k != "properties" && k != "required") {
+                    continue;
+                }
+                let Some(Value::Object(dp)) = dm.get("properties") else { continue };
+                let target = props_owned.get_or_insert_with(|| props.clone());
+                for (k, s) in dp {
+                    let merged = match target.get(k) {
+                        Some(base) => merge_schemas(base.clone(), s.clone()),
+                        None => match obj.get("additionalProperties") {
+                            Some(Value::Bool(false)) => continue,
+                            Some(add) => merge_schemas(add.clone(), s.clone()),
+                            None => s.clone(),
+                        },
+                    };
+                    target.insert(k.clone(), merged);
+                }
+                self.warnings.push(format!(
+                    "at {}: the property schemas of the dependency on `{a}` apply whether or not `{a}` is present (a subset)",
+                    join_ptr(ptr, "dependencies")
+                ));
+            }
+        }
+        let props = props_owned.as_ref().unwrap_or(props);
         let required: Vec<String> = match obj.get("required") {
             None => Vec::new(),
             Some(Value::Array(r)) => r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
@@ -1322,6 +1440,10 @@ impl<'a> Compiler<'a> {
                     v if is_trivially_true(v) => continue,
                     v => match required_only(v) {
                         Some(set) => set,
+                        None if v.as_object().is_some_and(|m| m.keys().all(|k| !is_keyword(k) || k == "properties" || k == "required")) => {
+                            // {properties, required}: properties merged above.
+                            v.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(|n| n.as_str().map(str::to_string)).collect()).unwrap_or_default()
+                        }
                         None => {
                             self.unsupported(ptr, kw, format!("schema dependency of `{a}` (only property lists are compiled)"))?;
                             continue;
@@ -1464,12 +1586,14 @@ impl<'a> Compiler<'a> {
         let mut member_exprs = Vec::with_capacity(named.len());
         for (k, s, _, at) in &named {
             let v = self.value(s, at, cd)?;
+            let v = self.shared(k, v)?;
             let key = Expr::Bytes(Value::String(k.clone()).to_string().into_bytes());
             member_exprs.push(Expr::Seq(vec![key, colon.clone(), v, after.clone()]));
         }
         let mut extra_alts = Vec::new();
         for (key, s, at) in &extras {
             let v = self.value(s, at, cd)?;
+            let v = self.shared("extra-value", v)?;
             extra_alts.push(Expr::Seq(vec![key.clone(), colon.clone(), v, after.clone()]));
         }
         let extra = if extra_alts.is_empty() {

@@ -269,10 +269,12 @@ struct Shape {
     discriminators: Vec<(String, Vec<Value>)>,
     /// `Some(names)` when only these property names are allowed (additionalProperties false).
     closed: Option<Vec<String>>,
+    /// For strings: a full-match regex (over the decoded string) every valid string matches.
+    string_regex: Option<regex_syntax::hir::Hir>,
 }
 
 fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
-    let mut out = Shape { types: ty::ALL, consts: None, required: Vec::new(), discriminators: Vec::new(), closed: None };
+    let mut out = Shape { types: ty::ALL, consts: None, required: Vec::new(), discriminators: Vec::new(), closed: None, string_regex: None };
     let m = match s {
         Value::Bool(false) => {
             out.types = 0;
@@ -300,6 +302,9 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             }
             if out.closed.is_none() {
                 out.closed = sb.closed;
+            }
+            if out.string_regex.is_none() {
+                out.string_regex = sb.string_regex;
             }
         }
     }
@@ -337,6 +342,17 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             }
         }
     }
+    if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+        let parsed = super::lexical::translate_ecma(p).ok().and_then(|t| regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t).ok());
+        if let Some(h) = parsed {
+            let h = super::lexical::anchor_search(&h, &super::lexical::hir("(?s:.)*"));
+            if !super::lexical::has_look(&h) {
+                out.string_regex = Some(h);
+            }
+        }
+    } else if let Some(f) = m.get("format").and_then(Value::as_str).and_then(super::lexical::format_pattern) {
+        out.string_regex = Some(super::lexical::hir(&f));
+    }
     if m.get("additionalProperties") == Some(&Value::Bool(false)) && !m.contains_key("patternProperties") {
         out.closed = Some(m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default());
     }
@@ -350,6 +366,13 @@ fn shapes_disjoint(a: &Shape, b: &Shape) -> bool {
     if let (Some(x), Some(y)) = (&a.consts, &b.consts) {
         if !x.iter().any(|v| y.contains(v)) {
             return true;
+        }
+    }
+    if (a.types & b.types) & !ty::STRING == 0 {
+        if let (Some(x), Some(y)) = (&a.string_regex, &b.string_regex) {
+            if regexes_disjoint(x, y) == Some(true) {
+                return true;
+            }
         }
     }
     // Objects are the only overlap left? Then object-level arguments apply.
@@ -386,4 +409,70 @@ pub(super) fn provably_disjoint(c: &Compiler<'_>, branches: &[Value], ptr: &str)
         }
     }
     Ok(())
+}
+
+/// Whether two regexes (full match, over bytes) have no string in common, by a walk over
+/// the product of their DFAs. `None` when the DFAs or the product are too large.
+fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> Option<bool> {
+    use regex_automata::dfa::{dense, Automaton, StartKind};
+    use regex_automata::util::start;
+    use regex_automata::{nfa::thompson, Anchored, MatchKind};
+    let build = |h: &regex_syntax::hir::Hir| -> Option<dense::DFA<Vec<u32>>> {
+        let nfa = thompson::Compiler::new().configure(thompson::Config::new().utf8(false)).build_from_hir(h).ok()?;
+        dense::Builder::new()
+            .configure(dense::Config::new().start_kind(StartKind::Anchored).match_kind(MatchKind::All).dfa_size_limit(Some(8 << 20)))
+            .build_from_nfa(&nfa)
+            .ok()
+    };
+    let (dx, dy) = (build(x)?, build(y)?);
+    let cfg = start::Config::new().anchored(Anchored::Yes);
+    let s0 = (dx.start_state(&cfg).ok()?, dy.start_state(&cfg).ok()?);
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![s0];
+    seen.insert(s0);
+    while let Some((p, q)) = stack.pop() {
+        if dx.is_match_state(dx.next_eoi_state(p)) && dy.is_match_state(dy.next_eoi_state(q)) {
+            return Some(false);
+        }
+        for b in 0..=255u8 {
+            let (np, nq) = (dx.next_state(p, b), dy.next_state(q, b));
+            if dx.is_dead_state(np) || dy.is_dead_state(nq) {
+                continue;
+            }
+            if seen.insert((np, nq)) {
+                if seen.len() > 200_000 {
+                    return None;
+                }
+                stack.push((np, nq));
+            }
+        }
+    }
+    Some(true)
+}
+
+/// For a `oneOf` branch with no type information at all (no `type`, `enum`, `const`, `$ref`
+/// or combinator), the one type family its keywords are about (`properties` → object, ...).
+/// Restricting such a branch to that family is sound for `oneOf`: instances of other types
+/// would satisfy every such branch at once and are invalid anyway when there are two.
+pub(super) fn implied_type(b: &Value) -> Option<&'static str> {
+    let m = b.as_object()?;
+    if ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"].iter().any(|k| m.contains_key(*k)) {
+        return None;
+    }
+    let mut family = None;
+    for k in m.keys() {
+        let f = match k.as_str() {
+            "properties" | "required" | "additionalProperties" | "patternProperties" | "minProperties" | "maxProperties"
+            | "dependencies" | "dependentRequired" | "propertyNames" => "object",
+            "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems" | "contains" => "array",
+            "pattern" | "format" | "minLength" | "maxLength" => "string",
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
+            _ => continue,
+        };
+        if family.is_some_and(|x| x != f) {
+            return None;
+        }
+        family = Some(f);
+    }
+    family
 }
