@@ -209,3 +209,36 @@ fn ctrl_c_stops_a_generation_and_the_session_goes_on() {
     assert_eq!(stats["finish_reason"], "cancelled", "{stats}");
     assert!(stats["stats"]["generated_tokens"].as_u64().unwrap() < 3000);
 }
+
+#[test]
+fn drafts_and_baselines_run_through_decode_and_keep_greedy_output() {
+    let dir = common::scratch_dir("repl-decoder");
+    let transcript = dir.join("t.jsonl");
+    let prompt = "Give me a JSON object describing a cat with name, age and colour.";
+    let input = format!(
+        ":json\n:max 40\n{prompt}\n:draft 4\n{prompt}\n{prompt}\n:draft 0\n:method template\n{prompt}\n:save {}\n:quit\n",
+        transcript.display()
+    );
+    let s = run(repl().arg("--chat"), &input);
+    let saved = std::fs::read_to_string(&transcript).unwrap();
+    let turns: Vec<serde_json::Value> = saved.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(turns.len(), 4, "{saved}");
+    // Speculation changes speed, never greedy output; template output is a JSON prefix too.
+    assert_eq!(turns[0]["text"], turns[1]["text"], "{saved}");
+    assert_eq!(turns[0]["text"], turns[2]["text"], "{saved}");
+    assert_eq!(turns[0]["tokens"], turns[2]["tokens"], "{saved}");
+    // The heat loop reports interventions per token; decode's loops do not.
+    assert!(turns[0]["intervened"].is_array());
+    assert!(turns[1]["intervened"].is_null());
+    assert_eq!(turns[3]["method"], "template");
+    // Draft counts learn across generations: the second drafted turn proposes something.
+    assert!(turns[2]["stats"]["draft_proposed"].as_u64().unwrap() > 0, "{saved}");
+    for t in &turns {
+        if t["complete"] == true {
+            serde_json::from_str::<serde_json::Value>(t["text"].as_str().unwrap())
+                .unwrap_or_else(|e| panic!("{e}: {}", t["text"]));
+        }
+        assert_eq!(t["logprobs"].as_array().unwrap().len(), t["tokens"].as_array().unwrap().len(), "{t}");
+    }
+    assert!(s.stderr.contains("drafts "), "{}", s.stderr);
+}

@@ -9,36 +9,15 @@
 use crate::cli::args::parse_k;
 use std::path::PathBuf;
 
-/// How a generation is constrained (`:method`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    /// The DOMINO engine with lookahead `:k` (∞ = minimally invasive).
-    Domino,
-    /// The same engine with `k = 0` (the paper's naive constraining: bridge tokens blocked).
-    Naive,
-    /// No masking at all, even when a constraint is set (the unconstrained baseline).
-    None,
-}
+pub use crate::decode::methods::Method;
 
-impl Method {
-    pub const NAMES: [&'static str; 3] = ["domino", "naive", "none"];
+/// Every `:method` name, as `generate --method` spells them.
+pub const METHOD_NAMES: &[&str] = &["domino", "naive", "none", "template", "llama-grammar"];
 
-    pub fn parse(s: &str) -> Result<Method, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "domino" => Ok(Method::Domino),
-            "naive" => Ok(Method::Naive),
-            "none" => Ok(Method::None),
-            _ => Err(format!("unknown method `{s}` (expected one of: {})", Method::NAMES.join(", "))),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Domino => "domino",
-            Method::Naive => "naive",
-            Method::None => "none",
-        }
-    }
+/// Parse a method name (as `generate --method` takes it).
+pub fn parse_method(s: &str) -> Result<Method, String> {
+    <Method as clap::ValueEnum>::from_str(s, true)
+        .map_err(|_| format!("unknown method `{s}` (expected one of: {})", METHOD_NAMES.join(", ")))
 }
 
 /// A parsed `:command`.
@@ -97,9 +76,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec { name: "regex", usage: "RE", arg: ArgKind::Text, help: "constrain to a regex matching the whole output" },
     CommandSpec { name: "json", usage: "", arg: ArgKind::None, help: "constrain to any JSON document" },
     CommandSpec { name: "none", usage: "", arg: ArgKind::None, help: "drop the constraint (free text)" },
-    CommandSpec { name: "method", usage: "domino|naive|none", arg: ArgKind::Word(&Method::NAMES), help: "how the constraint is applied (naive = k 0; none = unmasked baseline)" },
+    CommandSpec { name: "method", usage: "M", arg: ArgKind::Word(METHOD_NAMES), help: "domino, naive (k 0), none (unmasked), template (forced text), llama-grammar" },
     CommandSpec { name: "k", usage: "N|inf", arg: ArgKind::Word(&["inf", "0", "1", "2"]), help: "lookahead: terminal boundaries allowed inside one token (inf = minimally invasive)" },
-    CommandSpec { name: "draft", usage: "S", arg: ArgKind::Number, help: "speculative draft length (0 = off)" },
+    CommandSpec { name: "draft", usage: "S", arg: ArgKind::Number, help: "speculative draft length (0 = off; drafts stream without heat)" },
     CommandSpec { name: "temp", usage: "T", arg: ArgKind::Number, help: "sampling temperature (0 = greedy)" },
     CommandSpec { name: "seed", usage: "N", arg: ArgKind::Number, help: "random seed for sampling" },
     CommandSpec { name: "max", usage: "N", arg: ArgKind::Number, help: "maximum tokens per generation" },
@@ -180,7 +159,7 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
         "regex" => Command::Regex(arg.to_string()),
         "json" => Command::Json,
         "none" => Command::NoConstraint,
-        "method" => Command::Method(Method::parse(arg)?),
+        "method" => Command::Method(parse_method(arg)?),
         "k" => Command::K(parse_k(arg).map_err(|e| format!(":k: {e}"))?),
         "draft" => Command::Draft(parse_number(name, "a token count", arg)?),
         "temp" => {

@@ -67,6 +67,32 @@ pub struct Stats {
     pub mask_us_total: f64,
     /// Tokens where the grammar blocked the model's favourite.
     pub interventions: usize,
+    /// Speculative draft tokens proposed and accepted (`:draft S`, decode's loop).
+    pub draft_proposed: usize,
+    pub draft_accepted: usize,
+    /// Tokens appended without consulting the model (`:method template`).
+    pub forced_tokens: usize,
+}
+
+impl Stats {
+    /// The stats of a generation run by [`crate::decode`]'s loops.
+    pub fn from_decode(s: &crate::decode::GenerationStats) -> Stats {
+        Stats {
+            prompt_tokens: s.prompt_tokens,
+            reused_prompt_tokens: 0,
+            generated_tokens: s.generated_tokens,
+            forward_passes: s.forward_passes,
+            prompt_ms: s.prompt_ms,
+            decode_ms: s.decode_ms,
+            tokens_per_s: s.tokens_per_s,
+            masks_computed: s.masks_computed,
+            mask_us_total: s.mask_us_total,
+            interventions: s.interventions,
+            draft_proposed: s.draft_proposed,
+            draft_accepted: s.draft_accepted,
+            forced_tokens: s.forced_tokens,
+        }
+    }
 }
 
 /// One generated token, as handed to the caller.
@@ -85,6 +111,8 @@ pub struct Outcome {
     pub tokens: Vec<TokenId>,
     pub bytes: Vec<u8>,
     pub logprobs: Vec<f32>,
+    /// Per token: the grammar blocked the model's favourite. Empty when the loop that ran
+    /// does not report it per token (decode's speculative and baseline loops).
     pub intervened: Vec<bool>,
     pub finish: Finish,
     pub stats: Stats,
@@ -98,6 +126,16 @@ impl Outcome {
     /// The output is a whole sentence of the constraint (or free text that ended on its own).
     pub fn complete(&self) -> bool {
         matches!(self.finish, Finish::Eos | Finish::GrammarEnd)
+    }
+}
+
+impl From<crate::decode::FinishReason> for Finish {
+    fn from(f: crate::decode::FinishReason) -> Finish {
+        match f {
+            crate::decode::FinishReason::Eos => Finish::Eos,
+            crate::decode::FinishReason::Length => Finish::Length,
+            crate::decode::FinishReason::GrammarEnd => Finish::GrammarEnd,
+        }
     }
 }
 

@@ -256,6 +256,8 @@ mod tests {
         let (start, words) = complete_words(":method n", 9).unwrap();
         assert_eq!(start, 8);
         assert_eq!(words, vec!["naive", "none"]);
+        let (_, words) = complete_words(":method l", 9).unwrap();
+        assert_eq!(words, vec!["llama-grammar"]);
         let (_, words) = complete_words(":tokens ", 8).unwrap();
         assert_eq!(words, vec!["on", "off"]);
         // File arguments go to the path completer.

@@ -31,11 +31,13 @@ pub mod input;
 use crate::cli::args::ConstraintArgs;
 use crate::cli::generate::{ModelArgs, SamplingArgs};
 use crate::cli::mask::compile_constraint;
-use crate::decode::SamplingConfig;
+use crate::decode::methods::{Decoder, DecoderConfig};
+use crate::decode::{GenerationRequest, SamplingConfig};
 use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::runtime::{Model, Session};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use command::{Command, Input, Method, parse_input};
+use generation::Stats;
 use generation::{GenConfig, Outcome};
 use heat::{HeatStyle, Palette, TokenView};
 use input::{LineReader, ReadOutcome};
@@ -52,15 +54,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct ReplArgs {
     #[command(flatten)]
     pub constraint: ConstraintArgs,
-    /// How the constraint is applied: domino (lookahead --k), naive (k = 0), none (unmasked).
-    #[arg(long, value_name = "M", default_value = "domino", value_parser = Method::parse)]
+    /// How the constraint is applied (as `generate --method`): domino (lookahead --k), naive
+    /// (k = 0), none (unmasked), template (forced text appended), llama-grammar.
+    #[arg(long, value_enum, default_value = "domino")]
     pub method: Method,
     /// Lookahead: the most terminal boundaries inside one token (`inf` = minimally invasive).
     #[arg(long, value_name = "N|inf", default_value = "inf")]
     pub k: String,
-    /// Speculative draft length (0 = off).
+    /// Speculative draft length (0 = off, so that every token shows its heat; with S > 0
+    /// decode's speculative loop runs and streams the text without heat).
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub draft: usize,
+    /// Smallest count probability for a drafted token.
+    #[arg(long, value_name = "P", default_value_t = crate::decode::methods::DEFAULT_DRAFT_THRESHOLD)]
+    pub draft_threshold: f32,
     /// Maximum number of tokens per generation.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_tokens: u64,
@@ -82,6 +89,7 @@ struct Settings {
     method: Method,
     k: Option<u32>,
     draft: usize,
+    draft_threshold: f32,
     sampling: SamplingConfig,
     max_tokens: usize,
     chat: bool,
@@ -95,6 +103,13 @@ impl Settings {
             Method::Naive => Some(0),
             _ => self.k,
         }
+    }
+
+    /// Whether decode's loops run this generation (speculation and the template and
+    /// llama-grammar baselines live there); otherwise the REPL's own loop runs, which
+    /// reports every token's heat and interventions as it streams.
+    fn uses_decoder(&self, constrained: bool) -> bool {
+        constrained && (self.draft > 0 || matches!(self.method, Method::Template | Method::LlamaGrammar))
     }
 }
 
@@ -132,7 +147,11 @@ impl Turn {
             "text": self.outcome.text(),
             "tokens": self.outcome.tokens.iter().map(|t| t.0).collect::<Vec<_>>(),
             "logprobs": self.outcome.logprobs,
-            "intervened": self.outcome.intervened,
+            "intervened": if self.outcome.intervened.len() == self.outcome.tokens.len() {
+                serde_json::json!(self.outcome.intervened)
+            } else {
+                serde_json::Value::Null
+            },
             "finish_reason": self.outcome.finish,
             "complete": self.outcome.complete(),
             "stats": self.outcome.stats,
@@ -154,7 +173,21 @@ struct Repl<'m> {
     palette: Palette,
     /// Raised by SIGINT; cleared before each generation.
     cancel: Arc<AtomicBool>,
+    /// decode's decoder for the current settings (rebuilt when they change; it keeps its
+    /// draft counts across generations).
+    decoder: Option<(String, Decoder)>,
 }
+
+/// The error a callback returns to stop decode's loop on Ctrl-C.
+#[derive(Debug)]
+struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped by Ctrl-C")
+    }
+}
+impl std::error::Error for Cancelled {}
 
 /// Where messages go: stdout for results, stderr for errors and status.
 fn say(text: impl AsRef<str>) {
@@ -217,6 +250,7 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
             method: args.method,
             k,
             draft: args.draft,
+            draft_threshold: args.draft_threshold,
             sampling,
             max_tokens: args.max_tokens as usize,
             chat: args.chat,
@@ -225,7 +259,11 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
         turns: Vec::new(),
         palette,
         cancel,
+        decoder: None,
     };
+    if !(0.0..=1.0).contains(&repl.settings.draft_threshold) {
+        return Err(crate::cli::UsageError(format!("--draft-threshold must be in [0, 1], got {}", repl.settings.draft_threshold)).into());
+    }
 
     eprintln!(
         "domino repl: {} loaded ({} tokens of context). :help lists the commands; Ctrl-D leaves.",
@@ -235,9 +273,6 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
     let legend = heat::legend(palette);
     if !legend.is_empty() {
         eprintln!("{legend}");
-    }
-    if repl.settings.draft > 0 {
-        eprintln!("note: {}", DRAFT_NOTE);
     }
 
     let mut reader = if interactive {
@@ -268,7 +303,7 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-const DRAFT_NOTE: &str = "speculative drafts are not used by the REPL's loop yet (the setting is kept and shown; output is unaffected: drafts never change it)";
+const DECODER_NOTE: &str = "with drafts on, or method template or llama-grammar, the text streams without heat (:draft 0 and domino/naive/none show it)";
 
 impl<'m> Repl<'m> {
     fn input_prompt(&self) -> String {
@@ -314,6 +349,9 @@ impl<'m> Repl<'m> {
             Command::Method(m) => {
                 self.settings.method = m;
                 say(format!("method: {}", m.as_str()));
+                if matches!(m, Method::Template | Method::LlamaGrammar) {
+                    eprintln!("note: {DECODER_NOTE}");
+                }
             }
             Command::K(k) => {
                 self.settings.k = k;
@@ -323,7 +361,7 @@ impl<'m> Repl<'m> {
                 self.settings.draft = s;
                 say(format!("draft: {s}"));
                 if s > 0 {
-                    eprintln!("note: {DRAFT_NOTE}");
+                    eprintln!("note: {DECODER_NOTE}");
                 }
             }
             Command::Temp(t) => {
@@ -354,14 +392,15 @@ impl<'m> Repl<'m> {
             }
             Command::Show => say(self.show()),
             Command::Stats => match self.turns.last() {
-                Some(t) => say(
-                    serde_json::json!({
+                Some(t) => {
+                    let v = serde_json::json!({
                         "finish_reason": t.outcome.finish,
                         "complete": t.outcome.complete(),
                         "stats": t.outcome.stats,
-                    })
-                    .to_string(),
-                ),
+                    });
+                    // One line for machines; indented for a person at a terminal.
+                    say(if self.palette.is_plain() { v.to_string() } else { serde_json::to_string_pretty(&v).unwrap_or_default() })
+                }
                 None => complain("no generation yet: type a prompt first"),
             },
             Command::Mask => {
@@ -385,7 +424,7 @@ impl<'m> Repl<'m> {
             format!("constraint  {}", self.active.as_ref().map_or("none", |a| a.label.as_str())),
             format!("method      {}", s.method.as_str()),
             format!("k           {}{}", k_str(s.k), if s.method == Method::Naive { " (naive uses 0)" } else { "" }),
-            format!("draft       {}{}", s.draft, if s.draft > 0 { " (not used by the REPL loop yet)" } else { "" }),
+            format!("draft       {} (threshold {})", s.draft, s.draft_threshold),
             format!("temp        {}{}", c.temperature, if c.is_greedy() { " (greedy)" } else { "" }),
             format!("seed        {}", c.seed),
             format!("max         {}", s.max_tokens),
@@ -422,10 +461,168 @@ impl<'m> Repl<'m> {
 
     fn generate(&mut self, prompt: &str) -> anyhow::Result<()> {
         let prompt_tokens = self.model.prompt_tokens(prompt, self.settings.chat)?;
+        anyhow::ensure!(!prompt_tokens.is_empty(), "the prompt is empty");
+        self.cancel.store(false, Ordering::SeqCst);
+        let outcome = if self.settings.uses_decoder(self.active.is_some()) {
+            self.generate_with_decoder(&prompt_tokens)?
+        } else {
+            self.generate_with_heat(&prompt_tokens)?
+        };
+        let s = &outcome.stats;
+        let mut status = format!(
+            "[{} · {} tokens · {:.1} tok/s · {} interventions · {} masks",
+            outcome.finish.as_str(),
+            s.generated_tokens,
+            s.tokens_per_s,
+            s.interventions,
+            s.masks_computed,
+        );
+        if self.settings.uses_decoder(self.active.is_some()) {
+            status.push_str(&format!(" · drafts {}/{} accepted · {} forced", s.draft_accepted, s.draft_proposed, s.forced_tokens));
+        }
+        if outcome.finish == generation::Finish::Cancelled {
+            status.push_str(" · stopped by Ctrl-C");
+        }
+        status.push(']');
+        if self.palette.is_plain() {
+            eprintln!("{status}");
+        } else {
+            use crossterm::style::Stylize;
+            eprintln!("{}", status.dark_grey());
+        }
+        self.turns.push(Turn {
+            prompt: prompt.to_string(),
+            prompt_tokens,
+            constraint: self.active.as_ref().map(|a| a.label.clone()),
+            settings: self.settings.clone(),
+            outcome,
+        });
+        Ok(())
+    }
+
+    /// The decoder for the current settings, built (and the constraint compiled for it) when
+    /// they changed since the last generation.
+    fn decoder(&mut self) -> anyhow::Result<&mut Decoder> {
+        let s = &self.settings;
+        let key = format!(
+            "{:?}|{:?}|{:?}|{}|{}",
+            self.active.as_ref().map(|a| &a.label),
+            s.method,
+            s.k,
+            s.draft,
+            s.draft_threshold
+        );
+        if self.decoder.as_ref().is_none_or(|(k, _)| *k != key) {
+            let config = DecoderConfig {
+                method: s.method,
+                source: self.compile.source()?,
+                compile: self.compile.compile_options(),
+                k: s.k,
+                opportunistic: false,
+                draft: s.draft,
+                draft_threshold: s.draft_threshold,
+                draft_stats: None,
+            };
+            self.decoder = Some((key, Decoder::new(&config, self.model)?));
+        }
+        Ok(&mut self.decoder.as_mut().expect("just built").1)
+    }
+
+    /// One generation through decode's loops (speculation, template, llama-grammar): the text
+    /// streams without heat; log-probabilities come with the result.
+    fn generate_with_decoder(&mut self, prompt_tokens: &[TokenId]) -> anyhow::Result<Outcome> {
+        // Reuse the KV cache's common prefix: decode's loops append the prompt to the cache.
+        let common = self.session.tokens().iter().zip(prompt_tokens).take_while(|(a, b)| a == b).count();
+        let keep = common.min(prompt_tokens.len() - 1);
+        self.session.truncate(keep)?;
+        let request = GenerationRequest {
+            prompt: prompt_tokens[keep..].to_vec(),
+            max_tokens: self.settings.max_tokens,
+            sampling: self.settings.sampling.clone(),
+            logprobs: true,
+        };
+        let cancel = self.cancel.clone();
+        let style = HeatStyle { palette: Palette::Plain, boundaries: self.settings.tokens };
+        let mut tokens: Vec<TokenId> = Vec::new();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut utf8 = crate::decode::Utf8Stream::new();
+        let mut piece = String::new();
+        let mut rendered = String::new();
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let started = std::time::Instant::now();
+        // Split borrows: the decoder and the session are separate fields.
+        self.decoder()?;
+        let decoder = &mut self.decoder.as_mut().expect("built above").1;
+        let result = decoder.generate(&mut self.session, &request, &mut |t, b| {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(Cancelled.into());
+            }
+            piece.clear();
+            utf8.push(b, &mut piece);
+            rendered.clear();
+            style.render(&TokenView { text: &piece, logprob: 0.0, intervened: false, follows_token: !tokens.is_empty() }, &mut rendered);
+            tokens.push(t);
+            bytes.extend_from_slice(b);
+            out.write_all(rendered.as_bytes())?;
+            out.flush()?;
+            Ok(())
+        });
+        piece.clear();
+        utf8.finish(&mut piece);
+        out.write_all(piece.as_bytes())?;
+        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+            writeln!(out)?;
+        }
+        out.flush()?;
+        match result {
+            Ok(r) => {
+                let mut stats = Stats::from_decode(&r.stats);
+                stats.prompt_tokens = prompt_tokens.len();
+                stats.reused_prompt_tokens = keep;
+                Ok(Outcome {
+                    tokens: r.tokens,
+                    bytes: r.bytes,
+                    logprobs: r.logprobs,
+                    intervened: Vec::new(),
+                    finish: r.finish_reason.into(),
+                    stats,
+                })
+            }
+            Err(e) if e.chain().any(|c| c.is::<Cancelled>()) => {
+                // The loop stopped inside a step: its KV cache may hold tokens past the output.
+                self.session.truncate(keep.min(self.session.n_past()))?;
+                let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+                let n = tokens.len();
+                Ok(Outcome {
+                    stats: Stats {
+                        prompt_tokens: prompt_tokens.len(),
+                        reused_prompt_tokens: keep,
+                        generated_tokens: n,
+                        decode_ms: elapsed,
+                        tokens_per_s: if elapsed > 0.0 { n as f64 / (elapsed / 1000.0) } else { 0.0 },
+                        ..Default::default()
+                    },
+                    tokens,
+                    bytes,
+                    logprobs: Vec::new(),
+                    intervened: Vec::new(),
+                    finish: generation::Finish::Cancelled,
+                })
+            }
+            Err(e) => {
+                // Whatever state the loop left, the cache is only trusted up to the prompt prefix.
+                let _ = self.session.truncate(keep.min(self.session.n_past()));
+                Err(e)
+            }
+        }
+    }
+
+    /// One generation through the REPL's own loop, streaming every token with its heat.
+    fn generate_with_heat(&mut self, prompt_tokens: &[TokenId]) -> anyhow::Result<Outcome> {
         let mut constraint = self.new_constraint()?;
         let config = GenConfig { max_tokens: self.settings.max_tokens, sampling: self.settings.sampling.clone() };
         let style = HeatStyle { palette: self.palette, boundaries: self.settings.tokens };
-        self.cancel.store(false, Ordering::SeqCst);
 
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -436,7 +633,7 @@ impl<'m> Repl<'m> {
         let mut ends_with_newline = true;
         let outcome = generation::generate(
             &mut self.session,
-            &prompt_tokens,
+            prompt_tokens,
             constraint.as_mut(),
             &config,
             &self.cancel,
@@ -464,32 +661,7 @@ impl<'m> Repl<'m> {
             writeln!(out)?;
         }
         out.flush()?;
-        drop(out);
-
-        let s = &outcome.stats;
-        let status = format!(
-            "[{} · {} tokens · {:.1} tok/s · {} interventions · {} masks{}]",
-            outcome.finish.as_str(),
-            s.generated_tokens,
-            s.tokens_per_s,
-            s.interventions,
-            s.masks_computed,
-            if outcome.finish == generation::Finish::Cancelled { " · stopped by Ctrl-C" } else { "" }
-        );
-        if self.palette.is_plain() {
-            eprintln!("{status}");
-        } else {
-            use crossterm::style::Stylize;
-            eprintln!("{}", status.dark_grey());
-        }
-        self.turns.push(Turn {
-            prompt: prompt.to_string(),
-            prompt_tokens,
-            constraint: self.active.as_ref().map(|a| a.label.clone()),
-            settings: self.settings.clone(),
-            outcome,
-        });
-        Ok(())
+        Ok(outcome)
     }
 
     /// `:mask`: the tokens the current constraint allows after the last output (or at the
