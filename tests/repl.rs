@@ -38,22 +38,33 @@ fn run(c: &mut Command, input: &str) -> Session {
     let out = c.write_stdin(input.to_string()).output().unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "exit {:?}\nstdout: {stdout}\nstderr: {stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {stderr}",
+        out.status
+    );
     Session { stdout, stderr }
 }
 
 fn gsm8k_schema() -> serde_json::Value {
-    let text = std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap();
+    let text =
+        std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
 /// A constraint for the GSM8K schema (compact whitespace, as the session uses) over the
 /// model's vocabulary: checks that incomplete outputs are still viable prefixes.
 fn gsm8k_constraint() -> Constraint {
-    let opts = CompileOptions { whitespace: WhitespacePolicy::Compact, ..Default::default() };
-    let ir = GrammarSource::JsonSchema(gsm8k_schema()).compile(&opts).unwrap();
+    let opts = CompileOptions {
+        whitespace: WhitespacePolicy::Compact,
+        ..Default::default()
+    };
+    let ir = GrammarSource::JsonSchema(gsm8k_schema())
+        .compile(&opts)
+        .unwrap();
     let grammar = CompiledGrammar::new(ir).unwrap();
-    let vocab = Arc::new(domino::runtime::load_vocabulary(common::require_default_model()).unwrap());
+    let vocab =
+        Arc::new(domino::runtime::load_vocabulary(common::require_default_model()).unwrap());
     Constraint::new(&grammar, &vocab, Options::default()).unwrap()
 }
 
@@ -70,21 +81,37 @@ fn schema_session_streams_valid_json_and_reports_stats() {
     }
     input.push_str(":quit\n");
     let s = run(repl().args(["--whitespace", "compact"]), &input);
-    assert!(!s.stdout.contains('\x1b'), "colour on a pipe: {:?}", s.stdout);
+    assert!(
+        !s.stdout.contains('\x1b'),
+        "colour on a pipe: {:?}",
+        s.stdout
+    );
     let lines: Vec<&str> = s.stdout.lines().collect();
-    assert!(lines[0].starts_with("constraint: schema grammars/gsm8k.schema.json"), "{}", s.stdout);
+    assert!(
+        lines[0].starts_with("constraint: schema grammars/gsm8k.schema.json"),
+        "{}",
+        s.stdout
+    );
     let schema = gsm8k_schema();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let base = gsm8k_constraint();
     let mut complete = 0;
     let mut stats_lines = 0;
     for (i, line) in lines.iter().enumerate() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let Some(stats) = v.get("stats") else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(stats) = v.get("stats") else {
+            continue;
+        };
         stats_lines += 1;
         // The stats line follows the generated text, which is one line (compact JSON).
         let text = lines[i - 1];
-        assert_eq!(stats["generated_tokens"].as_u64().unwrap() > 0, true, "{line}");
+        assert_eq!(
+            stats["generated_tokens"].as_u64().unwrap() > 0,
+            true,
+            "{line}"
+        );
         assert!(stats["forward_passes"].as_u64().unwrap() >= 1, "{line}");
         assert!(stats["tokens_per_s"].as_f64().unwrap() > 0.0, "{line}");
         assert!(stats["prompt_tokens"].as_u64().unwrap() > 20, "{line}");
@@ -99,13 +126,19 @@ fn schema_session_streams_valid_json_and_reports_stats() {
             assert_eq!(finish, "length", "{line}");
             assert_eq!(stats["generated_tokens"], 80, "{line}");
             let mut c = base.clone();
-            c.commit_bytes(text.as_bytes()).unwrap_or_else(|e| panic!("not a schema prefix ({e}): {text}"));
+            c.commit_bytes(text.as_bytes())
+                .unwrap_or_else(|e| panic!("not a schema prefix ({e}): {text}"));
         }
     }
     assert_eq!(stats_lines, seeds.count(), "stdout: {}", s.stdout);
     assert!(complete >= 1, "no run closed its document:\n{}", s.stdout);
     // One status line per generation on stderr.
-    assert_eq!(s.stderr.matches(" tokens · ").count(), stats_lines, "{}", s.stderr);
+    assert_eq!(
+        s.stderr.matches(" tokens · ").count(),
+        stats_lines,
+        "{}",
+        s.stderr
+    );
 }
 
 #[test]
@@ -124,18 +157,34 @@ fn errors_keep_the_session_alive() {
     // Every bad command was answered with an error on stderr …
     assert!(s.stderr.contains("does/not/exist.gbnf"), "{}", s.stderr);
     assert!(s.stderr.contains("bad.gbnf"), "{}", s.stderr);
-    assert!(s.stderr.contains("bad.schema.json") || s.stderr.contains("2:"), "{}", s.stderr);
-    assert!(s.stderr.contains("unknown command :frobnicate"), "{}", s.stderr);
+    assert!(
+        s.stderr.contains("bad.schema.json") || s.stderr.contains("2:"),
+        "{}",
+        s.stderr
+    );
+    assert!(
+        s.stderr.contains("unknown command :frobnicate"),
+        "{}",
+        s.stderr
+    );
     assert!(s.stderr.contains(":k"), "{}", s.stderr);
     assert!(s.stderr.contains("no generation yet"), "{}", s.stderr);
     assert!(s.stderr.matches("error: ").count() >= 6, "{}", s.stderr);
     // … and the next commands were still answered, with the constraint unchanged.
     assert!(s.stdout.contains("constraint  json"), "{}", s.stdout);
-    assert!(s.stdout.contains("at the start (no prompt yet)"), "{}", s.stdout);
+    assert!(
+        s.stdout.contains("at the start (no prompt yet)"),
+        "{}",
+        s.stdout
+    );
     assert!(s.stdout.contains("of 49152 tokens allowed"), "{}", s.stdout);
     assert!(s.stdout.contains("model's favourite: "), "{}", s.stdout);
     for c in domino::repl::command::COMMANDS {
-        assert!(s.stdout.contains(&format!(":{}", c.name)), ":help lacks :{}", c.name);
+        assert!(
+            s.stdout.contains(&format!(":{}", c.name)),
+            ":help lacks :{}",
+            c.name
+        );
     }
 }
 
@@ -150,13 +199,19 @@ fn token_boundaries_regex_and_transcript() {
     let s = run(repl().arg("--chat"), &input);
     let lines: Vec<&str> = s.stdout.lines().collect();
     let re = regex_automata::meta::Regex::new(r"^[a-z]+ [0-9]+$").unwrap();
-    let with_bars = lines.iter().find(|l| l.contains('|')).unwrap_or_else(|| panic!("no boundaries: {}", s.stdout));
+    let with_bars = lines
+        .iter()
+        .find(|l| l.contains('|'))
+        .unwrap_or_else(|| panic!("no boundaries: {}", s.stdout));
     let joined = with_bars.replace('|', "");
     assert!(re.is_match(&joined), "{with_bars:?}");
     // The same greedy generation without boundaries is the same text.
     assert!(lines.contains(&joined.as_str()), "{}", s.stdout);
     let saved = std::fs::read_to_string(&transcript).unwrap();
-    let turns: Vec<serde_json::Value> = saved.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let turns: Vec<serde_json::Value> = saved
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(turns.len(), 3, "{saved}");
     assert_eq!(turns[0]["constraint"], "regex [a-z]+ [0-9]+");
     assert_eq!(turns[0]["text"], joined);
@@ -164,13 +219,22 @@ fn token_boundaries_regex_and_transcript() {
     let n = turns[0]["tokens"].as_array().unwrap().len();
     assert_eq!(turns[0]["logprobs"].as_array().unwrap().len(), n);
     assert_eq!(turns[0]["intervened"].as_array().unwrap().len(), n);
-    assert!(turns[0]["logprobs"].as_array().unwrap().iter().all(|l| l.as_f64().unwrap() <= 0.0));
+    assert!(
+        turns[0]["logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l.as_f64().unwrap() <= 0.0)
+    );
     assert_eq!(turns[2]["constraint"], serde_json::Value::Null);
     assert_eq!(turns[2]["stats"]["generated_tokens"], 3);
     assert_eq!(turns[2]["stats"]["interventions"], 0);
     assert_eq!(turns[2]["finish_reason"], "length");
     // The second, identical prompt reused the KV cache of the first.
-    assert!(turns[1]["stats"]["reused_prompt_tokens"].as_u64().unwrap() > 0, "{saved}");
+    assert!(
+        turns[1]["stats"]["reused_prompt_tokens"].as_u64().unwrap() > 0,
+        "{saved}"
+    );
 }
 
 #[test]
@@ -193,14 +257,22 @@ fn ctrl_c_stops_a_generation_and_the_session_goes_on() {
     // Wait for the stream to start, then interrupt.
     let mut first = [0u8; 1];
     stdout.read_exact(&mut first).unwrap();
-    let status = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     stdin.write_all(b":stats\n:quit\n").unwrap();
     drop(stdin);
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "exit {:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stats = rest
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -221,7 +293,10 @@ fn drafts_and_baselines_run_through_decode_and_keep_greedy_output() {
     );
     let s = run(repl().arg("--chat"), &input);
     let saved = std::fs::read_to_string(&transcript).unwrap();
-    let turns: Vec<serde_json::Value> = saved.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let turns: Vec<serde_json::Value> = saved
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(turns.len(), 4, "{saved}");
     // Speculation changes speed, never greedy output; template output is a JSON prefix too.
     assert_eq!(turns[0]["text"], turns[1]["text"], "{saved}");
@@ -232,13 +307,20 @@ fn drafts_and_baselines_run_through_decode_and_keep_greedy_output() {
     assert!(turns[1]["intervened"].is_null());
     assert_eq!(turns[3]["method"], "template");
     // Draft counts learn across generations: the second drafted turn proposes something.
-    assert!(turns[2]["stats"]["draft_proposed"].as_u64().unwrap() > 0, "{saved}");
+    assert!(
+        turns[2]["stats"]["draft_proposed"].as_u64().unwrap() > 0,
+        "{saved}"
+    );
     for t in &turns {
         if t["complete"] == true {
             serde_json::from_str::<serde_json::Value>(t["text"].as_str().unwrap())
                 .unwrap_or_else(|e| panic!("{e}: {}", t["text"]));
         }
-        assert_eq!(t["logprobs"].as_array().unwrap().len(), t["tokens"].as_array().unwrap().len(), "{t}");
+        assert_eq!(
+            t["logprobs"].as_array().unwrap().len(),
+            t["tokens"].as_array().unwrap().len(),
+            "{t}"
+        );
     }
     assert!(s.stderr.contains("drafts "), "{}", s.stderr);
 }

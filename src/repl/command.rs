@@ -16,8 +16,12 @@ pub const METHOD_NAMES: &[&str] = &["domino", "naive", "none", "template", "llam
 
 /// Parse a method name (as `generate --method` takes it).
 pub fn parse_method(s: &str) -> Result<Method, String> {
-    <Method as clap::ValueEnum>::from_str(s, true)
-        .map_err(|_| format!("unknown method `{s}` (expected one of: {})", METHOD_NAMES.join(", ")))
+    <Method as clap::ValueEnum>::from_str(s, true).map_err(|_| {
+        format!(
+            "unknown method `{s}` (expected one of: {})",
+            METHOD_NAMES.join(", ")
+        )
+    })
 }
 
 /// A parsed `:command`.
@@ -70,25 +74,120 @@ const ON_OFF: &[&str] = &["on", "off"];
 
 /// Every command, in the order `:help` lists them.
 pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec { name: "help", usage: "", arg: ArgKind::None, help: "list the commands" },
-    CommandSpec { name: "grammar", usage: "FILE", arg: ArgKind::File, help: "constrain to a grammar file (.gbnf, .lark, or .json schema)" },
-    CommandSpec { name: "schema", usage: "FILE", arg: ArgKind::File, help: "constrain to a JSON Schema file" },
-    CommandSpec { name: "regex", usage: "RE", arg: ArgKind::Text, help: "constrain to a regex matching the whole output" },
-    CommandSpec { name: "json", usage: "", arg: ArgKind::None, help: "constrain to any JSON document" },
-    CommandSpec { name: "none", usage: "", arg: ArgKind::None, help: "drop the constraint (free text)" },
-    CommandSpec { name: "method", usage: "M", arg: ArgKind::Word(METHOD_NAMES), help: "domino, naive (k 0), none (unmasked), template (forced text), llama-grammar" },
-    CommandSpec { name: "k", usage: "N|inf", arg: ArgKind::Word(&["inf", "0", "1", "2"]), help: "lookahead: terminal boundaries allowed inside one token (inf = minimally invasive)" },
-    CommandSpec { name: "draft", usage: "S", arg: ArgKind::Number, help: "speculative draft length (0 = off; drafts stream without heat)" },
-    CommandSpec { name: "temp", usage: "T", arg: ArgKind::Number, help: "sampling temperature (0 = greedy)" },
-    CommandSpec { name: "seed", usage: "N", arg: ArgKind::Number, help: "random seed for sampling" },
-    CommandSpec { name: "max", usage: "N", arg: ArgKind::Number, help: "maximum tokens per generation" },
-    CommandSpec { name: "chat", usage: "on|off", arg: ArgKind::Word(ON_OFF), help: "wrap each prompt in the model's chat template" },
-    CommandSpec { name: "show", usage: "", arg: ArgKind::None, help: "show the current settings" },
-    CommandSpec { name: "stats", usage: "", arg: ArgKind::None, help: "the last generation's stats as JSON (as in generate --format json)" },
-    CommandSpec { name: "mask", usage: "", arg: ArgKind::None, help: "what the grammar allows next, with the model's probabilities" },
-    CommandSpec { name: "save", usage: "FILE", arg: ArgKind::File, help: "write the transcript as JSON Lines" },
-    CommandSpec { name: "tokens", usage: "on|off", arg: ArgKind::Word(ON_OFF), help: "show token boundaries in the output" },
-    CommandSpec { name: "quit", usage: "", arg: ArgKind::None, help: "leave (Ctrl-D also works)" },
+    CommandSpec {
+        name: "help",
+        usage: "",
+        arg: ArgKind::None,
+        help: "list the commands",
+    },
+    CommandSpec {
+        name: "grammar",
+        usage: "FILE",
+        arg: ArgKind::File,
+        help: "constrain to a grammar file (.gbnf, .lark, or .json schema)",
+    },
+    CommandSpec {
+        name: "schema",
+        usage: "FILE",
+        arg: ArgKind::File,
+        help: "constrain to a JSON Schema file",
+    },
+    CommandSpec {
+        name: "regex",
+        usage: "RE",
+        arg: ArgKind::Text,
+        help: "constrain to a regex matching the whole output",
+    },
+    CommandSpec {
+        name: "json",
+        usage: "",
+        arg: ArgKind::None,
+        help: "constrain to any JSON document",
+    },
+    CommandSpec {
+        name: "none",
+        usage: "",
+        arg: ArgKind::None,
+        help: "drop the constraint (free text)",
+    },
+    CommandSpec {
+        name: "method",
+        usage: "M",
+        arg: ArgKind::Word(METHOD_NAMES),
+        help: "domino, naive (k 0), none (unmasked), template (forced text), llama-grammar",
+    },
+    CommandSpec {
+        name: "k",
+        usage: "N|inf",
+        arg: ArgKind::Word(&["inf", "0", "1", "2"]),
+        help: "lookahead: terminal boundaries allowed inside one token (inf = minimally invasive)",
+    },
+    CommandSpec {
+        name: "draft",
+        usage: "S",
+        arg: ArgKind::Number,
+        help: "speculative draft length (0 = off; drafts stream without heat)",
+    },
+    CommandSpec {
+        name: "temp",
+        usage: "T",
+        arg: ArgKind::Number,
+        help: "sampling temperature (0 = greedy)",
+    },
+    CommandSpec {
+        name: "seed",
+        usage: "N",
+        arg: ArgKind::Number,
+        help: "random seed for sampling",
+    },
+    CommandSpec {
+        name: "max",
+        usage: "N",
+        arg: ArgKind::Number,
+        help: "maximum tokens per generation",
+    },
+    CommandSpec {
+        name: "chat",
+        usage: "on|off",
+        arg: ArgKind::Word(ON_OFF),
+        help: "wrap each prompt in the model's chat template",
+    },
+    CommandSpec {
+        name: "show",
+        usage: "",
+        arg: ArgKind::None,
+        help: "show the current settings",
+    },
+    CommandSpec {
+        name: "stats",
+        usage: "",
+        arg: ArgKind::None,
+        help: "the last generation's stats as JSON (as in generate --format json)",
+    },
+    CommandSpec {
+        name: "mask",
+        usage: "",
+        arg: ArgKind::None,
+        help: "what the grammar allows next, with the model's probabilities",
+    },
+    CommandSpec {
+        name: "save",
+        usage: "FILE",
+        arg: ArgKind::File,
+        help: "write the transcript as JSON Lines",
+    },
+    CommandSpec {
+        name: "tokens",
+        usage: "on|off",
+        arg: ArgKind::Word(ON_OFF),
+        help: "show token boundaries in the output",
+    },
+    CommandSpec {
+        name: "quit",
+        usage: "",
+        arg: ArgKind::None,
+        help: "leave (Ctrl-D also works)",
+    },
 ];
 
 /// The spec of a command name (without the colon).
@@ -129,7 +228,8 @@ fn parse_on_off(name: &str, arg: &str) -> Result<bool, String> {
 }
 
 fn parse_number<T: std::str::FromStr>(name: &str, what: &str, arg: &str) -> Result<T, String> {
-    arg.parse::<T>().map_err(|_| format!(":{name} expects {what}, got `{arg}`"))
+    arg.parse::<T>()
+        .map_err(|_| format!(":{name} expects {what}, got `{arg}`"))
 }
 
 /// Parse a command line without its leading colon.
@@ -190,10 +290,18 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
 
 /// The `:help` text, one line per command.
 pub fn help_text() -> String {
-    let width = COMMANDS.iter().map(|c| c.name.len() + c.usage.len() + 2).max().unwrap_or(0);
+    let width = COMMANDS
+        .iter()
+        .map(|c| c.name.len() + c.usage.len() + 2)
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     for c in COMMANDS {
-        let head = if c.usage.is_empty() { format!(":{}", c.name) } else { format!(":{} {}", c.name, c.usage) };
+        let head = if c.usage.is_empty() {
+            format!(":{}", c.name)
+        } else {
+            format!(":{} {}", c.name, c.usage)
+        };
         out.push_str(&format!("  {head:<width$}  {}\n", c.help, width = width));
     }
     out.push_str("  Anything else is a prompt. End a line with \\ to continue it; Ctrl-C stops a generation.\n");
@@ -220,38 +328,76 @@ mod tests {
     #[test]
     fn prompts_and_commands_are_told_apart() {
         assert_eq!(parse_input("  \n "), Ok(Input::Empty));
-        assert_eq!(parse_input("hello: world"), Ok(Input::Prompt("hello: world".into())));
-        assert_eq!(parse_input("\\:not a command"), Ok(Input::Prompt(":not a command".into())));
+        assert_eq!(
+            parse_input("hello: world"),
+            Ok(Input::Prompt("hello: world".into()))
+        );
+        assert_eq!(
+            parse_input("\\:not a command"),
+            Ok(Input::Prompt(":not a command".into()))
+        );
         assert_eq!(parse_input(" :json"), Ok(Input::Command(Command::Json)));
         assert_eq!(
             parse_input(":schema grammars/gsm8k.schema.json"),
-            Ok(Input::Command(Command::Schema("grammars/gsm8k.schema.json".into())))
+            Ok(Input::Command(Command::Schema(
+                "grammars/gsm8k.schema.json".into()
+            )))
         );
         // A regex keeps its inner spaces.
-        assert_eq!(parse_input(":regex  a b+ "), Ok(Input::Command(Command::Regex("a b+".into()))));
+        assert_eq!(
+            parse_input(":regex  a b+ "),
+            Ok(Input::Command(Command::Regex("a b+".into())))
+        );
     }
 
     #[test]
     fn arguments_are_checked() {
         assert_eq!(parse_command("k inf"), Ok(Command::K(None)));
         assert_eq!(parse_command("k 2"), Ok(Command::K(Some(2))));
-        assert_eq!(parse_command("method NAIVE"), Ok(Command::Method(Method::Naive)));
+        assert_eq!(
+            parse_command("method NAIVE"),
+            Ok(Command::Method(Method::Naive))
+        );
         assert_eq!(parse_command("temp 0.7"), Ok(Command::Temp(0.7)));
         assert_eq!(parse_command("tokens on"), Ok(Command::Tokens(true)));
         assert_eq!(parse_command("chat off"), Ok(Command::Chat(false)));
-        for bad in ["k -1", "temp -1", "temp nan", "max 0", "seed x", "chat maybe", "method fast", "json x", "grammar", "frobnicate", ""] {
+        for bad in [
+            "k -1",
+            "temp -1",
+            "temp nan",
+            "max 0",
+            "seed x",
+            "chat maybe",
+            "method fast",
+            "json x",
+            "grammar",
+            "frobnicate",
+            "",
+        ] {
             let err = parse_command(bad).unwrap_err();
             assert!(!err.is_empty(), "{bad}");
         }
         assert!(parse_command("frobnicate").unwrap_err().contains(":help"));
-        assert!(parse_command("grammar").unwrap_err().contains(":grammar FILE"));
+        assert!(
+            parse_command("grammar")
+                .unwrap_err()
+                .contains(":grammar FILE")
+        );
     }
 
     #[test]
     fn help_lists_every_command_on_its_own_line() {
         let help = help_text();
         for c in COMMANDS {
-            assert_eq!(help.lines().filter(|l| l.trim_start().starts_with(&format!(":{} ", c.name)) || l.trim() == format!(":{}", c.name)).count(), 1, "{}", c.name);
+            assert_eq!(
+                help.lines()
+                    .filter(|l| l.trim_start().starts_with(&format!(":{} ", c.name))
+                        || l.trim() == format!(":{}", c.name))
+                    .count(),
+                1,
+                "{}",
+                c.name
+            );
         }
     }
 }

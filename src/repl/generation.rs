@@ -149,8 +149,16 @@ pub struct GenConfig {
 /// Bring the KV cache to exactly `tokens` (reusing its longest common prefix) and leave the
 /// logits of the last one readable. Returns (batch index of those logits, reused tokens).
 pub fn feed(session: &mut Session<'_>, tokens: &[TokenId]) -> anyhow::Result<(usize, usize)> {
-    anyhow::ensure!(!tokens.is_empty(), "nothing to condition the model on (empty prompt)");
-    let common = session.tokens().iter().zip(tokens).take_while(|(a, b)| a == b).count();
+    anyhow::ensure!(
+        !tokens.is_empty(),
+        "nothing to condition the model on (empty prompt)"
+    );
+    let common = session
+        .tokens()
+        .iter()
+        .zip(tokens)
+        .take_while(|(a, b)| a == b)
+        .count();
     // The last token must be decoded again for its logits to be readable.
     let keep = common.min(tokens.len() - 1);
     session.truncate(keep)?;
@@ -172,12 +180,18 @@ pub fn generate(
     cancel: &AtomicBool,
     on_token: &mut dyn FnMut(TokenEvent<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Outcome> {
-    config.sampling.validate().map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
+    config
+        .sampling
+        .validate()
+        .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
     let vocab = session.model().vocabulary();
     let mut sampler = Sampler::new(config.sampling.clone());
     let greedy = config.sampling.is_greedy();
     let mut mask = TokenSet::new(vocab.len());
-    let mut stats = Stats { prompt_tokens: prompt.len(), ..Default::default() };
+    let mut stats = Stats {
+        prompt_tokens: prompt.len(),
+        ..Default::default()
+    };
 
     let start = Instant::now();
     let (mut logits_index, reused) = feed(session, prompt)?;
@@ -202,10 +216,17 @@ pub fn generate(
             break Finish::Length;
         }
         let logits = session.logits(logits_index);
-        let favourite = argmax(logits).ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
-        let favourite_allowed = greedy && constraint.as_deref_mut().is_some_and(|c| c.allows(favourite));
+        let favourite =
+            argmax(logits).ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
+        let favourite_allowed = greedy
+            && constraint
+                .as_deref_mut()
+                .is_some_and(|c| c.allows(favourite));
         let (token, intervened) = match constraint.as_deref_mut() {
-            None => (sampler.sample(logits, None).expect("logits are not empty"), false),
+            None => (
+                sampler.sample(logits, None).expect("logits are not empty"),
+                false,
+            ),
             Some(_) if favourite_allowed => (favourite, false),
             Some(c) => {
                 let t0 = Instant::now();
@@ -223,7 +244,8 @@ pub fn generate(
             break Finish::Eos;
         }
         if let Some(c) = constraint.as_deref_mut() {
-            c.commit(token).map_err(|e| anyhow::anyhow!("internal error: a masked token was rejected: {e}"))?;
+            c.commit(token)
+                .map_err(|e| anyhow::anyhow!("internal error: a masked token was rejected: {e}"))?;
         }
         let logprob = log_softmax_at(logits, token);
         let piece = vocab.bytes(token);
@@ -231,7 +253,12 @@ pub fn generate(
         out.bytes.extend_from_slice(piece);
         out.logprobs.push(logprob);
         out.intervened.push(intervened);
-        on_token(TokenEvent { token, bytes: piece, logprob, intervened })?;
+        on_token(TokenEvent {
+            token,
+            bytes: piece,
+            logprob,
+            intervened,
+        })?;
         if constraint.as_deref().is_some_and(|c| c.is_finished()) {
             break Finish::GrammarEnd;
         }
@@ -250,7 +277,11 @@ pub fn generate(
     };
     stats.generated_tokens = out.tokens.len();
     stats.decode_ms = ms_since(decode_start);
-    stats.tokens_per_s = if stats.decode_ms > 0.0 { out.tokens.len() as f64 / (stats.decode_ms / 1000.0) } else { 0.0 };
+    stats.tokens_per_s = if stats.decode_ms > 0.0 {
+        out.tokens.len() as f64 / (stats.decode_ms / 1000.0)
+    } else {
+        0.0
+    };
     out.stats = stats;
     Ok(out)
 }

@@ -118,7 +118,11 @@ pub struct TokenView<'a> {
 impl HeatStyle {
     fn color(&self, rgb: (u8, u8, u8)) -> Color {
         match self.palette {
-            Palette::TrueColor => Color::Rgb { r: rgb.0, g: rgb.1, b: rgb.2 },
+            Palette::TrueColor => Color::Rgb {
+                r: rgb.0,
+                g: rgb.1,
+                b: rgb.2,
+            },
             _ => Color::AnsiValue(ansi256(rgb)),
         }
     }
@@ -154,7 +158,11 @@ impl HeatStyle {
                 continue;
             }
             let styled = segment.with(fg).on(bg);
-            let _ = if token.intervened { write!(out, "{}", styled.underlined()) } else { write!(out, "{styled}") };
+            let _ = if token.intervened {
+                write!(out, "{}", styled.underlined())
+            } else {
+                write!(out, "{styled}")
+            };
         }
     }
 }
@@ -164,14 +172,43 @@ pub fn legend(palette: Palette) -> String {
     if palette.is_plain() {
         return String::new();
     }
-    let style = HeatStyle { palette, boundaries: false };
+    let style = HeatStyle {
+        palette,
+        boundaries: false,
+    };
     let mut out = String::from("heat: ");
-    for (label, lp) in [("likely", -0.05f32), ("", -1.25), ("", -2.5), ("", -3.75), ("surprising", -5.0)] {
-        let text = if label.is_empty() { "  ".to_string() } else { format!(" {label} ") };
-        style.render(&TokenView { text: &text, logprob: lp, intervened: false, follows_token: false }, &mut out);
+    for (label, lp) in [
+        ("likely", -0.05f32),
+        ("", -1.25),
+        ("", -2.5),
+        ("", -3.75),
+        ("surprising", -5.0),
+    ] {
+        let text = if label.is_empty() {
+            "  ".to_string()
+        } else {
+            format!(" {label} ")
+        };
+        style.render(
+            &TokenView {
+                text: &text,
+                logprob: lp,
+                intervened: false,
+                follows_token: false,
+            },
+            &mut out,
+        );
     }
     out.push_str("  ");
-    style.render(&TokenView { text: "grammar intervened", logprob: -0.05, intervened: true, follows_token: false }, &mut out);
+    style.render(
+        &TokenView {
+            text: "grammar intervened",
+            logprob: -0.05,
+            intervened: true,
+            follows_token: false,
+        },
+        &mut out,
+    );
     out
 }
 
@@ -180,7 +217,12 @@ mod tests {
     use super::*;
 
     fn view(text: &str, logprob: f32, intervened: bool, follows_token: bool) -> TokenView<'_> {
-        TokenView { text, logprob, intervened, follows_token }
+        TokenView {
+            text,
+            logprob,
+            intervened,
+            follows_token,
+        }
     }
 
     #[test]
@@ -207,12 +249,18 @@ mod tests {
 
     #[test]
     fn plain_rendering_is_the_text() {
-        let style = HeatStyle { palette: Palette::Plain, boundaries: false };
+        let style = HeatStyle {
+            palette: Palette::Plain,
+            boundaries: false,
+        };
         let mut out = String::new();
         style.render(&view("{\"a", -3.0, true, false), &mut out);
         style.render(&view("\":\n1", -0.1, false, true), &mut out);
         assert_eq!(out, "{\"a\":\n1");
-        let style = HeatStyle { palette: Palette::Plain, boundaries: true };
+        let style = HeatStyle {
+            palette: Palette::Plain,
+            boundaries: true,
+        };
         let mut out = String::new();
         style.render(&view("a", 0.0, false, false), &mut out);
         style.render(&view("b\n", 0.0, false, true), &mut out);
@@ -221,7 +269,10 @@ mod tests {
 
     #[test]
     fn colour_rendering_paints_and_underlines() {
-        let style = HeatStyle { palette: Palette::TrueColor, boundaries: false };
+        let style = HeatStyle {
+            palette: Palette::TrueColor,
+            boundaries: false,
+        };
         let mut calm = String::new();
         style.render(&view("x", -0.01, false, false), &mut calm);
         let mut hot = String::new();
@@ -237,6 +288,9 @@ mod tests {
         let newline = multi.find('\n').unwrap();
         let before = &multi[..newline];
         let painted = before.rfind("\x1b[48;").unwrap();
-        assert!(before[painted..].contains("\x1b[49m") || before[painted..].contains("\x1b[0m"), "{multi:?}");
+        assert!(
+            before[painted..].contains("\x1b[49m") || before[painted..].contains("\x1b[0m"),
+            "{multi:?}"
+        );
     }
 }

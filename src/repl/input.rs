@@ -26,7 +26,11 @@ pub fn history_path() -> Option<PathBuf> {
     let data = std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local/share")))?;
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/share"))
+        })?;
     Some(data.join("domino").join("history"))
 }
 
@@ -35,7 +39,11 @@ pub fn continuation(line: &str) -> Option<&str> {
     let trimmed = line.strip_suffix('\r').unwrap_or(line);
     let stripped = trimmed.strip_suffix('\\')?;
     // `\\` at the end is an escaped backslash, not a continuation.
-    if stripped.ends_with('\\') { None } else { Some(stripped) }
+    if stripped.ends_with('\\') {
+        None
+    } else {
+        Some(stripped)
+    }
 }
 
 /// Join physical lines into one input: each continued line loses its `\` and keeps a newline.
@@ -77,7 +85,9 @@ pub struct ReplHelper {
 
 impl ReplHelper {
     pub fn new() -> Self {
-        ReplHelper { files: FilenameCompleter::new() }
+        ReplHelper {
+            files: FilenameCompleter::new(),
+        }
     }
 }
 
@@ -97,7 +107,11 @@ pub fn complete_words(line: &str, pos: usize) -> Option<(usize, Vec<String>)> {
     };
     match rest.find(char::is_whitespace) {
         None => {
-            let names = COMMANDS.iter().filter(|c| c.name.starts_with(rest)).map(|c| format!(":{}", c.name)).collect();
+            let names = COMMANDS
+                .iter()
+                .filter(|c| c.name.starts_with(rest))
+                .map(|c| format!(":{}", c.name))
+                .collect();
             Some((lead, names))
         }
         Some(i) => {
@@ -108,7 +122,11 @@ pub fn complete_words(line: &str, pos: usize) -> Option<(usize, Vec<String>)> {
                 Some(ArgKind::File) => None,
                 Some(ArgKind::Word(words)) => Some((
                     arg_start,
-                    words.iter().filter(|w| w.starts_with(partial)).map(|w| w.to_string()).collect(),
+                    words
+                        .iter()
+                        .filter(|w| w.starts_with(partial))
+                        .map(|w| w.to_string())
+                        .collect(),
                 )),
                 _ => Some((pos, Vec::new())),
             }
@@ -119,11 +137,22 @@ pub fn complete_words(line: &str, pos: usize) -> Option<(usize, Vec<String>)> {
 impl Completer for ReplHelper {
     type Candidate = Pair;
 
-    fn complete(&self, line: &str, pos: usize, _ctx: &Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
         match complete_words(line, pos) {
             Some((start, words)) => Ok((
                 start,
-                words.into_iter().map(|w| Pair { display: w.clone(), replacement: w }).collect(),
+                words
+                    .into_iter()
+                    .map(|w| Pair {
+                        display: w.clone(),
+                        replacement: w,
+                    })
+                    .collect(),
             )),
             None => self.files.complete_path(line, pos),
         }
@@ -161,7 +190,10 @@ impl LineReader {
         if let Some(path) = &history {
             let _ = editor.load_history(path);
         }
-        Ok(LineReader::Editor { editor: Box::new(editor), history })
+        Ok(LineReader::Editor {
+            editor: Box::new(editor),
+            history,
+        })
     }
 
     pub fn plain(input: Box<dyn BufRead>) -> LineReader {
@@ -194,7 +226,11 @@ impl LineReader {
     pub fn read(&mut self, prompt: &str, continuation_prompt: &str) -> anyhow::Result<ReadOutcome> {
         let mut lines: Vec<String> = Vec::new();
         loop {
-            let p = if lines.is_empty() { prompt } else { continuation_prompt };
+            let p = if lines.is_empty() {
+                prompt
+            } else {
+                continuation_prompt
+            };
             match self.read_physical(p)? {
                 ReadOutcome::Line(line) => lines.push(line),
                 ReadOutcome::Interrupted => return Ok(ReadOutcome::Interrupted),
@@ -232,17 +268,26 @@ mod tests {
     fn continuation_lines_join_with_newlines() {
         assert_eq!(join_continuation(&["one"]), ("one".into(), false));
         assert_eq!(join_continuation(&["one \\"]), ("one \n".into(), true));
-        assert_eq!(join_continuation(&["one\\", "two\\", "three"]), ("one\ntwo\nthree".into(), false));
+        assert_eq!(
+            join_continuation(&["one\\", "two\\", "three"]),
+            ("one\ntwo\nthree".into(), false)
+        );
         // An escaped backslash does not continue.
         assert_eq!(join_continuation(&["path\\\\"]), ("path\\\\".into(), false));
-        assert_eq!(join_continuation(&["crlf\\\r", "x\r"]), ("crlf\nx".into(), false));
+        assert_eq!(
+            join_continuation(&["crlf\\\r", "x\r"]),
+            ("crlf\nx".into(), false)
+        );
     }
 
     #[test]
     fn plain_reader_joins_and_stops_at_eof() {
         let input = b"first \\\nsecond\n:stats\nopen \\\n".to_vec();
         let mut r = LineReader::plain(Box::new(std::io::Cursor::new(input)));
-        assert_eq!(r.read("", "").unwrap(), ReadOutcome::Line("first \nsecond".into()));
+        assert_eq!(
+            r.read("", "").unwrap(),
+            ReadOutcome::Line("first \nsecond".into())
+        );
         assert_eq!(r.read("", "").unwrap(), ReadOutcome::Line(":stats".into()));
         assert_eq!(r.read("", "").unwrap(), ReadOutcome::Line("open \n".into()));
         assert_eq!(r.read("", "").unwrap(), ReadOutcome::Eof);

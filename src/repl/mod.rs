@@ -109,7 +109,8 @@ impl Settings {
     /// llama-grammar baselines live there); otherwise the REPL's own loop runs, which
     /// reports every token's heat and interventions as it streams.
     fn uses_decoder(&self, constrained: bool) -> bool {
-        constrained && (self.draft > 0 || matches!(self.method, Method::Template | Method::LlamaGrammar))
+        constrained
+            && (self.draft > 0 || matches!(self.method, Method::Template | Method::LlamaGrammar))
     }
 }
 
@@ -218,7 +219,9 @@ fn label_for(args: &ConstraintArgs) -> Option<String> {
 
 /// Compile a constraint choice; `Ok(None)` for "no constraint".
 fn compile(args: &ConstraintArgs) -> anyhow::Result<Option<Active>> {
-    let Some(label) = label_for(args) else { return Ok(None) };
+    let Some(label) = label_for(args) else {
+        return Ok(None);
+    };
     let grammar = compile_constraint(args).map_err(|e| e.context(label.clone()))?;
     Ok(Some(Active { label, grammar }))
 }
@@ -237,7 +240,10 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
     // When reading plain stdin, Ctrl-C outside a generation ends the process as usual; in the
     // line editor the terminal is raw while reading, so Ctrl-C arrives as a key instead.
     let idle_default = Arc::new(AtomicBool::new(!interactive));
-    signal_hook::flag::register_conditional_default(signal_hook::consts::SIGINT, idle_default.clone())?;
+    signal_hook::flag::register_conditional_default(
+        signal_hook::consts::SIGINT,
+        idle_default.clone(),
+    )?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())?;
 
     let mut repl = Repl {
@@ -262,7 +268,11 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
         decoder: None,
     };
     if !(0.0..=1.0).contains(&repl.settings.draft_threshold) {
-        return Err(crate::cli::UsageError(format!("--draft-threshold must be in [0, 1], got {}", repl.settings.draft_threshold)).into());
+        return Err(crate::cli::UsageError(format!(
+            "--draft-threshold must be in [0, 1], got {}",
+            repl.settings.draft_threshold
+        ))
+        .into());
     }
 
     eprintln!(
@@ -281,7 +291,11 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
         LineReader::plain(Box::new(std::io::BufReader::new(std::io::stdin())))
     };
     loop {
-        let prompt = if interactive { repl.input_prompt() } else { String::new() };
+        let prompt = if interactive {
+            repl.input_prompt()
+        } else {
+            String::new()
+        };
         let cont = if interactive { "... " } else { "" };
         let text = match reader.read(&prompt, cont)? {
             ReadOutcome::Line(text) => text,
@@ -308,7 +322,9 @@ const DECODER_NOTE: &str = "with drafts on, or method template or llama-grammar,
 impl<'m> Repl<'m> {
     fn input_prompt(&self) -> String {
         match &self.active {
-            Some(a) if self.settings.method != Method::None => format!("domino[{}]> ", short_label(&a.label)),
+            Some(a) if self.settings.method != Method::None => {
+                format!("domino[{}]> ", short_label(&a.label))
+            }
             Some(a) => format!("domino[{} off]> ", short_label(&a.label)),
             None => "domino> ".to_string(),
         }
@@ -335,16 +351,34 @@ impl<'m> Repl<'m> {
 
     /// A constraint choice with the command-line compile options and one source.
     fn choice(&self) -> ConstraintArgs {
-        ConstraintArgs { grammar: None, schema: None, regex: None, json: false, ..self.compile.clone() }
+        ConstraintArgs {
+            grammar: None,
+            schema: None,
+            regex: None,
+            json: false,
+            ..self.compile.clone()
+        }
     }
 
     fn command(&mut self, c: Command) {
         match c {
             Command::Help => print!("{}", command::help_text()),
-            Command::Grammar(p) => self.set_constraint(ConstraintArgs { grammar: Some(p), ..self.choice() }),
-            Command::Schema(p) => self.set_constraint(ConstraintArgs { schema: Some(p), ..self.choice() }),
-            Command::Regex(r) => self.set_constraint(ConstraintArgs { regex: Some(r), ..self.choice() }),
-            Command::Json => self.set_constraint(ConstraintArgs { json: true, ..self.choice() }),
+            Command::Grammar(p) => self.set_constraint(ConstraintArgs {
+                grammar: Some(p),
+                ..self.choice()
+            }),
+            Command::Schema(p) => self.set_constraint(ConstraintArgs {
+                schema: Some(p),
+                ..self.choice()
+            }),
+            Command::Regex(r) => self.set_constraint(ConstraintArgs {
+                regex: Some(r),
+                ..self.choice()
+            }),
+            Command::Json => self.set_constraint(ConstraintArgs {
+                json: true,
+                ..self.choice()
+            }),
             Command::NoConstraint => self.set_constraint(self.choice()),
             Command::Method(m) => {
                 self.settings.method = m;
@@ -399,7 +433,11 @@ impl<'m> Repl<'m> {
                         "stats": t.outcome.stats,
                     });
                     // One line for machines; indented for a person at a terminal.
-                    say(if self.palette.is_plain() { v.to_string() } else { serde_json::to_string_pretty(&v).unwrap_or_default() })
+                    say(if self.palette.is_plain() {
+                        v.to_string()
+                    } else {
+                        serde_json::to_string_pretty(&v).unwrap_or_default()
+                    })
                 }
                 None => complain("no generation yet: type a prompt first"),
             },
@@ -421,21 +459,44 @@ impl<'m> Repl<'m> {
         let c = &s.sampling;
         let mut lines = vec![
             format!("model       {}", self.model.path().display()),
-            format!("constraint  {}", self.active.as_ref().map_or("none", |a| a.label.as_str())),
+            format!(
+                "constraint  {}",
+                self.active.as_ref().map_or("none", |a| a.label.as_str())
+            ),
             format!("method      {}", s.method.as_str()),
-            format!("k           {}{}", k_str(s.k), if s.method == Method::Naive { " (naive uses 0)" } else { "" }),
+            format!(
+                "k           {}{}",
+                k_str(s.k),
+                if s.method == Method::Naive {
+                    " (naive uses 0)"
+                } else {
+                    ""
+                }
+            ),
             format!("draft       {} (threshold {})", s.draft, s.draft_threshold),
-            format!("temp        {}{}", c.temperature, if c.is_greedy() { " (greedy)" } else { "" }),
+            format!(
+                "temp        {}{}",
+                c.temperature,
+                if c.is_greedy() { " (greedy)" } else { "" }
+            ),
             format!("seed        {}", c.seed),
             format!("max         {}", s.max_tokens),
             format!("chat        {}", if s.chat { "on" } else { "off" }),
             format!("tokens      {}", if s.tokens { "on" } else { "off" }),
         ];
         if c.top_k > 0 || c.top_p < 1.0 || c.min_p > 0.0 {
-            lines.push(format!("sampling    top-k {} top-p {} min-p {}", c.top_k, c.top_p, c.min_p));
+            lines.push(format!(
+                "sampling    top-k {} top-p {} min-p {}",
+                c.top_k, c.top_p, c.min_p
+            ));
         }
         let w = &self.compile;
-        lines.push(format!("whitespace  {:?} (max {}){}", w.whitespace, w.max_whitespace, if w.lenient { ", lenient" } else { "" }));
+        lines.push(format!(
+            "whitespace  {:?} (max {}){}",
+            w.whitespace,
+            w.max_whitespace,
+            if w.lenient { ", lenient" } else { "" }
+        ));
         lines.join("\n")
     }
 
@@ -445,7 +506,10 @@ impl<'m> Repl<'m> {
             (Some(a), Method::Domino | Method::Naive) => Ok(Some(Constraint::new(
                 &a.grammar,
                 &self.vocab,
-                Options { lookahead: self.settings.lookahead(), ..Default::default() },
+                Options {
+                    lookahead: self.settings.lookahead(),
+                    ..Default::default()
+                },
             )?)),
             _ => Ok(None),
         }
@@ -478,7 +542,10 @@ impl<'m> Repl<'m> {
             s.masks_computed,
         );
         if self.settings.uses_decoder(self.active.is_some()) {
-            status.push_str(&format!(" · drafts {}/{} accepted · {} forced", s.draft_accepted, s.draft_proposed, s.forced_tokens));
+            status.push_str(&format!(
+                " · drafts {}/{} accepted · {} forced",
+                s.draft_accepted, s.draft_proposed, s.forced_tokens
+            ));
         }
         if outcome.finish == generation::Finish::Cancelled {
             status.push_str(" · stopped by Ctrl-C");
@@ -532,7 +599,13 @@ impl<'m> Repl<'m> {
     /// streams without heat; log-probabilities come with the result.
     fn generate_with_decoder(&mut self, prompt_tokens: &[TokenId]) -> anyhow::Result<Outcome> {
         // Reuse the KV cache's common prefix: decode's loops append the prompt to the cache.
-        let common = self.session.tokens().iter().zip(prompt_tokens).take_while(|(a, b)| a == b).count();
+        let common = self
+            .session
+            .tokens()
+            .iter()
+            .zip(prompt_tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
         let keep = common.min(prompt_tokens.len() - 1);
         self.session.truncate(keep)?;
         let request = GenerationRequest {
@@ -542,7 +615,10 @@ impl<'m> Repl<'m> {
             logprobs: true,
         };
         let cancel = self.cancel.clone();
-        let style = HeatStyle { palette: Palette::Plain, boundaries: self.settings.tokens };
+        let style = HeatStyle {
+            palette: Palette::Plain,
+            boundaries: self.settings.tokens,
+        };
         let mut tokens: Vec<TokenId> = Vec::new();
         let mut bytes: Vec<u8> = Vec::new();
         let mut utf8 = crate::decode::Utf8Stream::new();
@@ -561,7 +637,15 @@ impl<'m> Repl<'m> {
             piece.clear();
             utf8.push(b, &mut piece);
             rendered.clear();
-            style.render(&TokenView { text: &piece, logprob: 0.0, intervened: false, follows_token: !tokens.is_empty() }, &mut rendered);
+            style.render(
+                &TokenView {
+                    text: &piece,
+                    logprob: 0.0,
+                    intervened: false,
+                    follows_token: !tokens.is_empty(),
+                },
+                &mut rendered,
+            );
             tokens.push(t);
             bytes.extend_from_slice(b);
             out.write_all(rendered.as_bytes())?;
@@ -600,7 +684,11 @@ impl<'m> Repl<'m> {
                         reused_prompt_tokens: keep,
                         generated_tokens: n,
                         decode_ms: elapsed,
-                        tokens_per_s: if elapsed > 0.0 { n as f64 / (elapsed / 1000.0) } else { 0.0 },
+                        tokens_per_s: if elapsed > 0.0 {
+                            n as f64 / (elapsed / 1000.0)
+                        } else {
+                            0.0
+                        },
                         ..Default::default()
                     },
                     tokens,
@@ -621,8 +709,14 @@ impl<'m> Repl<'m> {
     /// One generation through the REPL's own loop, streaming every token with its heat.
     fn generate_with_heat(&mut self, prompt_tokens: &[TokenId]) -> anyhow::Result<Outcome> {
         let mut constraint = self.new_constraint()?;
-        let config = GenConfig { max_tokens: self.settings.max_tokens, sampling: self.settings.sampling.clone() };
-        let style = HeatStyle { palette: self.palette, boundaries: self.settings.tokens };
+        let config = GenConfig {
+            max_tokens: self.settings.max_tokens,
+            sampling: self.settings.sampling.clone(),
+        };
+        let style = HeatStyle {
+            palette: self.palette,
+            boundaries: self.settings.tokens,
+        };
 
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -642,7 +736,12 @@ impl<'m> Repl<'m> {
                 utf8.push(event.bytes, &mut piece);
                 rendered.clear();
                 style.render(
-                    &TokenView { text: &piece, logprob: event.logprob, intervened: event.intervened, follows_token: index > 0 },
+                    &TokenView {
+                        text: &piece,
+                        logprob: event.logprob,
+                        intervened: event.intervened,
+                        follows_token: index > 0,
+                    },
                     &mut rendered,
                 );
                 index += 1;
@@ -668,20 +767,34 @@ impl<'m> Repl<'m> {
     /// start), ranked by the model's probability there.
     fn mask(&mut self) -> anyhow::Result<()> {
         let Some(active) = &self.active else {
-            anyhow::bail!("no constraint is set: every token is allowed (set one with :json, :schema, :grammar or :regex)");
+            anyhow::bail!(
+                "no constraint is set: every token is allowed (set one with :json, :schema, :grammar or :regex)"
+            );
         };
         let mut constraint = Constraint::new(
             &active.grammar,
             &self.vocab,
-            Options { lookahead: self.settings.lookahead(), ..Default::default() },
+            Options {
+                lookahead: self.settings.lookahead(),
+                ..Default::default()
+            },
         )?;
         let (context, place) = match self.turns.last() {
             Some(turn) if constraint.commit_bytes(&turn.outcome.bytes).is_ok() => {
                 let mut ctx = turn.prompt_tokens.clone();
                 ctx.extend_from_slice(&turn.outcome.tokens);
-                (ctx, format!("after the last output ({} tokens)", turn.outcome.tokens.len()))
+                (
+                    ctx,
+                    format!(
+                        "after the last output ({} tokens)",
+                        turn.outcome.tokens.len()
+                    ),
+                )
             }
-            Some(turn) => (turn.prompt_tokens.clone(), "at the start (the last output does not fit this constraint)".to_string()),
+            Some(turn) => (
+                turn.prompt_tokens.clone(),
+                "at the start (the last output does not fit this constraint)".to_string(),
+            ),
             None => {
                 let mut ctx = self.model.prompt_tokens("", self.settings.chat)?;
                 if ctx.is_empty() {
@@ -700,7 +813,11 @@ impl<'m> Repl<'m> {
             "{place}: {} of {} tokens allowed{}; they hold {:.1}% of the model's probability",
             view.allowed,
             self.vocab.len(),
-            if view.eos_allowed { " (end of generation among them)" } else { "" },
+            if view.eos_allowed {
+                " (end of generation among them)"
+            } else {
+                ""
+            },
             view.allowed_mass * 100.0
         );
         if let Some((t, p, ok)) = &view.favourite {
@@ -708,18 +825,29 @@ impl<'m> Repl<'m> {
                 "\nmodel's favourite: {} p={} — {}",
                 token_label(&self.vocab, *t),
                 format_prob(*p),
-                if *ok { "allowed" } else { "blocked by the grammar" }
+                if *ok {
+                    "allowed"
+                } else {
+                    "blocked by the grammar"
+                }
             ));
         }
         for (t, p) in &view.top {
-            text.push_str(&format!("\n  {:>9}  {}", format_prob(*p), token_label(&self.vocab, *t)));
+            text.push_str(&format!(
+                "\n  {:>9}  {}",
+                format_prob(*p),
+                token_label(&self.vocab, *t)
+            ));
         }
         if view.allowed > view.top.len() {
             text.push_str(&format!("\n  … {} more", view.allowed - view.top.len()));
         }
         let forced = constraint.forced_bytes();
         if !forced.is_empty() {
-            text.push_str(&format!("\nforced continuation: {:?}", String::from_utf8_lossy(&forced)));
+            text.push_str(&format!(
+                "\nforced continuation: {:?}",
+                String::from_utf8_lossy(&forced)
+            ));
         }
         say(text);
         Ok(())
@@ -743,8 +871,12 @@ impl<'m> Repl<'m> {
 fn short_label(label: &str) -> String {
     // `schema grammars/gsm8k.schema.json` → `gsm8k.schema.json`
     match label.split_once(' ') {
-        Some(("grammar" | "schema", path)) => Path::new(path).file_name().map_or(path.to_string(), |n| n.to_string_lossy().into_owned()),
-        Some(("regex", re)) if re.chars().count() > 16 => format!("/{}…/", re.chars().take(15).collect::<String>()),
+        Some(("grammar" | "schema", path)) => Path::new(path)
+            .file_name()
+            .map_or(path.to_string(), |n| n.to_string_lossy().into_owned()),
+        Some(("regex", re)) if re.chars().count() > 16 => {
+            format!("/{}…/", re.chars().take(15).collect::<String>())
+        }
         Some(("regex", re)) => format!("/{re}/"),
         _ => label.to_string(),
     }
@@ -752,7 +884,11 @@ fn short_label(label: &str) -> String {
 
 /// A probability with four decimals, or in scientific notation when that would show zeros.
 fn format_prob(p: f32) -> String {
-    if p >= 1e-3 || p == 0.0 { format!("{p:.4}") } else { format!("{p:.1e}") }
+    if p >= 1e-3 || p == 0.0 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.1e}")
+    }
 }
 
 /// Probabilities of the full softmax over `logits`.
@@ -780,8 +916,10 @@ struct MaskView {
 }
 
 fn mask_view(vocab: &Vocabulary, mask: &TokenSet, probs: &[f32], n: usize) -> MaskView {
-    let mut allowed: Vec<(TokenId, f32)> =
-        mask.iter().map(|t| (t, probs.get(t.index()).copied().unwrap_or(0.0))).collect();
+    let mut allowed: Vec<(TokenId, f32)> = mask
+        .iter()
+        .map(|t| (t, probs.get(t.index()).copied().unwrap_or(0.0)))
+        .collect();
     let allowed_mass = allowed.iter().map(|(_, p)| p).sum();
     allowed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let favourite = probs
@@ -814,7 +952,11 @@ mod tests {
     #[test]
     fn mask_view_ranks_allowed_tokens_by_probability() {
         let words = ["a", "b", "c", "d", ""];
-        let vocab = Vocabulary::new(words.iter().map(|w| w.as_bytes().to_vec()).collect(), vec![false; 5], vec![TokenId(4)]);
+        let vocab = Vocabulary::new(
+            words.iter().map(|w| w.as_bytes().to_vec()).collect(),
+            vec![false; 5],
+            vec![TokenId(4)],
+        );
         let mut mask = TokenSet::new(5);
         for t in [1, 2, 4] {
             mask.insert(TokenId(t));
@@ -837,7 +979,10 @@ mod tests {
 
     #[test]
     fn labels_are_short() {
-        assert_eq!(short_label("schema grammars/gsm8k.schema.json"), "gsm8k.schema.json");
+        assert_eq!(
+            short_label("schema grammars/gsm8k.schema.json"),
+            "gsm8k.schema.json"
+        );
         assert_eq!(short_label("json"), "json");
         assert_eq!(short_label("regex [0-9]+"), "/[0-9]+/");
     }
