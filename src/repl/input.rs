@@ -209,14 +209,17 @@ impl LineReader {
                 Err(e) => Err(e.into()),
             },
             LineReader::Plain(input) => {
-                let mut line = String::new();
-                if input.read_line(&mut line)? == 0 {
+                // Bytes, not `read_line`: invalid UTF-8 becomes U+FFFD instead of ending the session.
+                let mut raw = Vec::new();
+                if input.read_until(b'\n', &mut raw)? == 0 {
                     return Ok(ReadOutcome::Eof);
                 }
-                if line.ends_with('\n') {
-                    line.pop();
+                if raw.ends_with(b"\n") {
+                    raw.pop();
                 }
-                Ok(ReadOutcome::Line(line))
+                Ok(ReadOutcome::Line(
+                    String::from_utf8_lossy(&raw).into_owned(),
+                ))
             }
         }
     }
@@ -282,13 +285,17 @@ mod tests {
 
     #[test]
     fn plain_reader_joins_and_stops_at_eof() {
-        let input = b"first \\\nsecond\n:stats\nopen \\\n".to_vec();
+        let input = b"first \\\nsecond\n:stats\nbad \xff byte\nopen \\\n".to_vec();
         let mut r = LineReader::plain(Box::new(std::io::Cursor::new(input)));
         assert_eq!(
             r.read("", "").unwrap(),
             ReadOutcome::Line("first \nsecond".into())
         );
         assert_eq!(r.read("", "").unwrap(), ReadOutcome::Line(":stats".into()));
+        assert_eq!(
+            r.read("", "").unwrap(),
+            ReadOutcome::Line("bad \u{FFFD} byte".into())
+        );
         assert_eq!(r.read("", "").unwrap(), ReadOutcome::Line("open \n".into()));
         assert_eq!(r.read("", "").unwrap(), ReadOutcome::Eof);
     }
