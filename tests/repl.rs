@@ -328,3 +328,32 @@ fn drafts_and_baselines_run_through_decode_and_keep_greedy_output() {
     }
     assert!(s.stderr.contains("drafts "), "{}", s.stderr);
 }
+
+#[test]
+fn a_bad_starting_constraint_is_a_usage_error_before_the_model_loads() {
+    let dir = common::scratch_dir("repl-start");
+    let bad = dir.join("bad.gbnf");
+    std::fs::write(&bad, "root ::= \"a\" (\n").unwrap();
+    let out = repl()
+        .arg("--grammar")
+        .arg(&bad)
+        .write_stdin("")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1:"), "no position in: {stderr}");
+    assert!(out.stdout.is_empty());
+    // A bad flag value is a usage error too.
+    let out = repl()
+        .args(["--k", "many"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -18,6 +18,10 @@
 //! - Ctrl-C during a generation stops it (a signal flag checked once per token; the model
 //!   stays loaded); at the prompt it clears the line; Ctrl-D or `:quit` ends the session.
 //!   When stdin is not a terminal, Ctrl-C while waiting for input ends the process as usual.
+//! - Speculative drafts (`:draft S`, S > 0) and the `template` and `llama-grammar` methods
+//!   run through [`crate::decode::methods::Decoder`] (kept across turns, so draft counts keep
+//!   learning); those loops report no per-token facts, so their text streams without heat and
+//!   the transcript's `intervened` is `null`. Speculation never changes greedy output.
 //! - Results (generated text, command answers) go to stdout; the banner, per-generation
 //!   status lines and errors go to stderr. With stdin not a terminal lines are read plainly
 //!   (no prompt, no line editing); colour is off when stdout is not a terminal or `NO_COLOR`
