@@ -95,6 +95,27 @@ fn speculation_never_changes_greedy_output() {
     assert!(proposed > accepted, "no draft was ever rejected: the rejection path went untested");
 }
 
+/// Under sampling, verification draws each output token exactly once from the same
+/// constrained distribution (same logits, same sampler state) as the plain loop, so with
+/// the same seed the sampled output is the same token for token — the strongest form of
+/// "the output distribution is the constrained model's".
+#[test]
+fn speculation_never_changes_seeded_sampled_output() {
+    let source = grammar("gsm8k.schema.json");
+    for (seed, opportunistic) in [(7, false), (8, true)] {
+        let sampling = SamplingConfig { temperature: 1.0, seed, ..Default::default() };
+        let base = DecoderConfig { opportunistic, ..config(Method::Domino, source.clone()) };
+        let mut plain = Decoder::new(&DecoderConfig { draft: 0, ..base.clone() }, model()).unwrap();
+        let mut spec = Decoder::new(&DecoderConfig { draft: 8, draft_threshold: 0.2, ..base }, model()).unwrap();
+        run(&mut spec, &request(GSM8K_WARMUP, true, 48, sampling.clone()));
+        let req = request(GSM8K_QUESTION, true, 48, sampling);
+        let a = run(&mut plain, &req);
+        let b = run(&mut spec, &req);
+        assert_eq!(a.tokens, b.tokens, "seed {seed}: {:?}\nvs\n{:?}", a.text(), b.text());
+        assert!(b.stats.draft_proposed > 0);
+    }
+}
+
 #[test]
 fn opportunistic_masking_never_changes_greedy_output() {
     for (source, prompt, _, chat, n) in cases() {

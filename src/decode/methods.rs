@@ -135,15 +135,26 @@ impl Decoder {
         let kind = match (method, source) {
             (Method::None, _) | (_, None) => Kind::Unconstrained,
             (Method::LlamaGrammar, Some(source)) => {
+                let printed = || -> anyhow::Result<String> {
+                    let def = source.parse(&config.compile)?;
+                    Ok(crate::grammar::print::to_gbnf(&def).map_err(|e| {
+                        GrammarError::whole(format!("this constraint cannot be expressed in GBNF for llama.cpp: {e}"))
+                    })?)
+                };
                 let (gbnf, root) = match source {
-                    GrammarSource::Gbnf(text) => (text.clone(), config.compile.start.clone().unwrap_or_else(|| "root".into())),
-                    other => {
-                        let def = other.parse(&config.compile)?;
-                        let gbnf = crate::grammar::print::to_gbnf(&def).map_err(|e| {
-                            GrammarError::whole(format!("this constraint cannot be expressed in GBNF for llama.cpp: {e}"))
-                        })?;
-                        (gbnf, "root".to_string())
+                    // The file as written, unless llama.cpp's stricter parser rejects it
+                    // (e.g. alternatives continued on a new line): then our printer's
+                    // one-rule-per-line form of the same grammar.
+                    GrammarSource::Gbnf(text) => {
+                        let root = config.compile.start.clone().unwrap_or_else(|| "root".into());
+                        if llama_cpp_2::sampling::LlamaSampler::grammar(model.llama(), text, &root).is_ok() {
+                            (text.clone(), root)
+                        } else {
+                            crate::log!(1, "llama.cpp rejects the GBNF file as written; using the printed equivalent");
+                            (printed()?, "root".to_string())
+                        }
                     }
+                    _ => (printed()?, "root".to_string()),
                 };
                 Kind::LlamaGrammar { gbnf, root }
             }
