@@ -152,3 +152,52 @@ fn gemma_json_masks_equal_the_oracle() {
         assert!(c.is_accepting());
     }
 }
+
+#[test]
+fn trees_survive_a_round_trip_through_disk() {
+    use domino::engine::persist::PersistError;
+    let (g, v) = (json_grammar(), smollm2());
+    let c = Constraint::new(&g, &v, Options::default()).unwrap();
+    let built = c.tree_cache().precompute_all(&g);
+    let dir = std::env::temp_dir().join(format!("domino-trees-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("json.trees");
+    assert_eq!(c.tree_cache().save(&g, &v, &file).unwrap(), built);
+
+    // A fresh compile of the same grammar loads them and computes identical masks without
+    // building any tree.
+    let g2 = json_grammar();
+    let mut c2 = Constraint::new(&g2, &v, Options::default()).unwrap();
+    assert_eq!(c2.tree_cache().load(&g2, &v, &file).unwrap(), built);
+    let mut c1 = c.clone();
+    let (mut m1, mut m2) = (TokenSet::new(v.len()), TokenSet::new(v.len()));
+    for t in v.tokenize("{\"a\": [1, 2.5, \"x y\", {\"b\": null}], \"c\": true}").unwrap() {
+        c1.compute_mask_uncached(&mut m1);
+        c2.compute_mask_uncached(&mut m2);
+        assert_eq!(m1, m2);
+        c1.commit(t).unwrap();
+        c2.commit(t).unwrap();
+    }
+    assert_eq!(c2.tree_cache().stats().trees, built);
+
+    // Another grammar: the key does not match.
+    let other = CompiledGrammar::new(GrammarSource::Regex("[0-9]+".into()).compile(&Default::default()).unwrap()).unwrap();
+    let c3 = Constraint::new(&other, &v, Options::default()).unwrap();
+    assert!(matches!(c3.tree_cache().load(&other, &v, &file), Err(PersistError::KeyMismatch)));
+    // Truncated and garbled files are errors, not panics.
+    let bytes = std::fs::read(&file).unwrap();
+    for cut in [10, 30, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&file, &bytes[..cut]).unwrap();
+        let g4 = json_grammar();
+        let c4 = Constraint::new(&g4, &v, Options::default()).unwrap();
+        assert!(c4.tree_cache().load(&g4, &v, &file).is_err(), "cut at {cut}");
+    }
+    let mut garbled = bytes.clone();
+    for i in (40..garbled.len()).step_by(97) {
+        garbled[i] ^= 0x5a;
+    }
+    std::fs::write(&file, &garbled).unwrap();
+    let g5 = json_grammar();
+    let c5 = Constraint::new(&g5, &v, Options::default()).unwrap();
+    assert!(matches!(c5.tree_cache().load(&g5, &v, &file), Err(PersistError::Corrupt(_))));
+}

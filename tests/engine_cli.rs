@@ -112,8 +112,12 @@ fn mask_text_output_and_errors() {
 #[test]
 fn bench_masks_reports_json() {
     let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("eval/bench/json.jsonl");
+    let cache = std::env::temp_dir().join(format!("domino-bench-{}.trees", std::process::id()));
     let out = domino()
-        .args(["bench", "masks", "--json", "--tokenizer", &tokenizer(), "--max-docs", "3", "--precompute", "--format", "json", "--docs"])
+        .args(["bench", "masks", "--json", "--tokenizer", &tokenizer(), "--max-docs", "3", "--precompute", "--repeat", "2"])
+        .args(["--format", "json", "--tree-cache"])
+        .arg(&cache)
+        .arg("--docs")
         .arg(&docs)
         .assert()
         .success()
@@ -121,7 +125,7 @@ fn bench_masks_reports_json() {
         .stdout
         .clone();
     let r = &json_lines(&out)[0];
-    for key in ["compile_ms", "precompute_ms", "first_mask_us", "tree_nodes", "memory_bytes"] {
+    for key in ["compile_ms", "precompute_ms", "load_ms", "first_mask_us", "tree_nodes", "memory_bytes"] {
         assert!(r[key].as_f64().is_some(), "{key} missing in {r}");
     }
     for key in ["n", "mean", "p50", "p90", "p99", "max"] {

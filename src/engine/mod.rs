@@ -83,6 +83,7 @@
 //! ```
 
 pub mod earley;
+pub mod persist;
 pub mod tree;
 pub mod trie;
 

@@ -281,6 +281,17 @@ pub struct TreeNode {
     groups: std::ops::Range<u32>,
 }
 
+impl TreeNode {
+    pub(crate) fn new(terminal: TerminalId, inside: u32, children: std::ops::Range<u32>, groups: std::ops::Range<u32>) -> Self {
+        TreeNode { terminal, inside, children, groups }
+    }
+
+    /// (children, groups) index ranges.
+    pub(crate) fn ranges(&self) -> (std::ops::Range<u32>, std::ops::Range<u32>) {
+        (self.children.clone(), self.groups.clone())
+    }
+}
+
 /// The subterminal tree of one scanner component (see the module doc).
 #[derive(Debug, Default)]
 pub struct SubterminalTree {
@@ -474,6 +485,20 @@ impl SubterminalTree {
             children,
             groups,
         }
+    }
+
+    pub(crate) fn parts(&self) -> (&[TreeNode], &[u32], &[Group]) {
+        (&self.nodes, &self.children, &self.groups)
+    }
+
+    pub(crate) fn from_parts(
+        end_components: Vec<ComponentId>,
+        end_states: Vec<ScanState>,
+        nodes: Vec<TreeNode>,
+        children: Vec<u32>,
+        groups: Vec<Group>,
+    ) -> Self {
+        SubterminalTree { end_components: end_components.into(), end_states: end_states.into(), nodes, children, groups }
     }
 
     /// Components in which some token ends (without a boundary) from this component tree.

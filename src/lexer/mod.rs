@@ -373,6 +373,10 @@ impl Scanner {
         self.component_ids.get(&(t.0, s)).map(|&c| ComponentId(c))
     }
 
+    pub fn num_live_sets(&self) -> usize {
+        self.live_sets.len()
+    }
+
     pub fn num_components(&self) -> usize {
         self.components.len()
     }
