@@ -364,13 +364,23 @@ fn near_misses_are_rejected() {
         (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"cash":1}"#),
         (json!({"not": {"required": ["x"]}}), r#"{"x":1}"#),
         (json!({"not": {"required": ["x"]}}), "1"),
+        (json!({"not": {}}), "1"),
+        (json!({"not": {"type": ["string", "null"]}}), "null"),
+        (json!({"not": {"type": "string"}, "enum": ["a", 1]}), "\"a\""),
         (json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}), "\"abc:def\""),
         (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "2"),
+        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "null"),
+        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "\"abc\""),
+        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "4"),
         (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), "5"),
         (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"c"}"#),
         (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"ftp://x\""),
     ];
     for (schema, doc) in cases {
+        // Only documents that really are invalid belong here (or that serde_json refuses).
+        if let Ok(v) = serde_json::from_str::<Value>(doc) {
+            assert!(!validator(&schema).is_valid(&v), "{schema}: {doc} is valid; not a near miss");
+        }
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
         assert!(!Matcher::new(&def).accepts(doc.as_bytes()), "{schema} accepted {doc}");
     }
@@ -385,12 +395,18 @@ fn near_misses_are_rejected() {
         (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"billing":"abc","cash":1,"note":0}"#),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"billing":2,"x":[]}"#),
         (json!({"not": {"required": ["x"]}}), r#"{"y":1}"#),
+        (json!({"not": false}), "[1]"),
+        (json!({"not": {"type": ["string", "null"]}}), "1.5"),
+        (json!({"not": {"type": "string"}, "enum": ["a", 1]}), "1"),
         (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "3"),
+        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "\"ab\""),
+        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "7"),
         (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"b","u":1}"#),
         (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"./a\""),
         (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"http://a\""),
     ];
     for (schema, doc) in ok {
+        assert!(validator(&schema).is_valid(&serde_json::from_str(doc).unwrap()), "{schema}: {doc} is invalid");
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
         assert!(Matcher::new(&def).accepts(doc.as_bytes()), "{schema} rejected {doc}");
     }
@@ -452,6 +468,8 @@ fn unsupported_keywords_are_named_with_their_pointer() {
         (json!({"type": "array", "uniqueItems": true}), "uniqueItems"),
         (json!({"if": {"type": "string"}, "then": {"minLength": 2}}), "if"),
         (json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}), "oneOf"),
+        // Vacuous satisfaction across type families: "ab" satisfies both branches.
+        (json!({"oneOf": [{"maxLength": 2}, {"minimum": 5}]}), "oneOf"),
         (json!({"type": "string", "format": "idn-hostname"}), "format"),
         (json!({"type": "string", "pattern": "(?=a)b"}), "pattern"),
         (json!({"$ref": "https://example.com/other.json"}), "$ref"),
@@ -551,6 +569,105 @@ fn lowered_grammars_agree_with_the_schema() {
                 checked += 1;
             }
             assert!(checked >= 8, "{name} ({ws:?}): only {checked} instances checked");
+        }
+    }
+}
+
+/// Every string the format regexes produce is valid for the `jsonschema` crate's format check.
+#[test]
+fn format_regexes_are_sound() {
+    use domino::grammar::json_schema::lexical::{format_pattern, hir};
+    for f in ["date", "time", "date-time", "uuid", "ipv4", "ipv6", "email", "hostname", "uri"] {
+        let schema = json!({"type": "string", "format": f});
+        let v = validator(&schema);
+        let h = hir(&format_pattern(f).unwrap());
+        let mut g = Generator::new(&schema, 5);
+        for _ in 0..3000 {
+            let s = g.sample(&h);
+            assert!(v.is_valid(&Value::String(s.clone())), "format {f}: {s:?} is produced by the grammar but invalid");
+        }
+    }
+}
+
+#[test]
+fn long_string_bounds_are_exact() {
+    let schema = json!({"type": "string", "minLength": 2, "maxLength": 600});
+    let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
+    let mut m = Matcher::new(&def);
+    for n in [0usize, 1, 2, 255, 256, 257, 511, 512, 513, 599, 600, 601, 800] {
+        let doc = format!("\"{}\"", "é".repeat(n));
+        assert_eq!(m.accepts(doc.as_bytes()), (2..=600).contains(&n), "length {n}");
+    }
+    let schema = json!({"type": "string", "maxLength": 300, "pattern": "^[a-z]+$"});
+    let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
+    let mut m = Matcher::new(&def);
+    assert!(m.accepts(format!("\"{}\"", "a".repeat(300)).as_bytes()));
+    assert!(!m.accepts(format!("\"{}\"", "a".repeat(301)).as_bytes()));
+}
+
+/// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
+fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: &mut String) -> bool {
+    if depth > 60 {
+        return false;
+    }
+    match e {
+        Expr::Empty => true,
+        Expr::Bytes(b) => {
+            out.push_str(std::str::from_utf8(b).unwrap());
+            true
+        }
+        Expr::Regex(h) => {
+            out.push_str(&g.sample(h));
+            true
+        }
+        Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
+        Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
+        Expr::Alt(alts) => {
+            if alts.is_empty() {
+                return false;
+            }
+            // Deeper down, prefer the first alternatives (usually the short ones).
+            let i = if depth > 30 { 0 } else { g.range(0, alts.len() as u64 - 1) as usize };
+            sample_def(def, g, &alts[i], depth + 1, out)
+        }
+        Expr::Repeat { expr, min, max } => {
+            let hi = max.unwrap_or(min + 2).min(min + 2);
+            let n = if depth > 30 { *min } else { g.range(*min as u64, hi as u64) as u32 };
+            (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
+        }
+    }
+}
+
+/// Soundness, directly: every document the grammar generates validates with `jsonschema`.
+#[test]
+fn documents_sampled_from_the_grammar_validate() {
+    let mut extra = vec![
+        ("number", json!({"type": "number"})),
+        ("integer", json!({"type": "integer"})),
+        ("number-bounds", json!({"type": "number", "minimum": -1.5, "exclusiveMaximum": 99.25})),
+        ("money", json!({"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "exclusiveMinimum": 0})),
+        ("int-range", json!({"type": "integer", "minimum": -20, "exclusiveMaximum": 2000})),
+        ("pow10", json!({"type": "integer", "multipleOf": 100})),
+        ("extra-keys", json!({"properties": {"a": {"const": 1}, "b": {"const": 2}}, "additionalProperties": {"type": "string"}})),
+    ];
+    let mut schemas = corpus();
+    schemas.append(&mut extra);
+    for (name, schema) in schemas {
+        let v = validator(&schema);
+        for ws in POLICIES {
+            let def = json_schema::compile(&schema, &opts(ws)).unwrap();
+            let mut g = Generator::new(&schema, 11 + ws as u64);
+            let mut produced = 0;
+            for _ in 0..300 {
+                let mut out = String::new();
+                if !sample_def(&def, &mut g, &def.rules[def.start.0 as usize].expr, 0, &mut out) {
+                    continue;
+                }
+                produced += 1;
+                let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name} ({ws:?}): grammar produced non-JSON ({e}):\n{out}"));
+                assert!(v.is_valid(&doc), "{name} ({ws:?}): grammar produced an invalid document:\n{out}");
+            }
+            assert!(produced >= 50, "{name} ({ws:?}): only {produced} samples");
         }
     }
 }

@@ -553,9 +553,40 @@ impl<'a> Compiler<'a> {
         };
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;
+        // `not` forms compiled here: `not: {}` (nothing is valid), `not: false` (no
+        // constraint), `not: {type: ...}` (those types removed), `not: {required: [...]}`
+        // (a presence constraint on objects, see `object`).
+        let mut excluded_types = 0u8;
+        let mut not_handled = false;
+        if let Some(n) = obj.get("not") {
+            if is_trivially_true(n) {
+                return Ok(Self::never());
+            }
+            let type_only = n.as_object().filter(|m| m.keys().all(|k| !is_keyword(k) || k == "type"));
+            if *n == Value::Bool(false) {
+                owned.get_or_insert_with(|| obj.clone()).remove("not");
+            } else if let Some(t) = type_only.and_then(|m| m.get("type")) {
+                let names: Vec<&str> = match t {
+                    Value::String(x) => vec![x.as_str()],
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                for name in names {
+                    excluded_types |= ty::from_name(name)
+                        .ok_or_else(|| GrammarError::at_pointer(join_ptr(&join_ptr(ptr, "not"), "type"), format!("unknown type `{name}`")))?;
+                }
+                if excluded_types & ty::NUMBER == ty::INT {
+                    // Non-integral numbers are not a regular set this compiler writes.
+                    excluded_types = 0;
+                } else {
+                    // Kept in the schema: `enum` filtering checks it with jsonschema.
+                    not_handled = true;
+                }
+            }
+        }
         for k in obj.keys() {
-            if k == "not" && obj.get("not").and_then(required_only).is_some() {
-                continue; // `not: {required: [...]}`: a presence constraint on objects
+            if k == "not" && (not_handled || obj.get("not").and_then(required_only).is_some() || owned.as_ref().is_some_and(|o| !o.contains_key("not"))) {
+                continue; // handled above, or `not: {required: [...]}`
             }
             if UNSUPPORTED.contains(&k.as_str()) {
                 self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
@@ -616,18 +647,14 @@ impl<'a> Compiler<'a> {
                     return self.value(&Value::Object(m), ptr, d);
                 }
             }
-            let mut typed;
-            let branches = if kw == "oneOf" && branches.len() > 1 {
-                typed = branches.clone();
-                for (i, b) in typed.iter_mut().enumerate() {
-                    if let Some(t) = merge::implied_type(b) {
-                        b.as_object_mut().unwrap().insert("type".into(), Value::String(t.into()));
-                        self.warnings.push(format!("at {}/{i}: `oneOf` branch restricted to type {t}", join_ptr(ptr, "oneOf")));
-                    }
+            let typed;
+            let branches = match merge::restrict_implied_types(self, branches, ptr) {
+                Some(t) if kw == "oneOf" => {
+                    self.warnings.push(format!("at {}: untyped `oneOf` branches restricted to the type their keywords are about", join_ptr(ptr, "oneOf")));
+                    typed = t;
+                    &typed
                 }
-                &typed
-            } else {
-                branches
+                _ => branches,
             };
             let mut effective = Vec::with_capacity(branches.len());
             for b in branches {
@@ -674,7 +701,9 @@ impl<'a> Compiler<'a> {
             return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` allows no type"));
         }
         // Every non-object satisfies `required`, so `not: {required}` only admits objects.
-        let types = if obj.contains_key("not") { types & ty::OBJECT } else { types };
+        let types = if obj.get("not").and_then(required_only).is_some() { types & ty::OBJECT } else { types };
+        // `not: {type: ...}` removes those types.
+        let types = types & !excluded_types;
         if types == 0 {
             return Ok(Self::never());
         }

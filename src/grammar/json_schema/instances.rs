@@ -239,6 +239,13 @@ impl<'a> Generator<'a> {
         Some(Value::String(self.text(min, max)))
     }
 
+    /// A random string matching `h` (repetitions kept short).
+    pub fn sample(&mut self, h: &Hir) -> String {
+        let mut out = String::new();
+        self.walk(h, &mut out, 0);
+        out
+    }
+
     fn walk(&mut self, h: &Hir, out: &mut String, depth: usize) {
         if depth > 50 {
             return;

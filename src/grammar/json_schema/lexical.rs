@@ -416,7 +416,8 @@ pub const ASSERTED_FORMATS: &[&str] = &[
 pub fn format_pattern(format: &str) -> Option<String> {
     let date = "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))";
     let time = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
-    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?";
+    // Single inner hyphens only: IDNA rejects `--` in the third and fourth places.
+    let label = "[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}";
     let h16 = "[0-9a-fA-F]{1,4}";
     let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
     let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
@@ -439,7 +440,9 @@ pub fn format_pattern(format: &str) -> Option<String> {
         ]
         .join("|"),
         "hostname" => format!("{label}(?:\\.{label}){{0,8}}"),
-        "email" => format!("[A-Za-z0-9_+-]{{1,32}}(?:\\.[A-Za-z0-9_+-]{{1,32}}){{0,4}}@{label}(?:\\.{label}){{1,4}}"),
+        // Conservative: dot-separated atoms, then alphanumeric labels (single inner hyphens)
+        // and an alphabetic top-level label.
+        "email" => "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
         "uri" => format!(
             "[A-Za-z][A-Za-z0-9+.-]{{0,15}}:(?://(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{{2}})+(?::[0-9]{{1,5}})?(?:/{pchar}*)*|(?:/{pchar}+)(?:/{pchar}*)*|{pchar}+(?:/{pchar}*)*)?(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
         ),
@@ -637,7 +640,21 @@ pub fn translate_ecma(pattern: &str) -> Result<String, String> {
         match c {
             '\\' => {
                 let Some(e) = chars.next() else { return Err("pattern ends with a lone backslash".into()) };
+                // `\s`: the characters both ECMA and Unicode call white space (so the
+                // grammar is a subset whichever definition the validator uses).
+                const SPACE: &str = r"\t\n\x0B\x0C\r \u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}";
+                const NOT_SPACE: &str = r"\t\n\x0B\x0C\r \u{85}\u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}\u{FEFF}";
+                let space_class;
                 let repl: Option<&str> = match (e, in_class) {
+                    ('s', false) => {
+                        space_class = format!("[{SPACE}]");
+                        Some(&space_class)
+                    }
+                    ('s', true) => Some(SPACE),
+                    ('S', _) => {
+                        space_class = format!("[^{NOT_SPACE}]");
+                        Some(&space_class)
+                    }
                     ('d', false) => Some("[0-9]"),
                     ('D', false) => Some("[^0-9]"),
                     ('w', false) => Some("[A-Za-z0-9_]"),
@@ -710,8 +727,16 @@ pub fn translate_ecma(pattern: &str) -> Result<String, String> {
                     _ => return Err("unknown group syntax (?".into()),
                 }
             }
-            '&' | '~' | '-' if in_class => {
-                // regex-syntax treats `&&`, `--`, `~~` as class set operators; escape them.
+            '&' | '~' | '-' if in_class && chars.peek() == Some(&c) => {
+                // regex-syntax reads `&&`, `--`, `~~` as class set operators; ECMA as two
+                // literal characters.
+                chars.next();
+                out.push('\\');
+                out.push(c);
+                out.push('\\');
+                out.push(c);
+            }
+            '&' | '~' if in_class => {
                 out.push('\\');
                 out.push(c);
             }
@@ -805,5 +830,7 @@ mod tests {
         assert!(!has_look(&h));
         let t = translate_ecma(r"[\w-]+").unwrap();
         assert!(full(&t).is_match("a-b_c"));
+        let t = translate_ecma(r"^[a-c_]+$").unwrap();
+        assert!(full(&t).is_match("ab_c") && !full(&t).is_match("-"));
     }
 }

@@ -112,8 +112,8 @@ fn extra_schema(m: &Map<String, Value>, k: &str) -> Value {
     m.get("additionalProperties").cloned().unwrap_or(Value::Bool(true))
 }
 
-fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, GrammarError> {
-    let (mut a, b) = match (a, b) {
+fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, GrammarError> {
+    let (mut a, mut b) = match (a, b) {
         (Value::Bool(true), x) | (x, Value::Bool(true)) => return Ok(x),
         (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
         (Value::Object(a), Value::Object(b)) => (a, b),
@@ -121,10 +121,21 @@ fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value,
     };
     // anyOf / oneOf on both sides: multiply out (anyOf) or refuse (oneOf).
     if a.contains_key("oneOf") && b.contains_key("oneOf") {
-        return Err(unsupported(ptr, "both sides have `oneOf`"));
+        // One of them provably disjoint is an anyOf, which multiplies out below.
+        let disjoint = |c: &Compiler<'_>, m: &Map<String, Value>| {
+            m.get("oneOf").and_then(Value::as_array).is_some_and(|bs| provably_disjoint(c, bs, ptr).is_ok())
+        };
+        let side = if disjoint(c, &b) && !b.contains_key("anyOf") {
+            &mut b
+        } else if disjoint(c, &a) && !a.contains_key("anyOf") {
+            &mut a
+        } else {
+            return Err(unsupported(ptr, "both sides have `oneOf`"));
+        };
+        let list = side.remove("oneOf").expect("checked above");
+        side.insert("anyOf".into(), list);
     }
     let a_any = a.remove("anyOf");
-    let mut b = b;
     let b_any = b.remove("anyOf");
     let any = match (a_any, b_any) {
         (Some(Value::Array(x)), Some(Value::Array(y))) => {
@@ -452,9 +463,7 @@ fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> O
 
 /// For a `oneOf` branch with no type information at all (no `type`, `enum`, `const`, `$ref`
 /// or combinator), the one type family its keywords are about (`properties` → object, ...).
-/// Restricting such a branch to that family is sound for `oneOf`: instances of other types
-/// would satisfy every such branch at once and are invalid anyway when there are two.
-pub(super) fn implied_type(b: &Value) -> Option<&'static str> {
+fn implied_type(b: &Value) -> Option<&'static str> {
     let m = b.as_object()?;
     if ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"].iter().any(|k| m.contains_key(*k)) {
         return None;
@@ -475,4 +484,34 @@ pub(super) fn implied_type(b: &Value) -> Option<&'static str> {
         family = Some(f);
     }
     family
+}
+
+/// `oneOf` branches with untyped branches restricted to the type family their keywords are
+/// about, when that is exact: every untyped branch is about the same family F and every
+/// other branch admits only types in F. Then an instance outside F satisfies every untyped
+/// branch vacuously (and no typed one): with two or more untyped branches it was invalid,
+/// so removing it changes nothing; with one, it was valid and is lost (a subset). Inside F
+/// nothing changes. `None` when no branch is untyped or the condition fails.
+pub(super) fn restrict_implied_types(c: &Compiler<'_>, branches: &[Value], ptr: &str) -> Option<Vec<Value>> {
+    if branches.len() < 2 {
+        return None;
+    }
+    let implied: Vec<Option<&'static str>> = branches.iter().map(implied_type).collect();
+    let family = implied.iter().flatten().next().copied()?;
+    if implied.iter().flatten().any(|f| *f != family) {
+        return None;
+    }
+    let bits = ty::from_name(family)?;
+    for (b, imp) in branches.iter().zip(&implied) {
+        if imp.is_none() && shape(c, b, ptr, 0).types & !bits != 0 {
+            return None;
+        }
+    }
+    let mut out = branches.to_vec();
+    for (b, imp) in out.iter_mut().zip(&implied) {
+        if let (Some(t), Some(m)) = (imp, b.as_object_mut()) {
+            m.insert("type".into(), Value::String((*t).into()));
+        }
+    }
+    Some(out)
 }
