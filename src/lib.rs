@@ -20,5 +20,6 @@ pub mod eval;
 pub mod engine;
 pub mod grammar;
 pub mod lexer;
+pub mod repl;
 pub mod runtime;
 pub mod vocab;

@@ -48,6 +48,8 @@ pub enum Command {
     Eval(crate::eval::cli::EvalCommand),
     /// Perplexity of a text file (or of a JSON Lines field) under the model.
     Perplexity(perplexity::PerplexityArgs),
+    /// Interactive shell: prompts generated under a switchable constraint, with token heat.
+    Repl(crate::repl::ReplArgs),
 }
 
 /// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
@@ -98,6 +100,7 @@ pub fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Eval(cmd) => crate::eval::cli::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Repl(args) => crate::repl::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
