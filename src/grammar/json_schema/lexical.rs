@@ -48,12 +48,14 @@ pub fn string_pattern(min: u64, max: Option<u64>) -> String {
     }
 }
 
+/// JSON integers. Not `-0`: serde_json reads it as the float `-0.0`, which `jsonschema` does
+/// not count as an integer.
 pub fn integer_pattern() -> String {
-    format!("-?(?:0|[1-9][0-9]{{0,{}}})", MAX_INT_DIGITS - 1)
+    format!("(?:0|-?[1-9][0-9]{{0,{}}})", MAX_INT_DIGITS - 1)
 }
 
 pub fn number_pattern() -> String {
-    format!("{}(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]{{1,2}})?", integer_pattern())
+    format!("-?(?:0|[1-9][0-9]{{0,{}}})(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]{{1,2}})?", MAX_INT_DIGITS - 1)
 }
 
 /// JSON whitespace, `0..=max` bytes.
