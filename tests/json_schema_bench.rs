@@ -42,7 +42,11 @@ struct Counts {
 #[test]
 fn jsonschemabench_dev_subset_compiles() {
     let dir = data_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
     files.sort();
     assert!(!files.is_empty(), "no .jsonl files in {}", dir.display());
     let mut per_subset: BTreeMap<String, Counts> = BTreeMap::new();
@@ -73,7 +77,9 @@ fn jsonschemabench_dev_subset_compiles() {
                 slowest = (took, format!("{subset}/{id}"));
             }
             match result {
-                Err(_) => panic!("{subset}/{id}: compile did not finish within {PER_SCHEMA_LIMIT:?} (or its thread died)"),
+                Err(_) => {
+                    panic!("{subset}/{id}: compile did not finish within {PER_SCHEMA_LIMIT:?} (or its thread died)")
+                }
                 Ok(Err(_)) => panic!("{subset}/{id}: compile panicked"),
                 Ok(Ok(Ok(_rules))) => counts.ok += 1,
                 Ok(Ok(Err(e))) => match e.kind {
@@ -156,7 +162,11 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
 #[test]
 fn jsonschemabench_grammar_samples_validate() {
     let dir = data_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
     files.sort();
     let (mut checked, mut docs, mut skipped) = (0usize, 0usize, 0usize);
     let mut failures = Vec::new();
@@ -166,7 +176,12 @@ fn jsonschemabench_grammar_samples_validate() {
             let item: Value = serde_json::from_str(line).unwrap();
             let id = item["id"].as_str().unwrap_or("?");
             let schema = &item["schema"];
-            let Ok(def) = json_schema::compile(schema, &CompileOptions { whitespace: WhitespacePolicy::Compact, ..CompileOptions::default() }) else { continue };
+            let Ok(def) = json_schema::compile(
+                schema,
+                &CompileOptions { whitespace: WhitespacePolicy::Compact, ..CompileOptions::default() },
+            ) else {
+                continue;
+            };
             let Ok(validator) = jsonschema::options().should_validate_formats(true).build(schema) else {
                 skipped += 1;
                 continue;
@@ -182,12 +197,22 @@ fn jsonschemabench_grammar_samples_validate() {
                 match serde_json::from_str::<Value>(&out) {
                     Ok(doc) if validator.is_valid(&doc) => {}
                     Ok(doc) => {
-                        let why: Vec<String> = validator.iter_errors(&doc).take(2).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-                        failures.push(format!("{subset}/{id}: invalid sample {}: {why:?}", &out.chars().take(300).collect::<String>()));
+                        let why: Vec<String> = validator
+                            .iter_errors(&doc)
+                            .take(2)
+                            .map(|e| format!("{} at {}", e, e.instance_path()))
+                            .collect();
+                        failures.push(format!(
+                            "{subset}/{id}: invalid sample {}: {why:?}",
+                            &out.chars().take(300).collect::<String>()
+                        ));
                         break;
                     }
                     Err(e) => {
-                        failures.push(format!("{subset}/{id}: non-JSON sample ({e}): {}", &out.chars().take(300).collect::<String>()));
+                        failures.push(format!(
+                            "{subset}/{id}: non-JSON sample ({e}): {}",
+                            &out.chars().take(300).collect::<String>()
+                        ));
                         break;
                     }
                 }
