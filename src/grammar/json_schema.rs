@@ -203,6 +203,9 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, Gram
     Ok(GrammarDef { rules: c.rules, start, ignore: Vec::new(), warnings: c.warnings })
 }
 
+/// A numeric bound: the value and whether it is inclusive.
+type Bound = (f64, bool);
+
 /// Layout of structural characters at one nesting depth.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Style {
@@ -1133,7 +1136,7 @@ impl<'a> Compiler<'a> {
 
     /// Tightest lower and upper bounds (value, inclusive) from the four bound keywords
     /// (draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` included).
-    fn bounds(obj: &Map<String, Value>, ptr: &str) -> Result<(Option<(f64, bool)>, Option<(f64, bool)>), GrammarError> {
+    fn bounds(obj: &Map<String, Value>, ptr: &str) -> Result<(Option<Bound>, Option<Bound>), GrammarError> {
         let num = |k: &str| -> Result<Option<f64>, GrammarError> {
             match obj.get(k) {
                 None | Some(Value::Bool(_)) => Ok(None),
@@ -2132,7 +2135,7 @@ fn prefixes_disjoint(patterns: &[&str]) -> bool {
 fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> {
     use regex_syntax::hir::{HirKind, Repetition};
     let (lo, hi) = char_len(h);
-    if lo >= min && hi.is_some_and(|h| max.is_none_or(|m| h <= m)) || (lo >= min && max.is_none()) {
+    if lo >= min && (max.is_none() || hi.is_some_and(|h| max.is_some_and(|m| h <= m))) {
         return Some((h.clone(), true));
     }
     let unwrap = |h: &Hir| -> Hir {
@@ -2286,13 +2289,14 @@ fn char_len(h: &Hir) -> (u64, Option<u64>) {
 }
 
 fn percent_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() + 0 && i + 2 <= bytes.len() - 1 {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(h * 16 + l);
                 i += 3;
                 continue;
             }

@@ -535,7 +535,9 @@ fn count_nodes(v: &Value, n: &mut usize) {
     }
 }
 
-fn bounds(m: &Map<String, Value>) -> (Option<(f64, bool)>, Option<(f64, bool)>) {
+type Bound = (f64, bool);
+
+fn bounds(m: &Map<String, Value>) -> (Option<Bound>, Option<Bound>) {
     let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
     let mut lo = m.get("minimum").and_then(Value::as_f64).map(|x| (x, !flag("exclusiveMinimum")));
     let mut hi = m.get("maximum").and_then(Value::as_f64).map(|x| (x, !flag("exclusiveMaximum")));

@@ -537,7 +537,7 @@ fn encode_class(cls: &ClassUnicode) -> Hir {
     let mut escaped = cls.clone();
     escaped.intersect(&forbidden);
     let mut alts = Vec::new();
-    if raw.ranges().first().is_some() {
+    if !raw.ranges().is_empty() {
         alts.push(Hir::class(Class::Unicode(raw)));
     }
     for r in escaped.ranges() {
