@@ -30,13 +30,42 @@
 //!   `": "` after keys, `[]`/`{}` for empty containers) for the first [`MAX_PRETTY_DEPTH`]
 //!   levels of nesting; values nested deeper than that are written compactly.
 //!
+//! # Combinators
+//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`).
+//! - `anyOf` is an alternation; sibling keywords are merged into each branch.
+//! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
+//!   of different types, disjoint constants, a required discriminator property with
+//!   different constants, a required property another branch forbids, or string patterns /
+//!   formats whose regexes have an empty intersection (checked on their DFAs). Branches that
+//!   only list `enum`/`const` values become the values listed exactly once. Branches that
+//!   only say which properties are `required` become a presence constraint (below).
+//!   Anything else is `Unsupported` naming `oneOf`.
+//! - Presence constraints — `oneOf`/`anyOf` of `required` sets, `dependencies` /
+//!   `dependentRequired` property lists, `not: {required: [...]}` — are exact: the member
+//!   chain tracks which of the (at most 12) properties concerned are present.
+//! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}` and
+//!   `{required: [...]}`; other forms are `Unsupported`.
+//!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
-//! - Integers are written without fraction or exponent; bounded numbers without exponent.
+//! Each is reported in [`GrammarDef::warnings`] where it applies.
+//! - Integers are written without fraction or exponent (and never as `-0`); bounded numbers
+//!   without exponent.
 //! - `patternProperties` whose keys do not cover every string: keys matching no pattern are not
-//!   generated even when `additionalProperties` would allow them (a warning says so).
+//!   generated even when `additionalProperties` would allow them.
 //! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
 //!   they would be ignored, so this is stricter there).
+//! - Length bounds on a `pattern` with several repeated parts split the length budget between
+//!   them; with one repeated part they are exact.
+//! - Schema-valued `dependencies` of the form `{properties, required}`: the property schemas
+//!   apply whether or not the trigger property is present.
+//! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
+//!   that type (exact unless a single branch is untyped).
 //! - `uniqueItems: true` is compiled only when at most one item is possible.
+//!
+//! # Soundness tests
+//! `tests/json_schema.rs` checks generated instances both ways against the `jsonschema`
+//! crate, and samples documents from the grammars themselves (and from every compiled
+//! JSONSchemaBench schema in `tests/json_schema_bench.rs`) and validates them.
 //!
 //! # Limits (errors, never stack overflows)
 //! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
