@@ -61,6 +61,8 @@
 //! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
 //!   that type (exact unless a single branch is untyped).
 //! - `uniqueItems: true` is compiled only when at most one item is possible.
+//! - Only named members (from `properties`, `required`, presence constraints) count towards
+//!   `minProperties`: extra members may repeat a key, which a JSON parser keeps once.
 //!
 //! # Soundness tests
 //! `tests/json_schema.rs` checks generated instances both ways against the `jsonschema`
@@ -1790,6 +1792,17 @@ impl<'a> Compiler<'a> {
 
         let min_p = obj.get("minProperties").map(|v| as_u64(v, ptr, "minProperties")).transpose()?.unwrap_or(0);
         let max_p = obj.get("maxProperties").map(|v| as_u64(v, ptr, "maxProperties")).transpose()?;
+        // Only named members count towards minProperties (see the member chain below).
+        let min_p = if min_p > named.len() as u64 {
+            self.unsupported(
+                ptr,
+                "minProperties",
+                format!("minProperties {min_p} needs extra members, whose keys a grammar cannot keep distinct"),
+            )?;
+            0
+        } else {
+            min_p
+        };
         let n_required = named.iter().filter(|x| x.2).count() as u64;
         if max_p.is_some_and(|m| min_p > m || n_required > m) {
             return Err(GrammarError::at_pointer(
@@ -1891,20 +1904,24 @@ impl<'a> Compiler<'a> {
         // Member chain: state (k, c, b) = "members k.. still to decide, c written so far
         // (saturating unless maxProperties), b = which tracked properties are present".
         let n = named.len();
-        let cap = max_p.unwrap_or(min_p.max(1)) as usize;
+        let cap = max_p.unwrap_or(1) as usize;
         let saturating = max_p.is_none();
         let next = |c: usize| if saturating { (c + 1).min(cap) } else { c + 1 };
         let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
         let bit_of: Vec<u32> =
             named.iter().map(|x| tracked.iter().position(|t| *t == x.0).map_or(0, |i| 1u32 << i)).collect();
-        if (n + 1).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()) > MAX_COUNT_STATES {
+        if (n + 1).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()).saturating_mul(min_p as usize + 1)
+            > MAX_COUNT_STATES
+        {
             return Err(GrammarError::at_pointer(
                 ptr,
                 "too many properties × minProperties/maxProperties/presence states",
             )
             .with_kind(ErrorKind::Limit));
         }
-        type State = (usize, usize, u32);
+        // The fourth component counts *named* members (capped at minProperties): extra members
+        // may repeat a key, which a JSON parser keeps once, so they never count towards it.
+        type State = (usize, usize, u32, usize);
         // Explore: transitions (label: Some(member index) / None = extra member / end).
         enum Step {
             Member(usize, State),
@@ -1913,26 +1930,27 @@ impl<'a> Compiler<'a> {
             End,
         }
         let mut steps: HashMap<State, Vec<Step>> = HashMap::new();
-        let mut work: Vec<State> = vec![(0, 0, 0)];
+        let mut work: Vec<State> = vec![(0, 0, 0, 0)];
+        let min_named = min_p as usize;
         while let Some(st) = work.pop() {
             if steps.contains_key(&st) {
                 continue;
             }
-            let (k, c, b) = st;
+            let (k, c, b, m) = st;
             let mut out = Vec::new();
             if k < n {
                 if allowed(c) {
-                    out.push(Step::Member(k, (k + 1, next(c), b | bit_of[k])));
+                    out.push(Step::Member(k, (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named))));
                 }
                 if !named[k].2 {
-                    out.push(Step::Skip((k + 1, c, b)));
+                    out.push(Step::Skip((k + 1, c, b, m)));
                 }
             } else {
-                if c as u64 >= min_p && presence_ok(&constraints, b) {
+                if m >= min_named && presence_ok(&constraints, b) {
                     out.push(Step::End);
                 }
                 if extra.is_some() && allowed(c) {
-                    out.push(Step::Extra((n, next(c), b)));
+                    out.push(Step::Extra((n, next(c), b, m)));
                 }
             }
             for step in &out {
@@ -1961,7 +1979,7 @@ impl<'a> Compiler<'a> {
                 break;
             }
         }
-        if !productive.contains(&(0, 0, 0)) {
+        if !productive.contains(&(0, 0, 0, 0)) {
             self.warnings.push(format!(
                 "at {}: no object satisfies the property constraints",
                 if ptr.is_empty() { "/" } else { ptr }
@@ -1979,7 +1997,7 @@ impl<'a> Compiler<'a> {
         let trail = self.trail(d);
         let empty = self.empty_inner(d);
         for st in &order {
-            let (_, c, _) = *st;
+            let (_, c, _, _) = *st;
             let pre = if c == 0 { lead.clone() } else { sep.clone() };
             let mut alts = Vec::new();
             for step in &steps[st] {
@@ -1997,7 +2015,7 @@ impl<'a> Compiler<'a> {
             }
             self.rules[ids[st].0 as usize].expr = if alts.len() == 1 { alts.pop().unwrap() } else { Expr::Alt(alts) };
         }
-        let start = ids[&(0, 0, 0)];
+        let start = ids[&(0, 0, 0, 0)];
         Ok(Expr::Seq(vec![Expr::Bytes(b"{".to_vec()), Expr::Ref(start), Expr::Bytes(b"}".to_vec())]))
     }
 
