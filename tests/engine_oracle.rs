@@ -369,3 +369,61 @@ fn forced_bytes_and_commit_errors() {
     let special = TokenId(vocab.len() as u32 - 2);
     assert!(!c.allows(special));
 }
+
+#[test]
+fn finite_lookahead_masks_are_nested_sound_and_consistent() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng(99);
+    for (name, text) in GRAMMARS {
+        let grammar = compile(text);
+        for _ in 0..40 {
+            let mut cs: Vec<Constraint> = [Some(0), Some(1), Some(2), None]
+                .into_iter()
+                .map(|k| {
+                    Constraint::new(
+                        &grammar,
+                        &vocab,
+                        Options {
+                            lookahead: k,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap()
+                })
+                .collect();
+            for _ in 0..20 {
+                let masks: Vec<TokenSet> = cs
+                    .iter_mut()
+                    .map(|c| {
+                        let mut m = TokenSet::new(vocab.len());
+                        c.compute_mask(&mut m);
+                        m
+                    })
+                    .collect();
+                for w in masks.windows(2) {
+                    assert!(w[0].iter().all(|t| w[1].contains(t)), "{name}: k masks not nested");
+                }
+                for (c, m) in cs.iter_mut().zip(&masks) {
+                    for _ in 0..10 {
+                        let t = TokenId(rng.below(vocab.len()) as u32);
+                        assert_eq!(
+                            c.allows(t),
+                            m.contains(t),
+                            "{name}: allows vs mask with k = {:?}",
+                            c.options().lookahead
+                        );
+                    }
+                }
+                // Step all four with a token allowed at k = 0 (so every k can follow).
+                let allowed: Vec<TokenId> = masks[0].iter().filter(|t| !vocab.is_eog(*t)).collect();
+                if allowed.is_empty() {
+                    break;
+                }
+                let t = allowed[rng.below(allowed.len())];
+                for c in &mut cs {
+                    c.commit(t).unwrap();
+                }
+            }
+        }
+    }
+}
