@@ -92,7 +92,13 @@ fn convert(args: ConvertArgs) -> anyhow::Result<()> {
     }
     let text = match args.to {
         ConvertTarget::Gbnf => print::to_gbnf(&def)?,
-        ConvertTarget::Ir => print::ir_to_gbnf(&crate::grammar::lower::lower(&def)?)?,
+        ConvertTarget::Ir => {
+            let g = crate::grammar::lower::lower(&def)?;
+            for w in g.warnings.iter().skip(def.warnings.len()) {
+                eprintln!("warning: {w}");
+            }
+            print::ir_to_gbnf(&g)?
+        }
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;

@@ -387,6 +387,11 @@ impl<'a> Parser<'a> {
                 let i = self.slot(&name, span);
                 Ok(Built::leaf(Expr::Ref(RuleId(i as u32))))
             }
+            Some('<') | Some('!') if matches!(self.cur.peek_at(if self.cur.peek() == Some('!') { 1 } else { 0 }), Some('<')) => {
+                Err(self.cur.error(
+                    "token references (`<...>`, `!<...>`) are not supported: domino grammars describe text, not token ids",
+                ))
+            }
             Some(c) => Err(self.cur.error(format!("unexpected {c:?}: expected a literal, class, `.`, `(` or rule name"))),
             None => Err(self.cur.error("unexpected end of input")),
         }
@@ -550,6 +555,12 @@ mod tests {
         let e = parse("root ::= \"a\"\n  foo-bar", "root").unwrap_err();
         assert_eq!(e.location, super::super::Location::LineColumn { line: 2, column: 3 });
         assert!(e.message.contains("foo-bar"), "{e}");
+    }
+
+    #[test]
+    fn token_references_are_a_clear_error() {
+        assert!(parse("root ::= <think> \"a\"", "root").unwrap_err().message.contains("token references"));
+        assert!(parse("root ::= !<[12]>", "root").unwrap_err().message.contains("token references"));
     }
 
     #[test]
