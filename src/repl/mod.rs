@@ -233,6 +233,13 @@ fn compile(args: &ConstraintArgs) -> anyhow::Result<Option<Active>> {
 pub fn run(args: ReplArgs) -> anyhow::Result<()> {
     let sampling = args.sampling.config()?;
     let k = crate::cli::mask::lookahead(&args.k)?;
+    if !(0.0..=1.0).contains(&args.draft_threshold) {
+        return Err(crate::cli::UsageError(format!(
+            "--draft-threshold must be in [0, 1], got {}",
+            args.draft_threshold
+        ))
+        .into());
+    }
     // A bad starting constraint is a usage error (exit 2) before the model loads.
     let active = compile(&args.constraint)?;
     let model = args.model.load()?;
@@ -271,14 +278,6 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
         cancel,
         decoder: None,
     };
-    if !(0.0..=1.0).contains(&repl.settings.draft_threshold) {
-        return Err(crate::cli::UsageError(format!(
-            "--draft-threshold must be in [0, 1], got {}",
-            repl.settings.draft_threshold
-        ))
-        .into());
-    }
-
     eprintln!(
         "domino repl: {} loaded ({} tokens of context). :help lists the commands; Ctrl-D leaves.",
         model.name(),
