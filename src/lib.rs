@@ -16,6 +16,7 @@
 
 pub mod cli;
 pub mod decode;
+pub mod eval;
 pub mod engine;
 pub mod grammar;
 pub mod lexer;

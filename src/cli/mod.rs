@@ -10,6 +10,7 @@ pub mod decode_args;
 pub mod generate;
 pub mod grammar;
 pub mod mask;
+pub mod perplexity;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -44,6 +45,11 @@ pub enum Command {
     Bench(bench::BenchCommand),
     /// Interactive shell: prompts generated under a switchable constraint, with token heat.
     Repl(crate::repl::ReplArgs),
+    /// Evaluate methods on GSM8K / CoNLL-2003 (accuracy, invasiveness) and throughput.
+    #[command(subcommand)]
+    Eval(crate::eval::cli::EvalCommand),
+    /// Perplexity of a text file (or of a JSON Lines field) under the model.
+    Perplexity(perplexity::PerplexityArgs),
 }
 
 /// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
@@ -93,6 +99,8 @@ pub fn main() -> ExitCode {
         Command::Mask(args) => mask::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Repl(args) => crate::repl::run(args),
+        Command::Eval(cmd) => crate::eval::cli::main(cmd),
+        Command::Perplexity(args) => perplexity::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,262 @@
+//! The real [`EvalBackend`]: every evaluated method through one llama.cpp session.
+//!
+//! # Overview
+//! [`LlamaEvalBackend`] borrows a loaded [`Model`] and owns one [`Session`] that is reused for
+//! every sample and method. Each eval method maps to a [`Decoder`] of the decode module
+//! (built once per (task, grammar file, method) and cached, so grammars compile once and draft
+//! counts keep learning across samples):
+//!
+//! | eval method | decoder |
+//! |---|---|
+//! | `none` | the unconstrained loop below (it honours stop strings such as `\nQ:`) |
+//! | `domino`, `domino-kN` | `Method::Domino`, lookahead k, opportunistic masking |
+//! | `domino-sN` / `domino-kN-sN` | the same with count-based speculative drafts of up to N tokens |
+//! | `naive` | `Method::Naive` (k = 0), full masks |
+//! | `template` | `Method::Template` (forced text appended without the model) |
+//! | `llama-grammar` | llama.cpp's GBNF sampler |
+//!
+//! # The KV cache between requests
+//! The few-shot prefix (`shared_prefix_len` bytes of the prompt) is evaluated once and kept:
+//! a request truncates the cache back to the prefix's tokens and evaluates only the rest.
+//! The prefix is always decoded as a batch of its own, starting from an empty cache, so the
+//! numbers a sample sees do not depend on which sample came before it — a run resumed after a
+//! kill computes exactly what an uninterrupted run computes (batch boundaries change
+//! floating-point sums, and greedy outputs with them).
+//!
+//! # Invariants (the [`EvalBackend`] contract)
+//! - `logprobs[i]` is the unmasked log-probability of `tokens[i]` for every method.
+//! - `interventions` is the decoder's count of steps whose raw argmax was blocked (0 for `none`).
+//! - `prompt_ms` covers the part of the prompt evaluated for this request (not a cached prefix).
+
+use super::method::Method;
+use super::metrics::FinishReason;
+use super::runner::{EvalBackend, GenerationOutcome, GenerationRequest};
+use crate::decode::methods::{Decoder, DecoderConfig, Method as DecodeMethod};
+use crate::decode::{FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, Sampler, SamplingConfig, log_softmax_at};
+use crate::grammar::{CompileOptions, GrammarSource};
+use crate::runtime::{LogitsAt, Model, Session, SessionOptions};
+use crate::vocab::TokenId;
+use anyhow::{Context, bail};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The decoder configuration an eval method stands for (`None` for `none`, which runs the
+/// stop-string-aware loop of this module).
+pub fn decoder_config(method: Method, source: GrammarSource) -> anyhow::Result<Option<DecoderConfig>> {
+    let base = DecoderConfig { source: Some(source), compile: CompileOptions::default(), ..DecoderConfig::default() };
+    Ok(Some(match method {
+        Method::None => return Ok(None),
+        Method::Domino { lookahead, speculative } => DecoderConfig {
+            method: DecodeMethod::Domino,
+            k: lookahead,
+            opportunistic: true,
+            draft: speculative.map_or(0, |s| s as usize),
+            ..base
+        },
+        Method::Naive => DecoderConfig { method: DecodeMethod::Naive, k: Some(0), draft: 0, ..base },
+        Method::Template => DecoderConfig { method: DecodeMethod::Template, k: None, draft: 0, ..base },
+        Method::LlamaGrammar => DecoderConfig { method: DecodeMethod::LlamaGrammar, draft: 0, ..base },
+        Method::Llguidance => bail!(crate::cli::UsageError(
+            "method `llguidance` is not available: this build of domino has no llguidance engine".into()
+        )),
+    }))
+}
+
+/// Map the decode loop's finish reason to the harness's.
+pub fn finish_reason(reason: DecodeFinish) -> FinishReason {
+    match reason {
+        DecodeFinish::Eos => FinishReason::Eos,
+        DecodeFinish::Length => FinishReason::MaxTokens,
+        DecodeFinish::GrammarEnd => FinishReason::GrammarEnd,
+    }
+}
+
+/// The shared prefix currently in the KV cache.
+struct CachedPrefix {
+    text: String,
+    tokens: Vec<TokenId>,
+}
+
+/// See the module doc.
+pub struct LlamaEvalBackend<'m> {
+    model: &'m Model,
+    session: Session<'m>,
+    decoders: HashMap<(String, PathBuf, Method), Decoder>,
+    prefix: Option<CachedPrefix>,
+}
+
+impl<'m> LlamaEvalBackend<'m> {
+    pub fn new(model: &'m Model, options: SessionOptions) -> anyhow::Result<Self> {
+        let session = model.session(options)?;
+        Ok(LlamaEvalBackend { model, session, decoders: HashMap::new(), prefix: None })
+    }
+
+    /// The session's context size in tokens.
+    pub fn n_ctx(&self) -> usize {
+        self.session.n_ctx()
+    }
+
+    fn decoder(&mut self, task: &str, grammar: &Path, method: Method) -> anyhow::Result<Option<&mut Decoder>> {
+        if method == Method::None {
+            return Ok(None);
+        }
+        let key = (task.to_string(), grammar.to_path_buf(), method);
+        if !self.decoders.contains_key(&key) {
+            let source = GrammarSource::from_path(grammar)?;
+            let config = decoder_config(method, source)?.expect("constrained method");
+            let decoder = Decoder::new(&config, self.model)
+                .with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
+            self.decoders.insert(key.clone(), decoder);
+        }
+        Ok(self.decoders.get_mut(&key))
+    }
+
+    /// Bring the KV cache to the tokens of `prompt[..shared_prefix_len]` and return the
+    /// tokens still to evaluate (never empty: at least the prompt's last token).
+    fn prepare_prompt(&mut self, prompt: &str, shared_prefix_len: usize) -> anyhow::Result<Vec<TokenId>> {
+        let tokens = self.model.tokenize(prompt, true, false);
+        if tokens.is_empty() {
+            bail!("the prompt is empty");
+        }
+        let prefix_text = prompt.get(..shared_prefix_len).unwrap_or("");
+        if prefix_text.is_empty() {
+            self.session.clear();
+            self.prefix = None;
+            return Ok(tokens);
+        }
+        if self.prefix.as_ref().is_none_or(|p| p.text != prefix_text) {
+            // The prefix's own tokens, cut where the full prompt's tokenization stops agreeing
+            // with them (a merge across the boundary), so they are always a prefix of `tokens`.
+            let own = self.model.tokenize(prefix_text, true, false);
+            let agree = own.iter().zip(&tokens).take_while(|(a, b)| a == b).count();
+            self.session.clear();
+            self.prefix = None;
+            if agree > 0 {
+                self.session.decode(&own[..agree], LogitsAt::None)?;
+            }
+            self.prefix = Some(CachedPrefix { text: prefix_text.to_string(), tokens: own[..agree].to_vec() });
+        }
+        let cached = &self.prefix.as_ref().expect("set above").tokens;
+        let keep = if tokens.starts_with(cached) && cached.len() < tokens.len() { cached.len() } else { 0 };
+        self.session.truncate(keep.min(self.session.n_past()))?;
+        if keep == 0 {
+            self.session.clear();
+            self.prefix = None;
+        }
+        Ok(tokens[keep..].to_vec())
+    }
+}
+
+impl EvalBackend for LlamaEvalBackend<'_> {
+    fn model_name(&self) -> String {
+        self.model.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| self.model.name())
+    }
+
+    fn run(&mut self, request: &GenerationRequest<'_>) -> anyhow::Result<GenerationOutcome> {
+        // Build (or fetch) the decoder first: a grammar error must not disturb the cache.
+        self.decoder(request.task, request.grammar, request.method)?;
+        let tail = self.prepare_prompt(request.prompt, request.shared_prefix_len)?;
+        let decode_request = DecodeRequest {
+            prompt: tail,
+            max_tokens: request.max_tokens,
+            sampling: SamplingConfig { temperature: request.temperature, seed: request.seed, ..SamplingConfig::default() },
+            logprobs: true,
+        };
+        if request.method == Method::None {
+            return generate_with_stop(&mut self.session, &decode_request, request.stop);
+        }
+        let key = (request.task.to_string(), request.grammar.to_path_buf(), request.method);
+        let decoder = self.decoders.get_mut(&key).expect("built above");
+        let result = decoder.generate(&mut self.session, &decode_request, &mut |_, _| Ok(()))?;
+        Ok(GenerationOutcome {
+            text: result.text(),
+            tokens: result.tokens.iter().map(|t| t.0).collect(),
+            logprobs: result.logprobs,
+            interventions: result.stats.interventions as u32,
+            prompt_tokens: result.stats.prompt_tokens,
+            prompt_ms: result.stats.prompt_ms,
+            decode_ms: result.stats.decode_ms,
+            finish_reason: Some(finish_reason(result.finish_reason)),
+        })
+    }
+
+    /// A new throughput workload: drop the decoders (and their draft counts) of the others.
+    fn begin_workload(&mut self, workload: &str) {
+        self.decoders.retain(|(task, _, _), _| task == workload);
+    }
+}
+
+/// Unconstrained generation that stops once the output contains one of `stop` (the stop
+/// string's tokens are kept: `text` is always the bytes of `tokens`). The same loop as
+/// [`crate::decode::generate`], plus the stop check.
+pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, stop: &[String]) -> anyhow::Result<GenerationOutcome> {
+    let vocab = session.model().vocabulary();
+    let mut sampler = Sampler::new(request.sampling.clone());
+    let start = Instant::now();
+    session.decode(&request.prompt, LogitsAt::Last)?;
+    let prompt_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let decode_start = Instant::now();
+    let mut logits_index = request.prompt.len() - 1;
+    let (mut tokens, mut bytes, mut logprobs) = (Vec::new(), Vec::new(), Vec::new());
+    let longest_stop = stop.iter().map(String::len).max().unwrap_or(0);
+    let finish = loop {
+        if tokens.len() >= request.max_tokens {
+            break FinishReason::MaxTokens;
+        }
+        let logits = session.logits(logits_index);
+        let token = sampler.sample(logits, None).ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
+        if vocab.is_eog(token) {
+            break FinishReason::Eos;
+        }
+        logprobs.push(log_softmax_at(logits, token));
+        let piece = vocab.bytes(token);
+        let searched_from = bytes.len().saturating_sub(longest_stop);
+        tokens.push(token.0);
+        bytes.extend_from_slice(piece);
+        let window = &bytes[searched_from..];
+        if stop.iter().any(|s| !s.is_empty() && window.windows(s.len()).any(|w| w == s.as_bytes())) {
+            break FinishReason::Stop;
+        }
+        if tokens.len() >= request.max_tokens || session.n_past() + 1 > session.n_ctx() {
+            break FinishReason::MaxTokens;
+        }
+        session.decode(&[token], LogitsAt::Last)?;
+        logits_index = 0;
+    };
+    Ok(GenerationOutcome {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        tokens,
+        logprobs,
+        interventions: 0,
+        prompt_tokens: request.prompt.len(),
+        prompt_ms,
+        decode_ms: decode_start.elapsed().as_secs_f64() * 1000.0,
+        finish_reason: Some(finish),
+    })
+}
+
+/// Log-probabilities of `continuation` after `context` under the model, unmasked: element i
+/// is `log p(continuation[i] | context, continuation[..i])`. `context` must not be empty
+/// (start it with BOS). Clears the session first; both must fit in its context.
+pub fn score_continuation(session: &mut Session<'_>, context: &[TokenId], continuation: &[TokenId]) -> anyhow::Result<Vec<f32>> {
+    if context.is_empty() {
+        bail!("scoring needs at least one context token (BOS)");
+    }
+    session.clear();
+    if continuation.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut all = context.to_vec();
+    all.extend_from_slice(continuation);
+    // Logits at the last context position and every continuation position but the last.
+    let positions: Vec<usize> = (context.len() - 1..all.len() - 1).collect();
+    session.decode(&all, LogitsAt::Positions(&positions))?;
+    Ok(positions.iter().zip(continuation).map(|(&p, &t)| log_softmax_at(session.logits(p), t)).collect())
+}
+
+/// `exp(-mean(logprobs))`; NaN for an empty slice.
+pub fn perplexity(logprobs: &[f32]) -> f64 {
+    let total: f64 = logprobs.iter().map(|&l| l as f64).sum();
+    (-total / logprobs.len() as f64).exp()
+}

@@ -1,0 +1,145 @@
+//! Model-based retokenization (the paper's App. B, Algorithm 3) and `domino eval retokenize`.
+//!
+//! # Overview
+//! A tokenizer encodes a text one way; a model generating the same text after a prompt may
+//! prefer another segmentation (` "` as one token rather than ` ` + `"`). Template-based
+//! constraining inserts text with the tokenizer's segmentation, which the model would not
+//! have produced — the paper's Fig. 2 shows the perplexity cost. [`retokenize`] recovers the
+//! model-preferred segmentation: argmax decoding where, at each step, only tokens whose bytes
+//! are a non-empty prefix of the text still to produce are allowed (a direct byte-alignment
+//! mask over the vocabulary), so the output spells exactly the target text.
+//!
+//! Invariants: the retokenized tokens' bytes concatenate to the target text; log-probabilities
+//! are the unmasked model's, so both tokenizations' perplexities are comparable.
+
+use super::backend::{perplexity, score_continuation};
+use crate::cli::args::OutputFormat;
+use crate::cli::generate::ModelArgs;
+use crate::decode::log_softmax_at;
+use crate::runtime::{LogitsAt, Session};
+use crate::vocab::TokenId;
+use anyhow::bail;
+use std::io::Write;
+
+/// Flags of `domino eval retokenize`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RetokenizeArgs {
+    /// The prompt the text is conditioned on.
+    #[arg(long)]
+    pub prompt: String,
+    /// The text to retokenize (e.g. a template's output).
+    #[arg(long)]
+    pub text: String,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// One tokenization of the target text, scored.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Tokenization {
+    pub tokens: Vec<u32>,
+    /// Each token's bytes, lossily as text.
+    pub pieces: Vec<String>,
+    /// Unmasked log-probability of each token.
+    pub logprobs: Vec<f32>,
+    pub perplexity: f64,
+}
+
+/// The Fig. 2 comparison.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RetokenizeReport {
+    pub model: String,
+    pub prompt_tokens: usize,
+    /// The tokenizer's encoding of the text (what a template inserts).
+    pub default: Tokenization,
+    /// The model-preferred encoding (Algorithm 3).
+    pub naturalized: Tokenization,
+}
+
+/// Algorithm 3: greedy model-preferred tokens spelling `text` after `prompt` (which must
+/// start with BOS if the model wants one). Returns the tokens and their unmasked logprobs.
+pub fn retokenize(session: &mut Session<'_>, prompt: &[TokenId], text: &[u8]) -> anyhow::Result<(Vec<TokenId>, Vec<f32>)> {
+    if prompt.is_empty() {
+        bail!("retokenization needs a prompt (at least BOS)");
+    }
+    let vocab = session.model().vocabulary();
+    session.clear();
+    session.decode(prompt, LogitsAt::Last)?;
+    let (mut tokens, mut logprobs) = (Vec::new(), Vec::new());
+    let mut pos = 0;
+    while pos < text.len() {
+        let rest = &text[pos..];
+        let logits = session.logits(0);
+        let best = vocab
+            .text_tokens()
+            .filter(|(t, bytes)| !bytes.is_empty() && rest.starts_with(bytes) && !vocab.is_special(*t))
+            .max_by(|(a, _), (b, _)| logits[a.index()].total_cmp(&logits[b.index()]).then(b.0.cmp(&a.0)))
+            .map(|(t, _)| t);
+        let Some(token) = best else {
+            bail!("no vocabulary token spells the text at byte {pos} ({:?}…)", String::from_utf8_lossy(&rest[..rest.len().min(8)]));
+        };
+        logprobs.push(log_softmax_at(logits, token));
+        tokens.push(token);
+        pos += vocab.bytes(token).len();
+        if pos < text.len() {
+            session.decode(&[token], LogitsAt::Last)?;
+        }
+    }
+    Ok((tokens, logprobs))
+}
+
+fn tokenization(session: &Session<'_>, tokens: Vec<TokenId>, logprobs: Vec<f32>) -> Tokenization {
+    let vocab = session.model().vocabulary();
+    Tokenization {
+        pieces: tokens.iter().map(|&t| String::from_utf8_lossy(vocab.bytes(t)).into_owned()).collect(),
+        tokens: tokens.iter().map(|t| t.0).collect(),
+        perplexity: perplexity(&logprobs),
+        logprobs,
+    }
+}
+
+/// Score the tokenizer's and the model's tokenization of `text` after `prompt`.
+pub fn compare(session: &mut Session<'_>, prompt: &str, text: &str) -> anyhow::Result<RetokenizeReport> {
+    if text.is_empty() {
+        bail!(crate::cli::UsageError("--text is empty: there is nothing to retokenize".into()));
+    }
+    let model = session.model();
+    let prompt_tokens = model.tokenize(prompt, true, false);
+    if prompt_tokens.is_empty() {
+        bail!(crate::cli::UsageError("the prompt is empty and the model adds no BOS token: nothing to condition on".into()));
+    }
+    let default_tokens = model.tokenize(text, false, false);
+    let default_logprobs = score_continuation(session, &prompt_tokens, &default_tokens)?;
+    let (natural_tokens, natural_logprobs) = retokenize(session, &prompt_tokens, text.as_bytes())?;
+    Ok(RetokenizeReport {
+        model: model.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        prompt_tokens: prompt_tokens.len(),
+        default: tokenization(session, default_tokens, default_logprobs),
+        naturalized: tokenization(session, natural_tokens, natural_logprobs),
+    })
+}
+
+fn render(t: &Tokenization) -> String {
+    t.pieces.iter().map(|p| format!("[{}]", p.escape_debug())).collect()
+}
+
+/// `domino eval retokenize`.
+pub fn run(args: &RetokenizeArgs) -> anyhow::Result<()> {
+    let model = args.model.load()?;
+    let mut session = model.session(args.model.session_options())?;
+    let report = compare(&mut session, &args.prompt, &args.text)?;
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        OutputFormat::Text => {
+            writeln!(out, "model: {}; prompt: {} tokens", report.model, report.prompt_tokens)?;
+            for (name, t) in [("tokenizer", &report.default), ("model-preferred", &report.naturalized)] {
+                writeln!(out, "{name}: {} tokens, perplexity {:.2}", t.tokens.len(), t.perplexity)?;
+                writeln!(out, "  {}", render(t))?;
+            }
+        }
+    }
+    Ok(())
+}
