@@ -171,15 +171,16 @@ fn layout(g: &mut Generator, v: &Value, ws: WhitespacePolicy) -> String {
 
 /// Schemas covering the supported keywords.
 fn corpus() -> Vec<(&'static str, Value)> {
-    let gsm8k: Value = serde_json::from_str(include_str!("../grammars/gsm8k.schema.json")).unwrap();
-    let conll: Value = serde_json::from_str(include_str!("../grammars/conll.schema.json")).unwrap();
+    let shipped = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
     vec![
-        ("gsm8k", gsm8k),
-        ("conll", conll),
+        ("gsm8k", shipped(include_str!("../grammars/gsm8k.schema.json"))),
+        ("conll", shipped(include_str!("../grammars/conll.schema.json"))),
+        ("person", shipped(include_str!("../grammars/person.schema.json"))),
+        ("tool_call", shipped(include_str!("../grammars/tool_call.schema.json"))),
         ("any", json!({})),
         ("scalars", json!({"type": ["string", "null", "boolean"]})),
         (
-            "person",
+            "person-inline",
             json!({
                 "type": "object",
                 "properties": {
@@ -650,6 +651,20 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     assert!(json_schema::compile(&json!({"$ref": "#"}), &CompileOptions::default()).is_err());
 
     assert!(json_schema::compile(&json!(3), &CompileOptions::default()).is_err());
+}
+
+#[test]
+fn every_shipped_schema_is_in_the_test_corpus() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars");
+    let mut shipped: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_string_lossy().strip_suffix(".schema.json").map(str::to_string))
+        .collect();
+    shipped.sort();
+    let names: Vec<&str> = corpus().iter().map(|(n, _)| *n).collect();
+    for s in &shipped {
+        assert!(names.contains(&s.as_str()), "grammars/{s}.schema.json is not in corpus()");
+    }
 }
 
 #[test]
