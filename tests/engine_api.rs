@@ -69,7 +69,10 @@ fn precompute_builds_every_tree_masks_need() {
     assert!(n > 0);
     let before = c.tree_cache().stats();
     let mut mask = TokenSet::new(v.len());
-    for t in v.tokenize("{\"name\": [1.5e3, true, null, \"x\\ny\"], \"b\": {}}").unwrap() {
+    for t in v
+        .tokenize("{\"name\": [1.5e3, true, null, \"x\\ny\"], \"b\": {}}")
+        .unwrap()
+    {
         c.compute_mask(&mut mask);
         assert!(mask.contains(t));
         c.commit(t).unwrap();
@@ -82,7 +85,10 @@ fn precompute_builds_every_tree_masks_need() {
 fn errors_are_values() {
     let (g, v) = (json_grammar(), smollm2());
     let mut c = Constraint::new(&g, &v, Options::default()).unwrap();
-    assert_eq!(c.commit(TokenId(u32::MAX)), Err(EngineError::TokenOutOfRange(TokenId(u32::MAX))));
+    assert_eq!(
+        c.commit(TokenId(u32::MAX)),
+        Err(EngineError::TokenOutOfRange(TokenId(u32::MAX)))
+    );
     let close = v.tokenize("}").unwrap()[0];
     assert!(matches!(c.commit(close), Err(EngineError::TokenNotAllowed { .. })));
     assert_eq!(c.num_committed(), 0, "a failed commit changes nothing");
@@ -105,7 +111,10 @@ fn gemma_json_masks_equal_the_oracle() {
     let r = ReferenceRecognizer::new(g.grammar()).unwrap();
     let trie = VocabTrie::new(&v);
     let mut mask = TokenSet::new(v.len());
-    for doc in ["{\"k\": [1, -2.5, \"é ü\"], \"t\": true}", "{\"a\":{}, \"b\": [\"\\u00e9\", 10, -0.5e-3]}"] {
+    for doc in [
+        "{\"k\": [1, -2.5, \"é ü\"], \"t\": true}",
+        "{\"a\":{}, \"b\": [\"\\u00e9\", 10, -0.5e-3]}",
+    ] {
         let mut c = Constraint::new(&g, &v, Options::default()).unwrap();
         let mut state = r.start();
         let mut text = Vec::new();
@@ -113,7 +122,11 @@ fn gemma_json_masks_equal_the_oracle() {
             c.compute_mask(&mut mask);
             let mut uncached = TokenSet::new(v.len());
             c.compute_mask_uncached(&mut uncached);
-            assert!(uncached == mask, "cached mask differs from a fresh walk after {:?}", String::from_utf8_lossy(&text));
+            assert!(
+                uncached == mask,
+                "cached mask differs from a fresh walk after {:?}",
+                String::from_utf8_lossy(&text)
+            );
             let mut want = TokenSet::new(v.len());
             let mut stack = vec![state.clone()];
             let mut i = 0;
@@ -127,7 +140,9 @@ fn gemma_json_masks_equal_the_oracle() {
                     }
                     Some(s) => {
                         if r.is_viable(&s) {
-                            trie.tokens[n.tok_start as usize..n.tok_end as usize].iter().for_each(|&t| want.insert(t));
+                            trie.tokens[n.tok_start as usize..n.tok_end as usize]
+                                .iter()
+                                .for_each(|&t| want.insert(t));
                         }
                         stack.push(s);
                     }
@@ -139,9 +154,18 @@ fn gemma_json_masks_equal_the_oracle() {
             }
             if mask != want {
                 let show = |a: &TokenSet, b: &TokenSet| -> Vec<String> {
-                    a.iter().filter(|t| !b.contains(*t)).take(12).map(|t| format!("{}:{:?}", t.0, String::from_utf8_lossy(v.bytes(t)))).collect()
+                    a.iter()
+                        .filter(|t| !b.contains(*t))
+                        .take(12)
+                        .map(|t| format!("{}:{:?}", t.0, String::from_utf8_lossy(v.bytes(t))))
+                        .collect()
                 };
-                panic!("mask differs from the oracle after {:?}: engine-only {:?} oracle-only {:?}", String::from_utf8_lossy(&text), show(&mask, &want), show(&want, &mask));
+                panic!(
+                    "mask differs from the oracle after {:?}: engine-only {:?} oracle-only {:?}",
+                    String::from_utf8_lossy(&text),
+                    show(&mask, &want),
+                    show(&want, &mask)
+                );
             }
             c.commit(t).unwrap();
             text.extend_from_slice(v.bytes(t));
@@ -171,7 +195,10 @@ fn trees_survive_a_round_trip_through_disk() {
     assert_eq!(c2.tree_cache().load(&g2, &v, &file).unwrap(), built);
     let mut c1 = c.clone();
     let (mut m1, mut m2) = (TokenSet::new(v.len()), TokenSet::new(v.len()));
-    for t in v.tokenize("{\"a\": [1, 2.5, \"x y\", {\"b\": null}], \"c\": true}").unwrap() {
+    for t in v
+        .tokenize("{\"a\": [1, 2.5, \"x y\", {\"b\": null}], \"c\": true}")
+        .unwrap()
+    {
         c1.compute_mask_uncached(&mut m1);
         c2.compute_mask_uncached(&mut m2);
         assert_eq!(m1, m2);
@@ -181,9 +208,17 @@ fn trees_survive_a_round_trip_through_disk() {
     assert_eq!(c2.tree_cache().stats().trees, built);
 
     // Another grammar: the key does not match.
-    let other = CompiledGrammar::new(GrammarSource::Regex("[0-9]+".into()).compile(&Default::default()).unwrap()).unwrap();
+    let other = CompiledGrammar::new(
+        GrammarSource::Regex("[0-9]+".into())
+            .compile(&Default::default())
+            .unwrap(),
+    )
+    .unwrap();
     let c3 = Constraint::new(&other, &v, Options::default()).unwrap();
-    assert!(matches!(c3.tree_cache().load(&other, &v, &file), Err(PersistError::KeyMismatch)));
+    assert!(matches!(
+        c3.tree_cache().load(&other, &v, &file),
+        Err(PersistError::KeyMismatch)
+    ));
     // Truncated and garbled files are errors, not panics.
     let bytes = std::fs::read(&file).unwrap();
     for cut in [10, 30, bytes.len() / 2, bytes.len() - 1] {
@@ -199,5 +234,8 @@ fn trees_survive_a_round_trip_through_disk() {
     std::fs::write(&file, &garbled).unwrap();
     let g5 = json_grammar();
     let c5 = Constraint::new(&g5, &v, Options::default()).unwrap();
-    assert!(matches!(c5.tree_cache().load(&g5, &v, &file), Err(PersistError::Corrupt(_))));
+    assert!(matches!(
+        c5.tree_cache().load(&g5, &v, &file),
+        Err(PersistError::Corrupt(_))
+    ));
 }

@@ -90,7 +90,11 @@ fn check_walks_source(source: GrammarSource, docs: &[&str], walks: usize, steps:
             let want = oracle_mask(&r, &state, &vocab, &trie);
             if mask != want {
                 let show = |a: &TokenSet, b: &TokenSet| -> Vec<String> {
-                    a.iter().filter(|t| !b.contains(*t)).take(10).map(|t| format!("{:?}", String::from_utf8_lossy(vocab.bytes(t)))).collect()
+                    a.iter()
+                        .filter(|t| !b.contains(*t))
+                        .take(10)
+                        .map(|t| format!("{:?}", String::from_utf8_lossy(vocab.bytes(t))))
+                        .collect()
                 };
                 panic!(
                     "walk {w} step {step} after {:?}: engine-only {:?} oracle-only {:?}",
@@ -155,7 +159,9 @@ fn json_masks_equal_the_oracle_over_all_smollm2_tokens() {
 fn gsm8k_shaped_masks_equal_the_oracle_over_all_smollm2_tokens() {
     check_walks(
         GSM8K,
-        &["{\"thoughts\": [{\"step\": \"Add the apples\", \"calculation\": \"3 + 4 = 7\", \"result\": 7}], \"answer\": 7}"],
+        &[
+            "{\"thoughts\": [{\"step\": \"Add the apples\", \"calculation\": \"3 + 4 = 7\", \"result\": 7}], \"answer\": 7}",
+        ],
         4,
         70,
     );

@@ -15,10 +15,10 @@ use std::collections::{BTreeSet, HashMap};
 use domino::grammar::expr::{Expr, GrammarDef};
 use domino::grammar::json_schema::{self, instances::Generator};
 use domino::grammar::{CompileOptions, ErrorKind, Location, WhitespacePolicy};
+use regex_automata::Anchored;
 use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::util::start;
-use regex_automata::Anchored;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// A memoising "all end positions" matcher over a `GrammarDef` (no left recursion needed:
 /// schema grammars have none).
@@ -38,7 +38,13 @@ impl<'g> Matcher<'g> {
         ends.contains(&input.len())
     }
 
-    fn rule(&mut self, r: usize, input: &[u8], pos: usize, memo: &mut HashMap<(usize, usize), Option<BTreeSet<usize>>>) -> BTreeSet<usize> {
+    fn rule(
+        &mut self,
+        r: usize,
+        input: &[u8],
+        pos: usize,
+        memo: &mut HashMap<(usize, usize), Option<BTreeSet<usize>>>,
+    ) -> BTreeSet<usize> {
         match memo.get(&(r, pos)) {
             Some(Some(s)) => return s.clone(),
             Some(None) => return BTreeSet::new(), // cycle without progress
@@ -51,11 +57,21 @@ impl<'g> Matcher<'g> {
         ends
     }
 
-    fn expr(&mut self, e: &Expr, input: &[u8], pos: usize, memo: &mut HashMap<(usize, usize), Option<BTreeSet<usize>>>) -> BTreeSet<usize> {
+    fn expr(
+        &mut self,
+        e: &Expr,
+        input: &[u8],
+        pos: usize,
+        memo: &mut HashMap<(usize, usize), Option<BTreeSet<usize>>>,
+    ) -> BTreeSet<usize> {
         match e {
             Expr::Empty => BTreeSet::from([pos]),
             Expr::Bytes(b) => {
-                if input[pos..].starts_with(b) { BTreeSet::from([pos + b.len()]) } else { BTreeSet::new() }
+                if input[pos..].starts_with(b) {
+                    BTreeSet::from([pos + b.len()])
+                } else {
+                    BTreeSet::new()
+                }
             }
             Expr::Regex(h) => {
                 let key = e as *const Expr as usize;
@@ -155,151 +171,207 @@ fn layout(g: &mut Generator, v: &Value, ws: WhitespacePolicy) -> String {
 
 /// Schemas covering the supported keywords.
 fn corpus() -> Vec<(&'static str, Value)> {
-    let gsm8k: Value = serde_json::from_str(include_str!("../grammars/gsm8k.schema.json")).unwrap();
-    let conll: Value = serde_json::from_str(include_str!("../grammars/conll.schema.json")).unwrap();
+    let shipped = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
     vec![
-        ("gsm8k", gsm8k),
-        ("conll", conll),
+        ("gsm8k", shipped(include_str!("../grammars/gsm8k.schema.json"))),
+        ("conll", shipped(include_str!("../grammars/conll.schema.json"))),
+        ("person", shipped(include_str!("../grammars/person.schema.json"))),
+        ("tool_call", shipped(include_str!("../grammars/tool_call.schema.json"))),
         ("any", json!({})),
         ("scalars", json!({"type": ["string", "null", "boolean"]})),
-        ("person", json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "minLength": 1, "maxLength": 12},
-                "age": {"type": "integer", "minimum": 0, "maximum": 130},
-                "email": {"type": "string", "format": "email"},
-                "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 3},
-                "score": {"type": "number", "minimum": -1.5, "exclusiveMaximum": 99.25}
-            },
-            "required": ["name", "age"],
-            "additionalProperties": false
-        })),
-        ("open-object", json!({
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
-            "required": ["b"]
-        })),
-        ("extras-typed", json!({
-            "type": "object",
-            "properties": {"id": {"type": "string", "format": "uuid"}},
-            "additionalProperties": {"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "minimum": 0}
-        })),
-        ("pattern-props", json!({
-            "type": "object",
-            "patternProperties": {"^[a-z_]+$": {"type": "integer", "exclusiveMinimum": 5}},
-            "additionalProperties": false,
-            "minProperties": 1,
-            "maxProperties": 3
-        })),
-        ("match-all-pattern-props", json!({
-            "type": "object",
-            "properties": {"fixed": {"type": "boolean"}},
-            "patternProperties": {".*": {"type": ["boolean", "string"]}}
-        })),
-        ("tuple", json!({
-            "type": "array",
-            "prefixItems": [{"type": "integer"}, {"enum": ["x", "y", 3, null]}],
-            "items": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
-            "minItems": 1,
-            "maxItems": 4
-        })),
-        ("draft4-tuple", json!({
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "type": "array",
-            "items": [{"type": "boolean"}, {"type": "string", "format": "date"}],
-            "additionalItems": false
-        })),
-        ("refs-recursive", json!({
-            "$defs": {
-                "node": {
-                    "type": "object",
-                    "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
-                    "required": ["value"],
-                    "additionalProperties": false
-                }
-            },
-            "$ref": "#/$defs/node"
-        })),
-        ("any-of-one-of", json!({
-            "anyOf": [
-                {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number", "minimum": 0}}, "required": ["kind", "r"], "additionalProperties": false},
-                {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "integer", "minimum": 1}}, "required": ["kind", "side"], "additionalProperties": false}
-            ],
-            "oneOf": [{"type": "object"}, {"type": "null"}]
-        })),
-        ("all-of", json!({
-            "allOf": [
-                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
-                {"properties": {"b": {"type": "integer", "maximum": 5}, "a": {"maxLength": 4}}, "required": ["b"], "additionalProperties": false}
-            ]
-        })),
-        ("formats", json!({
-            "type": "object",
-            "properties": {
-                "d": {"type": "string", "format": "date"},
-                "t": {"type": "string", "format": "time"},
-                "dt": {"type": "string", "format": "date-time"},
-                "ip4": {"type": "string", "format": "ipv4"},
-                "ip6": {"type": "string", "format": "ipv6"},
-                "u": {"type": "string", "format": "uri"},
-                "id": {"type": "string", "format": "uuid"}
-            },
-            "required": ["d", "t", "dt", "ip4", "ip6", "u", "id"],
-            "additionalProperties": false
-        })),
-        ("patterns", json!({
-            "type": "array",
-            "items": {"anyOf": [
-                {"type": "string", "pattern": "ab+c"},
-                {"type": "string", "pattern": "^\\w+@\\d{2}$", "maxLength": 8},
-                {"type": "string", "pattern": "^(foo|bar)\"\\\\$"}
-            ]}
-        })),
-        ("long-strings", json!({
-            "type": "object",
-            "properties": {"text": {"type": "string", "maxLength": 600, "minLength": 2}, "note": {"type": "string", "maxLength": 10}},
-            "required": ["text"]
-        })),
-        ("one-of-required", json!({
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}, "c": {"type": "boolean"}},
-            "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
-            "additionalProperties": false
-        })),
-        ("any-of-shapes", json!({
-            "type": "object",
-            "properties": {"dims": {
+        (
+            "person-inline",
+            json!({
                 "type": "object",
-                "oneOf": [
-                    {"properties": {"radius": {"type": "number"}}, "required": ["radius"]},
-                    {"properties": {"length": {"type": "number"}, "width": {"type": "integer"}}, "required": ["length", "width"]}
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": 12},
+                    "age": {"type": "integer", "minimum": 0, "maximum": 130},
+                    "email": {"type": "string", "format": "email"},
+                    "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 3},
+                    "score": {"type": "number", "minimum": -1.5, "exclusiveMaximum": 99.25}
+                },
+                "required": ["name", "age"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "open-object",
+            json!({
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                "required": ["b"]
+            }),
+        ),
+        (
+            "extras-typed",
+            json!({
+                "type": "object",
+                "properties": {"id": {"type": "string", "format": "uuid"}},
+                "additionalProperties": {"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "minimum": 0}
+            }),
+        ),
+        (
+            "pattern-props",
+            json!({
+                "type": "object",
+                "patternProperties": {"^[a-z_]+$": {"type": "integer", "exclusiveMinimum": 5}},
+                "additionalProperties": false,
+                "minProperties": 1,
+                "maxProperties": 3
+            }),
+        ),
+        (
+            "match-all-pattern-props",
+            json!({
+                "type": "object",
+                "properties": {"fixed": {"type": "boolean"}},
+                "patternProperties": {".*": {"type": ["boolean", "string"]}}
+            }),
+        ),
+        (
+            "tuple",
+            json!({
+                "type": "array",
+                "prefixItems": [{"type": "integer"}, {"enum": ["x", "y", 3, null]}],
+                "items": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+                "minItems": 1,
+                "maxItems": 4
+            }),
+        ),
+        (
+            "draft4-tuple",
+            json!({
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "array",
+                "items": [{"type": "boolean"}, {"type": "string", "format": "date"}],
+                "additionalItems": false
+            }),
+        ),
+        (
+            "refs-recursive",
+            json!({
+                "$defs": {
+                    "node": {
+                        "type": "object",
+                        "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+                        "required": ["value"],
+                        "additionalProperties": false
+                    }
+                },
+                "$ref": "#/$defs/node"
+            }),
+        ),
+        (
+            "any-of-one-of",
+            json!({
+                "anyOf": [
+                    {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number", "minimum": 0}}, "required": ["kind", "r"], "additionalProperties": false},
+                    {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "integer", "minimum": 1}}, "required": ["kind", "side"], "additionalProperties": false}
+                ],
+                "oneOf": [{"type": "object"}, {"type": "null"}]
+            }),
+        ),
+        (
+            "all-of",
+            json!({
+                "allOf": [
+                    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                    {"properties": {"b": {"type": "integer", "maximum": 5}, "a": {"maxLength": 4}}, "required": ["b"], "additionalProperties": false}
                 ]
-            }},
-            "required": ["dims"]
-        })),
-        ("dependencies-and-not", json!({
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "type": "object",
-            "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "cash": {"type": "boolean"}},
-            "dependencies": {"card": ["billing"]},
-            "not": {"required": ["card", "cash"]},
-            "additionalProperties": false
-        })),
-        ("pattern-lengths", json!({
-            "type": "array",
-            "items": {"anyOf": [
-                {"type": "string", "pattern": "^([a-z0-9-]+):([a-z0-9.-]+)$", "maxLength": 12},
-                {"type": "string", "pattern": "^$|^[A-Z][a-z]*$", "minLength": 1, "maxLength": 5}
-            ]}
-        })),
-        ("nullable-integers", json!({
-            "type": "array",
-            "items": {"type": ["integer", "null"], "minimum": -20, "maximum": 2000, "multipleOf": 1}
-        })),
+            }),
+        ),
+        (
+            "formats",
+            json!({
+                "type": "object",
+                "properties": {
+                    "d": {"type": "string", "format": "date"},
+                    "t": {"type": "string", "format": "time"},
+                    "dt": {"type": "string", "format": "date-time"},
+                    "ip4": {"type": "string", "format": "ipv4"},
+                    "ip6": {"type": "string", "format": "ipv6"},
+                    "u": {"type": "string", "format": "uri"},
+                    "id": {"type": "string", "format": "uuid"}
+                },
+                "required": ["d", "t", "dt", "ip4", "ip6", "u", "id"],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "patterns",
+            json!({
+                "type": "array",
+                "items": {"anyOf": [
+                    {"type": "string", "pattern": "ab+c"},
+                    {"type": "string", "pattern": "^\\w+@\\d{2}$", "maxLength": 8},
+                    {"type": "string", "pattern": "^(foo|bar)\"\\\\$"}
+                ]}
+            }),
+        ),
+        (
+            "long-strings",
+            json!({
+                "type": "object",
+                "properties": {"text": {"type": "string", "maxLength": 600, "minLength": 2}, "note": {"type": "string", "maxLength": 10}},
+                "required": ["text"]
+            }),
+        ),
+        (
+            "one-of-required",
+            json!({
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 4}, "c": {"type": "boolean"}},
+                "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "any-of-shapes",
+            json!({
+                "type": "object",
+                "properties": {"dims": {
+                    "type": "object",
+                    "oneOf": [
+                        {"properties": {"radius": {"type": "number"}}, "required": ["radius"]},
+                        {"properties": {"length": {"type": "number"}, "width": {"type": "integer"}}, "required": ["length", "width"]}
+                    ]
+                }},
+                "required": ["dims"]
+            }),
+        ),
+        (
+            "dependencies-and-not",
+            json!({
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "properties": {"card": {"type": "string"}, "billing": {"type": "string"}, "cash": {"type": "boolean"}},
+                "dependencies": {"card": ["billing"]},
+                "not": {"required": ["card", "cash"]},
+                "additionalProperties": false
+            }),
+        ),
+        (
+            "pattern-lengths",
+            json!({
+                "type": "array",
+                "items": {"anyOf": [
+                    {"type": "string", "pattern": "^([a-z0-9-]+):([a-z0-9.-]+)$", "maxLength": 12},
+                    {"type": "string", "pattern": "^$|^[A-Z][a-z]*$", "minLength": 1, "maxLength": 5}
+                ]}
+            }),
+        ),
+        (
+            "nullable-integers",
+            json!({
+                "type": "array",
+                "items": {"type": ["integer", "null"], "minimum": -20, "maximum": 2000, "multipleOf": 1}
+            }),
+        ),
     ]
 }
 
-const POLICIES: [WhitespacePolicy; 3] = [WhitespacePolicy::Compact, WhitespacePolicy::Flexible, WhitespacePolicy::Pretty];
+const POLICIES: [WhitespacePolicy; 3] =
+    [WhitespacePolicy::Compact, WhitespacePolicy::Flexible, WhitespacePolicy::Pretty];
 
 #[test]
 fn generated_instances_are_accepted_and_mutations_rejected() {
@@ -311,7 +383,9 @@ fn generated_instances_are_accepted_and_mutations_rejected() {
             let mut g = Generator::new(&schema, 7 + ws as u64);
             let (mut valid, mut rejected_mutants) = (0, 0);
             for _ in 0..120 {
-                let Some(inst) = g.instance(&schema) else { continue };
+                let Some(inst) = g.instance(&schema) else {
+                    continue;
+                };
                 if !v.is_valid(&inst) {
                     continue;
                 }
@@ -348,7 +422,10 @@ fn near_misses_are_rejected() {
         (json!({"type": "string", "format": "date"}), "\"2023-02-29\""),
         (json!({"type": "string", "format": "uuid"}), "\"123\""),
         (json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}), "{}"),
-        (json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false}), "{\"b\":1}"),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false}),
+            "{\"b\":1}",
+        ),
         (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"a\":1,\"a\":\"x\"}"),
         (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"\\u0061\":\"x\"}"),
         (json!({"type": "array", "minItems": 2}), "[1]"),
@@ -356,12 +433,21 @@ fn near_misses_are_rejected() {
         (json!({"type": "number"}), "1e999"),
         (json!({"type": "string", "pattern": "^a+$"}), "\"ab\""),
         (json!({"enum": ["x", 1]}), "\"y\""),
-        (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{"a":1,"b":2}"#),
+        (
+            json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+            r#"{"a":1,"b":2}"#,
+        ),
         (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{}"#),
         (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1}"#),
-        (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"billing":"abcd","cash":1,"note":0}"#),
-        (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"cash":1}"#),
+        (
+            json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}),
+            r#"{"billing":"abcd","cash":1,"note":0}"#,
+        ),
+        (
+            json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}),
+            r#"{"cash":1}"#,
+        ),
         (json!({"not": {"required": ["x"]}}), r#"{"x":1}"#),
         (json!({"not": {"required": ["x"]}}), "1"),
         (json!({"not": {}}), "1"),
@@ -369,11 +455,26 @@ fn near_misses_are_rejected() {
         (json!({"not": {"type": "string"}, "enum": ["a", 1]}), "\"a\""),
         (json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}), "\"abc:def\""),
         (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "2"),
-        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "null"),
-        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "\"abc\""),
-        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "4"),
-        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), "5"),
-        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"c"}"#),
+        (
+            json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}),
+            "null",
+        ),
+        (
+            json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}),
+            "\"abc\"",
+        ),
+        (
+            json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}),
+            "4",
+        ),
+        (
+            json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}),
+            "5",
+        ),
+        (
+            json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}),
+            r#"{"t":"c"}"#,
+        ),
         (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"ftp://x\""),
     ];
     for (schema, doc) in cases {
@@ -389,19 +490,34 @@ fn near_misses_are_rejected() {
         (json!({"type": "number"}), "-0.5e-7"),
         (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"ab\":\"x\",\"\":null}"),
         (json!({"type": "string", "pattern": "b"}), "\"abc\""),
-        (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{"a":1,"b":2}"#),
+        (
+            json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+            r#"{"a":1,"b":2}"#,
+        ),
         (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1,"billing":2}"#),
-        (json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}), r#"{"billing":"abc","cash":1,"note":0}"#),
+        (
+            json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}),
+            r#"{"billing":"abc","cash":1,"note":0}"#,
+        ),
         (json!({"dependencies": {"card": ["billing"]}}), r#"{"billing":2,"x":[]}"#),
         (json!({"not": {"required": ["x"]}}), r#"{"y":1}"#),
         (json!({"not": false}), "[1]"),
         (json!({"not": {"type": ["string", "null"]}}), "1.5"),
         (json!({"not": {"type": "string"}, "enum": ["a", 1]}), "1"),
         (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "3"),
-        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "\"ab\""),
-        (json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}), "7"),
-        (json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}), r#"{"t":"b","u":1}"#),
+        (
+            json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}),
+            "\"ab\"",
+        ),
+        (
+            json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}),
+            "7",
+        ),
+        (
+            json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}),
+            r#"{"t":"b","u":1}"#,
+        ),
         (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"./a\""),
         (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"http://a\""),
     ];
@@ -485,14 +601,20 @@ fn unsupported_keywords_are_named_with_their_pointer() {
 
 #[test]
 fn inconsistent_and_hostile_schemas_are_errors() {
-    let e = json_schema::compile(&json!({"type": "array", "minItems": 3, "maxItems": 2}), &CompileOptions::default()).unwrap_err();
+    let e = json_schema::compile(&json!({"type": "array", "minItems": 3, "maxItems": 2}), &CompileOptions::default())
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
     assert_eq!(pointer_of(&e), "/minItems");
 
-    let e = json_schema::compile(&json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}), &CompileOptions::default()).unwrap_err();
+    let e = json_schema::compile(
+        &json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}),
+        &CompileOptions::default(),
+    )
+    .unwrap_err();
     assert!(e.message.contains("cycle"), "{e}");
 
-    let e = json_schema::compile(&json!({"type": "integer", "minimum": 5, "maximum": 4}), &CompileOptions::default()).unwrap_err();
+    let e = json_schema::compile(&json!({"type": "integer", "minimum": 5, "maximum": 4}), &CompileOptions::default())
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
 
     let e = json_schema::compile(&json!({"$ref": "#/nope"}), &CompileOptions::default()).unwrap_err();
@@ -523,10 +645,26 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     assert_eq!(e.kind, ErrorKind::Limit);
 
     // Self-reference through a container is fine (recursion), alone it is a cycle.
-    assert!(json_schema::compile(&json!({"type": "array", "items": {"$ref": "#"}}), &CompileOptions::default()).is_ok());
+    assert!(
+        json_schema::compile(&json!({"type": "array", "items": {"$ref": "#"}}), &CompileOptions::default()).is_ok()
+    );
     assert!(json_schema::compile(&json!({"$ref": "#"}), &CompileOptions::default()).is_err());
 
     assert!(json_schema::compile(&json!(3), &CompileOptions::default()).is_err());
+}
+
+#[test]
+fn every_shipped_schema_is_in_the_test_corpus() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars");
+    let mut shipped: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_string_lossy().strip_suffix(".schema.json").map(str::to_string))
+        .collect();
+    shipped.sort();
+    let names: Vec<&str> = corpus().iter().map(|(n, _)| *n).collect();
+    for s in &shipped {
+        assert!(names.contains(&s.as_str()), "grammars/{s}.schema.json is not in corpus()");
+    }
 }
 
 #[test]
@@ -541,7 +679,6 @@ fn shipped_schemas_compile_and_accept_an_example() {
     assert!(!Matcher::new(&def).accepts(br#"{"tokens":[{"token":"EU","tag":"B-XYZ"}]}"#));
 }
 
-
 #[test]
 fn lowered_grammars_agree_with_the_schema() {
     use domino::grammar::lower::lower;
@@ -555,16 +692,24 @@ fn lowered_grammars_agree_with_the_schema() {
             let mut g = Generator::new(&schema, 99 + ws as u64);
             let mut checked = 0;
             for _ in 0..80 {
-                let Some(inst) = g.instance(&schema) else { continue };
+                let Some(inst) = g.instance(&schema) else {
+                    continue;
+                };
                 if !v.is_valid(&inst) {
                     continue;
                 }
                 let text = layout(&mut g, &inst, ws);
-                assert!(rec.accepts(text.as_bytes()), "{name} ({ws:?}): lowered grammar rejects a valid instance:\n{text}");
+                assert!(
+                    rec.accepts(text.as_bytes()),
+                    "{name} ({ws:?}): lowered grammar rejects a valid instance:\n{text}"
+                );
                 let bad = g.mutate(&inst);
                 if !v.is_valid(&bad) {
                     let text = layout(&mut g, &bad, ws);
-                    assert!(!rec.accepts(text.as_bytes()), "{name} ({ws:?}): lowered grammar accepts an invalid instance:\n{text}");
+                    assert!(
+                        !rec.accepts(text.as_bytes()),
+                        "{name} ({ws:?}): lowered grammar accepts an invalid instance:\n{text}"
+                    );
                 }
                 checked += 1;
             }
@@ -648,7 +793,10 @@ fn documents_sampled_from_the_grammar_validate() {
         ("money", json!({"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "exclusiveMinimum": 0})),
         ("int-range", json!({"type": "integer", "minimum": -20, "exclusiveMaximum": 2000})),
         ("pow10", json!({"type": "integer", "multipleOf": 100})),
-        ("extra-keys", json!({"properties": {"a": {"const": 1}, "b": {"const": 2}}, "additionalProperties": {"type": "string"}})),
+        (
+            "extra-keys",
+            json!({"properties": {"a": {"const": 1}, "b": {"const": 2}}, "additionalProperties": {"type": "string"}}),
+        ),
     ];
     let mut schemas = corpus();
     schemas.append(&mut extra);
@@ -664,7 +812,8 @@ fn documents_sampled_from_the_grammar_validate() {
                     continue;
                 }
                 produced += 1;
-                let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name} ({ws:?}): grammar produced non-JSON ({e}):\n{out}"));
+                let doc: Value = serde_json::from_str(&out)
+                    .unwrap_or_else(|e| panic!("{name} ({ws:?}): grammar produced non-JSON ({e}):\n{out}"));
                 assert!(v.is_valid(&doc), "{name} ({ws:?}): grammar produced an invalid document:\n{out}");
             }
             assert!(produced >= 50, "{name} ({ws:?}): only {produced} samples");

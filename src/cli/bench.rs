@@ -115,7 +115,12 @@ fn pass(base: &Constraint, docs: &[Vec<TokenId>], uncached: bool, first: &mut Op
             }
             times.push(us);
             if us > 500.0 {
-                crate::log!(2, "slow mask: {us:.0} µs at document {} token {step} ({} configurations)", di + 1, c.num_configurations());
+                crate::log!(
+                    2,
+                    "slow mask: {us:.0} µs at document {} token {step} ({} configurations)",
+                    di + 1,
+                    c.num_configurations()
+                );
             }
             if !mask.contains(t) || c.commit(t).is_err() {
                 break; // documents are checked before timing; defensive only
@@ -137,7 +142,10 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let grammar = compile_constraint(&args.constraint)?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let opts = Options { lookahead: k, ..Default::default() };
+    let opts = Options {
+        lookahead: k,
+        ..Default::default()
+    };
     let t0 = Instant::now();
     let base = Constraint::new(&grammar, &vocab, opts.clone())?;
     let trie_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -154,11 +162,19 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             docs.push(toks);
         } else {
             rejected += 1;
-            eprintln!("warning: document {} is not accepted token by token under this grammar; skipped", i + 1);
+            eprintln!(
+                "warning: document {} is not accepted token by token under this grammar; skipped",
+                i + 1
+            );
         }
     }
     anyhow::ensure!(!docs.is_empty(), "no document is accepted by the grammar");
-    crate::log!(1, "{} documents, {} tokens", docs.len(), docs.iter().map(|d| d.len()).sum::<usize>());
+    crate::log!(
+        1,
+        "{} documents, {} tokens",
+        docs.len(),
+        docs.iter().map(|d| d.len()).sum::<usize>()
+    );
 
     let mut first = None;
     let cold = pass(&base, &docs, false, &mut first);
@@ -204,7 +220,14 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             };
             c_src.tree_cache().save(&g_src, &vocab, file)?;
             let g3 = compile_constraint(&args.constraint)?;
-            let c3 = Constraint::new(&g3, &vocab, Options { lookahead: k, ..Default::default() })?;
+            let c3 = Constraint::new(
+                &g3,
+                &vocab,
+                Options {
+                    lookahead: k,
+                    ..Default::default()
+                },
+            )?;
             let t0 = Instant::now();
             c3.tree_cache().load(&g3, &vocab, file)?;
             Some(t0.elapsed().as_secs_f64() * 1e3)
@@ -250,8 +273,15 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
                 println!("load trees from disk {l:.2} ms");
             }
             println!("first mask {:.1} µs", first.unwrap_or(0.0));
-            println!("{:<10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}", "pass", "n", "mean", "p50", "p90", "p99", "max");
-            for (name, key) in [("cold", "cold_mask_us"), ("warm", "mask_us"), ("uncached", "uncached_mask_us")] {
+            println!(
+                "{:<10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                "pass", "n", "mean", "p50", "p90", "p99", "max"
+            );
+            for (name, key) in [
+                ("cold", "cold_mask_us"),
+                ("warm", "mask_us"),
+                ("uncached", "uncached_mask_us"),
+            ] {
                 let s = &r[key];
                 println!(
                     "{:<10} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",

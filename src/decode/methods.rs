@@ -92,8 +92,15 @@ impl Default for DecoderConfig {
 
 enum Kind {
     Unconstrained,
-    Engine { grammar: Arc<CompiledGrammar>, lookahead: Option<u32>, opts: EngineDecodeOptions },
-    LlamaGrammar { gbnf: String, root: String },
+    Engine {
+        grammar: Arc<CompiledGrammar>,
+        lookahead: Option<u32>,
+        opts: EngineDecodeOptions,
+    },
+    LlamaGrammar {
+        gbnf: String,
+        root: String,
+    },
 }
 
 /// A method ready to generate (see the module doc).
@@ -117,7 +124,11 @@ impl Decoder {
     pub fn new(config: &DecoderConfig, model: &Model) -> anyhow::Result<Decoder> {
         let method = config.method;
         if !(0.0..=1.0).contains(&config.draft_threshold) {
-            return Err(crate::cli::UsageError(format!("--draft-threshold must be in [0, 1], got {}", config.draft_threshold)).into());
+            return Err(crate::cli::UsageError(format!(
+                "--draft-threshold must be in [0, 1], got {}",
+                config.draft_threshold
+            ))
+            .into());
         }
         let source = match (&config.source, method) {
             (_, Method::None) => None,
@@ -138,7 +149,9 @@ impl Decoder {
                 let printed = || -> anyhow::Result<String> {
                     let def = source.parse(&config.compile)?;
                     Ok(crate::grammar::print::to_gbnf(&def).map_err(|e| {
-                        GrammarError::whole(format!("this constraint cannot be expressed in GBNF for llama.cpp: {e}"))
+                        GrammarError::whole(format!(
+                            "this constraint cannot be expressed in GBNF for llama.cpp: {e}"
+                        ))
                     })?)
                 };
                 let (gbnf, root) = match source {
@@ -150,7 +163,10 @@ impl Decoder {
                         if llama_cpp_2::sampling::LlamaSampler::grammar(model.llama(), text, &root).is_ok() {
                             (text.clone(), root)
                         } else {
-                            crate::log!(1, "llama.cpp rejects the GBNF file as written; using the printed equivalent");
+                            crate::log!(
+                                1,
+                                "llama.cpp rejects the GBNF file as written; using the printed equivalent"
+                            );
                             (printed()?, "root".to_string())
                         }
                     }
@@ -162,7 +178,8 @@ impl Decoder {
                 let ir = source.compile(&config.compile)?;
                 key = fnv1a(format!("{source:?}{:?}", config.compile).as_bytes(), key);
                 let t0 = std::time::Instant::now();
-                let grammar = CompiledGrammar::new(ir).map_err(|e| GrammarError::whole(format!("cannot compile the grammar: {e}")))?;
+                let grammar = CompiledGrammar::new(ir)
+                    .map_err(|e| GrammarError::whole(format!("cannot compile the grammar: {e}")))?;
                 crate::log!(1, "grammar compiled in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
                 let lookahead = if m == Method::Naive { Some(0) } else { config.k };
                 let opts = EngineDecodeOptions {
@@ -171,14 +188,23 @@ impl Decoder {
                     draft_threshold: config.draft_threshold,
                     template: m == Method::Template,
                 };
-                Kind::Engine { grammar, lookahead, opts }
+                Kind::Engine {
+                    grammar,
+                    lookahead,
+                    opts,
+                }
             }
         };
         let drafts = match &config.draft_stats {
             Some(p) if matches!(kind, Kind::Engine { .. }) => DraftModel::load(p, key)?,
             _ => DraftModel::new(key),
         };
-        Ok(Decoder { method, kind, drafts, draft_stats: config.draft_stats.clone() })
+        Ok(Decoder {
+            method,
+            kind,
+            drafts,
+            draft_stats: config.draft_stats.clone(),
+        })
     }
 
     pub fn method(&self) -> Method {
@@ -194,7 +220,10 @@ impl Decoder {
     pub fn constraint(&self, model: &Model) -> anyhow::Result<Option<Constraint>> {
         match &self.kind {
             Kind::Engine { grammar, lookahead, .. } => {
-                let opts = Options { lookahead: *lookahead, ..Options::default() };
+                let opts = Options {
+                    lookahead: *lookahead,
+                    ..Options::default()
+                };
                 Ok(Some(Constraint::new(grammar, &model.vocabulary(), opts)?))
             }
             _ => Ok(None),

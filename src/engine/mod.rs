@@ -116,7 +116,11 @@ impl std::fmt::Display for EngineError {
         match self {
             EngineError::Lexer(e) => write!(f, "cannot build the scanner: {e}"),
             EngineError::TokenNotAllowed { token, after_commits } => {
-                write!(f, "token {} is not allowed by the grammar after {after_commits} commits", token.0)
+                write!(
+                    f,
+                    "token {} is not allowed by the grammar after {after_commits} commits",
+                    token.0
+                )
             }
             EngineError::BytesNotAllowed { offset, after_commits } => write!(
                 f,
@@ -148,7 +152,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { lookahead: None, mask_cache_bytes: 64 << 20 }
+        Options {
+            lookahead: None,
+            mask_cache_bytes: 64 << 20,
+        }
     }
 }
 
@@ -183,7 +190,14 @@ impl CompiledGrammar {
         let follow = Follow::new(&g);
         let live_follow = follow.live_table(&scanner, 64 << 20);
         let tables = Arc::new(ParserTables::new(&g));
-        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, live_follow, tables, caches: Mutex::new(Vec::new()) }))
+        Ok(Arc::new(CompiledGrammar {
+            grammar: g,
+            scanner,
+            follow,
+            live_follow,
+            tables,
+            caches: Mutex::new(Vec::new()),
+        }))
     }
 
     pub fn grammar(&self) -> &ir::Grammar {
@@ -295,7 +309,10 @@ impl TreeCache {
     }
 
     pub fn stats(&self) -> TreeStats {
-        let mut s = TreeStats { trie_bytes: self.trie.memory_bytes(), ..Default::default() };
+        let mut s = TreeStats {
+            trie_bytes: self.trie.memory_bytes(),
+            ..Default::default()
+        };
         for t in self.components.iter().filter_map(|t| t.get()) {
             s.trees += 1;
             s.tree_nodes += t.num_nodes();
@@ -322,7 +339,11 @@ struct MaskCache {
 
 impl MaskCache {
     fn new(capacity: usize) -> Self {
-        MaskCache { capacity, young: HashMap::new(), old: HashMap::new() }
+        MaskCache {
+            capacity,
+            young: HashMap::new(),
+            old: HashMap::new(),
+        }
     }
 
     fn get(&mut self, key: &(u32, u64, u32)) -> Option<Arc<TokenSet>> {
@@ -396,7 +417,10 @@ impl Constraint {
             vocab: vocab.clone(),
             cache,
             opts,
-            configs: vec![Config { parser, scan: Scanner::START }],
+            configs: vec![Config {
+                parser,
+                scan: Scanner::START,
+            }],
             ended: false,
             history: Vec::new(),
         })
@@ -454,7 +478,11 @@ impl Constraint {
         }
         self.compute_mask_uncached(out);
         if let Some(key) = key {
-            self.cache.masks.lock().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(out.clone()));
+            self.cache
+                .masks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, Arc::new(out.clone()));
         }
     }
 
@@ -478,7 +506,9 @@ impl Constraint {
                 if !c.parser.expected().contains(scanner.component(comp).0) {
                     continue;
                 }
-                cache.component_tree(&grammar, comp).mask_into(scanner, &mut c.parser, k, out);
+                cache
+                    .component_tree(&grammar, comp)
+                    .mask_into(scanner, &mut c.parser, k, out);
             }
         }
         if self.is_accepting() {
@@ -516,7 +546,10 @@ impl Constraint {
         if t.index() >= self.vocab.len() {
             return Err(EngineError::TokenOutOfRange(t));
         }
-        let not_allowed = EngineError::TokenNotAllowed { token: t, after_commits: self.history.len() };
+        let not_allowed = EngineError::TokenNotAllowed {
+            token: t,
+            after_commits: self.history.len(),
+        };
         if self.vocab.is_eog(t) {
             if !self.is_accepting() {
                 return Err(not_allowed);
@@ -551,7 +584,10 @@ impl Constraint {
                 self.configs = next;
                 Ok(())
             }
-            Err(offset) => Err(EngineError::BytesNotAllowed { offset, after_commits: self.history.len() }),
+            Err(offset) => Err(EngineError::BytesNotAllowed {
+                offset,
+                after_commits: self.history.len(),
+            }),
         }
     }
 
@@ -582,7 +618,10 @@ impl Constraint {
             return true;
         }
         let scanner = &self.grammar.scanner;
-        !self.configs.iter().any(|c| (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty()))
+        !self
+            .configs
+            .iter()
+            .any(|c| (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty()))
     }
 
     /// The bytes every continuation starts with (empty when there is a choice, including
@@ -602,7 +641,10 @@ impl Constraint {
             let mut only: Option<(u8, Vec<Config>)> = None;
             let mut several = false;
             for b in 0..=255u8 {
-                let next: Vec<Config> = configs.iter().flat_map(|c| step_config(scanner, follow, c, b, 0)).collect();
+                let next: Vec<Config> = configs
+                    .iter()
+                    .flat_map(|c| step_config(scanner, follow, c, b, 0))
+                    .collect();
                 if next.is_empty() {
                     continue;
                 }
@@ -635,7 +677,10 @@ impl Constraint {
     }
 
     fn save(&mut self) {
-        self.history.push(Snapshot { configs: self.configs.clone(), ended: self.ended });
+        self.history.push(Snapshot {
+            configs: self.configs.clone(),
+            ended: self.ended,
+        });
     }
 
     /// The configurations after `bytes` (with at most `max_inside` inside boundaries), or
@@ -690,11 +735,17 @@ fn config_accepts(scanner: &Scanner, c: &Config) -> bool {
 /// expects.
 fn viable(scanner: &Scanner, parser: &Parser, q: ScanState) -> bool {
     let expected = parser.expected();
-    scanner.live_terminals(scanner.live_set(q)).iter().any(|&t| expected.contains(t))
+    scanner
+        .live_terminals(scanner.live_set(q))
+        .iter()
+        .any(|&t| expected.contains(t))
 }
 
 fn step_config(scanner: &Scanner, follow: &Follow, c: &Config, b: u8, _pos: usize) -> Vec<Config> {
-    step_config_marked(scanner, follow, c, b).into_iter().map(|(c, _)| c).collect()
+    step_config_marked(scanner, follow, c, b)
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect()
 }
 
 /// Successor configurations after one byte; `true` marks those that ended a terminal
@@ -703,14 +754,26 @@ fn step_config_marked(scanner: &Scanner, _follow: &Follow, c: &Config, b: u8) ->
     let mut out = Vec::new();
     let cont = scanner.next(c.scan, b);
     if cont != DEAD && viable(scanner, &c.parser, ScanState(cont)) {
-        out.push((Config { parser: c.parser.clone(), scan: ScanState(cont) }, false));
+        out.push((
+            Config {
+                parser: c.parser.clone(),
+                scan: ScanState(cont),
+            },
+            false,
+        ));
     }
     let fresh = scanner.next(Scanner::START, b);
     if fresh != DEAD {
         for &t in scanner.accepting(c.scan) {
             let mut p = c.parser.clone();
             if p.push(t) && viable(scanner, &p, ScanState(fresh)) {
-                out.push((Config { parser: p, scan: ScanState(fresh) }, true));
+                out.push((
+                    Config {
+                        parser: p,
+                        scan: ScanState(fresh),
+                    },
+                    true,
+                ));
             }
         }
     }
@@ -719,7 +782,9 @@ fn step_config_marked(scanner: &Scanner, _follow: &Follow, c: &Config, b: u8) ->
 
 fn dedup_configs(cs: Vec<Config>) -> Vec<Config> {
     let mut seen = std::collections::HashSet::new();
-    cs.into_iter().filter(|c| seen.insert((c.scan.0, c.parser.state_fingerprint()))).collect()
+    cs.into_iter()
+        .filter(|c| seen.insert((c.scan.0, c.parser.state_fingerprint())))
+        .collect()
 }
 
 /// Depth-first search over the splits of one token's bytes from `(parser, q)`: true when
@@ -748,7 +813,17 @@ fn token_walk(
                     continue;
                 }
                 if parser.push(t) {
-                    let ok = token_walk(scanner, follow, parser, ScanState(fresh), bytes, pos + 1, ins, max_inside, Some(t));
+                    let ok = token_walk(
+                        scanner,
+                        follow,
+                        parser,
+                        ScanState(fresh),
+                        bytes,
+                        pos + 1,
+                        ins,
+                        max_inside,
+                        Some(t),
+                    );
                     parser.pop();
                     if ok {
                         return true;

@@ -70,7 +70,9 @@ pub fn grammar_hash(g: &ir::Grammar) -> u64 {
 
 /// FNV-1a of the file body (detects truncation and bit rot).
 fn checksum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 struct Writer(Vec<u8>);
@@ -116,8 +118,12 @@ impl TreeCache {
         w.u32(VERSION);
         w.u64(grammar_hash(grammar.grammar()));
         w.u64(vocab.fingerprint());
-        let built: Vec<(usize, &Arc<SubterminalTree>)> =
-            self.components.iter().enumerate().filter_map(|(i, t)| t.get().map(|t| (i, t))).collect();
+        let built: Vec<(usize, &Arc<SubterminalTree>)> = self
+            .components
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.get().map(|t| (i, t)))
+            .collect();
         w.len(built.len());
         for (i, t) in &built {
             w.len(*i);
@@ -251,7 +257,10 @@ impl TreeCache {
                     }
                     _ => return Err(PersistError::Corrupt("token list kind")),
                 };
-                groups.push(Group { live: LiveSetId(live), tokens });
+                groups.push(Group {
+                    live: LiveSetId(live),
+                    tokens,
+                });
             }
             let mut nodes = Vec::with_capacity(num_nodes);
             for v in raw_nodes {
@@ -266,11 +275,17 @@ impl TreeCache {
             // Children come after their parent (as built), so walks cannot loop.
             for (i, n) in nodes.iter().enumerate() {
                 let (c, _) = n.ranges();
-                if children[c.start as usize..c.end as usize].iter().any(|&ch| ch as usize <= i) {
+                if children[c.start as usize..c.end as usize]
+                    .iter()
+                    .any(|&ch| ch as usize <= i)
+                {
                     return Err(PersistError::Corrupt("child before parent"));
                 }
             }
-            trees.push((id, SubterminalTree::from_parts(end_components, end_states, nodes, children, groups)));
+            trees.push((
+                id,
+                SubterminalTree::from_parts(end_components, end_states, nodes, children, groups),
+            ));
         }
         if !r.0.is_empty() {
             return Err(PersistError::Corrupt("trailing bytes"));

@@ -73,7 +73,9 @@ impl Follow {
             let mut changed = false;
             for p in &g.productions {
                 if !nullable[p.lhs.0 as usize]
-                    && p.rhs.iter().all(|s| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]))
+                    && p.rhs
+                        .iter()
+                        .all(|s| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]))
                 {
                     nullable[p.lhs.0 as usize] = true;
                     changed = true;
@@ -155,7 +157,10 @@ impl Follow {
     /// Everything may follow everything (no pruning).
     pub fn all(num_terminals: usize) -> Self {
         let words = num_terminals.div_ceil(64).max(1);
-        Follow { n: words, bits: vec![u64::MAX; num_terminals * words] }
+        Follow {
+            n: words,
+            bits: vec![u64::MAX; num_terminals * words],
+        }
     }
 
     /// The table "after terminal `t`, may a piece in scanner state `q` still become a terminal
@@ -282,8 +287,18 @@ pub struct TreeNode {
 }
 
 impl TreeNode {
-    pub(crate) fn new(terminal: TerminalId, inside: u32, children: std::ops::Range<u32>, groups: std::ops::Range<u32>) -> Self {
-        TreeNode { terminal, inside, children, groups }
+    pub(crate) fn new(
+        terminal: TerminalId,
+        inside: u32,
+        children: std::ops::Range<u32>,
+        groups: std::ops::Range<u32>,
+    ) -> Self {
+        TreeNode {
+            terminal,
+            inside,
+            children,
+            groups,
+        }
     }
 
     /// (children, groups) index ranges.
@@ -333,7 +348,12 @@ impl SubterminalTree {
         let (t0, s0) = scanner.component(component);
         let dfa = scanner.terminal_dfa(t0);
         let root_live = scanner.singleton_live(t0);
-        let mut nodes = vec![BuildNode { terminal: TerminalId(0), inside: 0, children: vec![], groups: vec![] }];
+        let mut nodes = vec![BuildNode {
+            terminal: TerminalId(0),
+            inside: 0,
+            children: vec![],
+            groups: vec![],
+        }];
         // Threads (state, tree node) of every depth of the current trie path, flat: depth d's
         // threads are `threads[level_start[d]..level_start[d + 1]]` (no allocation per trie
         // node). At the root node (0) the state is a state of `t0`'s DFA; below it, a scanner
@@ -374,7 +394,11 @@ impl SubterminalTree {
                 let (s, n) = threads[ti];
                 // The terminals that may end before this byte, and the continuation.
                 let (cont, accepting): (u32, &[TerminalId]) = if n == 0 {
-                    let acc: &[TerminalId] = if dfa.is_accepting(s) { std::slice::from_ref(&t0) } else { &[] };
+                    let acc: &[TerminalId] = if dfa.is_accepting(s) {
+                        std::slice::from_ref(&t0)
+                    } else {
+                        &[]
+                    };
                     (dfa.next(s, b), acc)
                 } else {
                     let c = scanner.next(ScanState(s), b);
@@ -403,7 +427,12 @@ impl SubterminalTree {
                         None => {
                             let id = nodes.len() as u32;
                             let inside = nodes[n as usize].inside + (pos > 0) as u32;
-                            nodes.push(BuildNode { terminal: t, inside, children: vec![], groups: vec![] });
+                            nodes.push(BuildNode {
+                                terminal: t,
+                                inside,
+                                children: vec![],
+                                groups: vec![],
+                            });
                             nodes[n as usize].children.push((label, id));
                             id
                         }
@@ -465,7 +494,10 @@ impl SubterminalTree {
             children.extend(n.children.iter().map(|c| c.1));
             let g0 = groups.len() as u32;
             for (live, ids) in n.groups {
-                groups.push(Group { live, tokens: TokenList::from_unsorted(ids, vocab_len) });
+                groups.push(Group {
+                    live,
+                    tokens: TokenList::from_unsorted(ids, vocab_len),
+                });
             }
             out_nodes.push(TreeNode {
                 terminal: n.terminal,
@@ -475,8 +507,10 @@ impl SubterminalTree {
             });
         }
         end_states.sort_unstable();
-        let mut end_components: Vec<ComponentId> =
-            end_dfa_states.iter().filter_map(|&s| scanner.component_id(t0, s)).collect();
+        let mut end_components: Vec<ComponentId> = end_dfa_states
+            .iter()
+            .filter_map(|&s| scanner.component_id(t0, s))
+            .collect();
         end_components.sort_unstable();
         SubterminalTree {
             end_components: end_components.into(),
@@ -498,7 +532,13 @@ impl SubterminalTree {
         children: Vec<u32>,
         groups: Vec<Group>,
     ) -> Self {
-        SubterminalTree { end_components: end_components.into(), end_states: end_states.into(), nodes, children, groups }
+        SubterminalTree {
+            end_components: end_components.into(),
+            end_states: end_states.into(),
+            nodes,
+            children,
+            groups,
+        }
     }
 
     /// Components in which some token ends (without a boundary) from this component tree.

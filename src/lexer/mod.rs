@@ -71,7 +71,11 @@ impl TerminalDfa {
     /// Compile a terminal's HIR (anchored, byte-oriented, UTF-8 classes as byte sequences).
     pub fn new(hir: &regex_syntax::hir::Hir) -> Result<Self, String> {
         let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().utf8(false).which_captures(thompson::WhichCaptures::None))
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None),
+            )
             .build_from_hir(hir)
             .map_err(|e| e.to_string())?;
         let dfa = dense::Builder::new()
@@ -124,13 +128,19 @@ impl TerminalDfa {
                 if live[s] {
                     continue;
                 }
-                if raw_next[s * 256..(s + 1) * 256].iter().any(|&t| t != DEAD && live[t as usize]) {
+                if raw_next[s * 256..(s + 1) * 256]
+                    .iter()
+                    .any(|&t| t != DEAD && live[t as usize])
+                {
                     live[s] = true;
                     changed = true;
                 }
             }
         }
-        let next = raw_next.iter().map(|&t| if t != DEAD && live[t as usize] { t } else { DEAD }).collect();
+        let next = raw_next
+            .iter()
+            .map(|&t| if t != DEAD && live[t as usize] { t } else { DEAD })
+            .collect();
         if !live[0] {
             return Err("the terminal matches nothing".into());
         }
@@ -198,7 +208,10 @@ impl Scanner {
     pub fn new(grammar: &ir::Grammar) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
-            dfas.push(TerminalDfa::new(&t.hir).map_err(|message| LexerError::Terminal { terminal: t.name.clone(), message })?);
+            dfas.push(TerminalDfa::new(&t.hir).map_err(|message| LexerError::Terminal {
+                terminal: t.name.clone(),
+                message,
+            })?);
         }
         Self::from_dfas(dfas)
     }
@@ -404,7 +417,11 @@ impl Scanner {
     /// Bytes of heap the tables use.
     pub fn memory_bytes(&self) -> usize {
         self.trans.len() * 4
-            + self.dfas.iter().map(|d| d.next.len() * 4 + d.accept.len()).sum::<usize>()
+            + self
+                .dfas
+                .iter()
+                .map(|d| d.next.len() * 4 + d.accept.len())
+                .sum::<usize>()
             + self.components.len() * 8
             + self.state_components.iter().map(|c| c.len() * 4 + 16).sum::<usize>()
             + self.accepting.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
@@ -423,7 +440,11 @@ mod tests {
             terminals: terms
                 .iter()
                 .enumerate()
-                .map(|(i, h)| ir::Terminal { name: format!("t{i}"), hir: h.clone(), literal: None })
+                .map(|(i, h)| ir::Terminal {
+                    name: format!("t{i}"),
+                    hir: h.clone(),
+                    literal: None,
+                })
                 .collect(),
             nonterminals: vec!["s".into()],
             productions: vec![],
@@ -442,14 +463,20 @@ mod tests {
         let sc = Scanner::new(&g).unwrap();
         assert!(sc.accepting(Scanner::START).is_empty());
         let i = sc.walk(Scanner::START, b"i").unwrap();
-        assert_eq!(sc.live_terminals(sc.live_set(i)), &[ir::TerminalId(0), ir::TerminalId(1)]);
+        assert_eq!(
+            sc.live_terminals(sc.live_set(i)),
+            &[ir::TerminalId(0), ir::TerminalId(1)]
+        );
         assert_eq!(sc.accepting(i), &[ir::TerminalId(1)]);
         let iff = sc.walk(Scanner::START, b"if").unwrap();
         assert_eq!(sc.accepting(iff), &[ir::TerminalId(0), ir::TerminalId(1)]);
         let ifx = sc.walk(Scanner::START, b"ifx").unwrap();
         assert_eq!(sc.live_terminals(sc.live_set(ifx)), &[ir::TerminalId(1)]);
         assert!(sc.walk(Scanner::START, b"i1").is_none());
-        assert_eq!(sc.accepting(sc.walk(Scanner::START, b"42").unwrap()), &[ir::TerminalId(2)]);
+        assert_eq!(
+            sc.accepting(sc.walk(Scanner::START, b"42").unwrap()),
+            &[ir::TerminalId(2)]
+        );
     }
 
     #[test]
@@ -468,6 +495,9 @@ mod tests {
         assert!(sc.walk(Scanner::START, b"abd").is_none());
         let half = sc.walk(Scanner::START, &"é".as_bytes()[..1]).unwrap();
         assert!(sc.accepting(half).is_empty());
-        assert_eq!(sc.accepting(sc.walk(half, &"é".as_bytes()[1..]).unwrap()), &[ir::TerminalId(1)]);
+        assert_eq!(
+            sc.accepting(sc.walk(half, &"é".as_bytes()[1..]).unwrap()),
+            &[ir::TerminalId(1)]
+        );
     }
 }

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{is_keyword, is_trivially_true, join_ptr, ty, Compiler, ANNOTATIONS};
+use super::{ANNOTATIONS, Compiler, is_keyword, is_trivially_true, join_ptr, ty};
 use crate::grammar::GrammarError;
 
 fn all_of(a: Value, b: Value) -> Value {
@@ -72,14 +72,22 @@ fn unsupported(ptr: &str, msg: impl Into<String>) -> GrammarError {
 fn types_of(m: &Map<String, Value>) -> Option<u8> {
     match m.get("type") {
         Some(Value::String(t)) => ty::from_name(t),
-        Some(Value::Array(ts)) => Some(ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b)),
+        Some(Value::Array(ts)) => {
+            Some(ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b))
+        }
         _ => None,
     }
 }
 
 fn type_value(set: u8) -> Value {
     let mut names = Vec::new();
-    for (bit, name) in [(ty::NULL, "null"), (ty::BOOL, "boolean"), (ty::OBJECT, "object"), (ty::ARRAY, "array"), (ty::STRING, "string")] {
+    for (bit, name) in [
+        (ty::NULL, "null"),
+        (ty::BOOL, "boolean"),
+        (ty::OBJECT, "object"),
+        (ty::ARRAY, "array"),
+        (ty::STRING, "string"),
+    ] {
         if set & bit != 0 {
             names.push(Value::String(name.into()));
         }
@@ -117,7 +125,9 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         (Value::Bool(true), x) | (x, Value::Bool(true)) => return Ok(x),
         (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
         (Value::Object(a), Value::Object(b)) => (a, b),
-        _ => return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "an `allOf` branch is not a schema")),
+        _ => {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "an `allOf` branch is not a schema"));
+        }
     };
     // anyOf / oneOf on both sides: multiply out (anyOf) or refuse (oneOf).
     if a.contains_key("oneOf") && b.contains_key("oneOf") {
@@ -152,11 +162,15 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         }
         (Some(x), None) | (None, Some(x)) => Some(x),
         (None, None) => None,
-        _ => return Err(GrammarError::at_pointer(join_ptr(ptr, "anyOf"), "`anyOf` must be an array")),
+        _ => {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "anyOf"), "`anyOf` must be an array"));
+        }
     };
     // Object member keywords, handled together.
-    let a_obj = a.contains_key("properties") || a.contains_key("additionalProperties") || a.contains_key("patternProperties");
-    let b_obj = b.contains_key("properties") || b.contains_key("additionalProperties") || b.contains_key("patternProperties");
+    let a_obj =
+        a.contains_key("properties") || a.contains_key("additionalProperties") || a.contains_key("patternProperties");
+    let b_obj =
+        b.contains_key("properties") || b.contains_key("additionalProperties") || b.contains_key("patternProperties");
     if a_obj && b_obj {
         let a_pp = a.contains_key("patternProperties");
         let b_pp = b.contains_key("patternProperties");
@@ -236,11 +250,23 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
                 Value::Array(va.as_array().cloned().unwrap_or_default().into_iter().filter(|v| y.contains(v)).collect())
             }
             "const" => return Ok(Value::Bool(false)),
-            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" if va.is_number() && vb.is_number() => {
-                if va.as_f64() >= vb.as_f64() { va } else { vb }
+            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties"
+                if va.is_number() && vb.is_number() =>
+            {
+                if va.as_f64() >= vb.as_f64() {
+                    va
+                } else {
+                    vb
+                }
             }
-            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" if va.is_number() && vb.is_number() => {
-                if va.as_f64() <= vb.as_f64() { va } else { vb }
+            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties"
+                if va.is_number() && vb.is_number() =>
+            {
+                if va.as_f64() <= vb.as_f64() {
+                    va
+                } else {
+                    vb
+                }
             }
             "items" if va.is_object() || va.is_boolean() => all_of(va, vb),
             "additionalItems" => all_of(va, vb),
@@ -255,7 +281,9 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
                     return Err(unsupported(ptr, format!("`multipleOf` {x} and {y}")));
                 }
             }
-            other => return Err(unsupported(ptr, format!("`{other}` on both sides with different values"))),
+            other => {
+                return Err(unsupported(ptr, format!("`{other}` on both sides with different values")));
+            }
         };
         a.insert(k, merged);
     }
@@ -285,7 +313,14 @@ struct Shape {
 }
 
 fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
-    let mut out = Shape { types: ty::ALL, consts: None, required: Vec::new(), discriminators: Vec::new(), closed: None, string_regex: None };
+    let mut out = Shape {
+        types: ty::ALL,
+        consts: None,
+        required: Vec::new(),
+        discriminators: Vec::new(),
+        closed: None,
+        string_regex: None,
+    };
     let m = match s {
         Value::Bool(false) => {
             out.types = 0;
@@ -354,7 +389,9 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
         }
     }
     if let Some(p) = m.get("pattern").and_then(Value::as_str) {
-        let parsed = super::lexical::translate_ecma(p).ok().and_then(|t| regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t).ok());
+        let parsed = super::lexical::translate_ecma(p)
+            .ok()
+            .and_then(|t| regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t).ok());
         if let Some(h) = parsed {
             let h = super::lexical::anchor_search(&h, &super::lexical::hir("(?s:.)*"));
             if !super::lexical::has_look(&h) {
@@ -365,7 +402,9 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
         out.string_regex = Some(super::lexical::hir(&f));
     }
     if m.get("additionalProperties") == Some(&Value::Bool(false)) && !m.contains_key("patternProperties") {
-        out.closed = Some(m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default());
+        out.closed = Some(
+            m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default(),
+        );
     }
     out
 }
@@ -425,13 +464,18 @@ pub(super) fn provably_disjoint(c: &Compiler<'_>, branches: &[Value], ptr: &str)
 /// Whether two regexes (full match, over bytes) have no string in common, by a walk over
 /// the product of their DFAs. `None` when the DFAs or the product are too large.
 fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> Option<bool> {
-    use regex_automata::dfa::{dense, Automaton, StartKind};
+    use regex_automata::dfa::{Automaton, StartKind, dense};
     use regex_automata::util::start;
-    use regex_automata::{nfa::thompson, Anchored, MatchKind};
+    use regex_automata::{Anchored, MatchKind, nfa::thompson};
     let build = |h: &regex_syntax::hir::Hir| -> Option<dense::DFA<Vec<u32>>> {
         let nfa = thompson::Compiler::new().configure(thompson::Config::new().utf8(false)).build_from_hir(h).ok()?;
         dense::Builder::new()
-            .configure(dense::Config::new().start_kind(StartKind::Anchored).match_kind(MatchKind::All).dfa_size_limit(Some(8 << 20)))
+            .configure(
+                dense::Config::new()
+                    .start_kind(StartKind::Anchored)
+                    .match_kind(MatchKind::All)
+                    .dfa_size_limit(Some(8 << 20)),
+            )
             .build_from_nfa(&nfa)
             .ok()
     };
@@ -471,9 +515,18 @@ fn implied_type(b: &Value) -> Option<&'static str> {
     let mut family = None;
     for k in m.keys() {
         let f = match k.as_str() {
-            "properties" | "required" | "additionalProperties" | "patternProperties" | "minProperties" | "maxProperties"
-            | "dependencies" | "dependentRequired" | "propertyNames" => "object",
-            "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems" | "contains" => "array",
+            "properties"
+            | "required"
+            | "additionalProperties"
+            | "patternProperties"
+            | "minProperties"
+            | "maxProperties"
+            | "dependencies"
+            | "dependentRequired"
+            | "propertyNames" => "object",
+            "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems" | "contains" => {
+                "array"
+            }
             "pattern" | "format" | "minLength" | "maxLength" => "string",
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
             _ => continue,
