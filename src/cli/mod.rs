@@ -43,13 +43,13 @@ pub enum Command {
     /// Benchmarks: mask computation speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Interactive shell: prompts generated under a switchable constraint, with token heat.
+    Repl(crate::repl::ReplArgs),
     /// Evaluate methods on GSM8K / CoNLL-2003 (accuracy, invasiveness) and throughput.
     #[command(subcommand)]
     Eval(crate::eval::cli::EvalCommand),
     /// Perplexity of a text file (or of a JSON Lines field) under the model.
     Perplexity(perplexity::PerplexityArgs),
-    /// Interactive shell: prompts generated under a switchable constraint, with token heat.
-    Repl(crate::repl::ReplArgs),
 }
 
 /// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
@@ -98,9 +98,9 @@ pub fn main() -> ExitCode {
         Command::Grammar(cmd) => grammar::run(cmd),
         Command::Mask(args) => mask::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Repl(args) => crate::repl::run(args),
         Command::Eval(cmd) => crate::eval::cli::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
-        Command::Repl(args) => crate::repl::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

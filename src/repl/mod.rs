@@ -55,6 +55,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Takes the same model, constraint and sampling flags as `generate`; they are the session's
 /// starting settings, changed later with `:commands` (`:help` lists them).
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  domino repl --json --chat\n  domino repl --schema grammars/gsm8k.schema.json --temp 0.7\n\n\
+In the session: type a prompt, or :schema FILE, :grammar FILE, :regex RE, :json, :none, :method M, :k N|inf, \
+:draft S, :temp T, :seed N, :max N, :chat on|off, :tokens on|off, :mask, :stats, :show, :save FILE, :help, :quit. \
+Token heat: background from green (likely) to red (surprising to the unmasked model); underlined where the grammar \
+overrode the model's favourite token."
+)]
 pub struct ReplArgs {
     #[command(flatten)]
     pub constraint: ConstraintArgs,
@@ -233,6 +240,13 @@ fn compile(args: &ConstraintArgs) -> anyhow::Result<Option<Active>> {
 pub fn run(args: ReplArgs) -> anyhow::Result<()> {
     let sampling = args.sampling.config()?;
     let k = crate::cli::mask::lookahead(&args.k)?;
+    if !(0.0..=1.0).contains(&args.draft_threshold) {
+        return Err(crate::cli::UsageError(format!(
+            "--draft-threshold must be in [0, 1], got {}",
+            args.draft_threshold
+        ))
+        .into());
+    }
     // A bad starting constraint is a usage error (exit 2) before the model loads.
     let active = compile(&args.constraint)?;
     let model = args.model.load()?;
@@ -271,14 +285,6 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
         cancel,
         decoder: None,
     };
-    if !(0.0..=1.0).contains(&repl.settings.draft_threshold) {
-        return Err(crate::cli::UsageError(format!(
-            "--draft-threshold must be in [0, 1], got {}",
-            repl.settings.draft_threshold
-        ))
-        .into());
-    }
-
     eprintln!(
         "domino repl: {} loaded ({} tokens of context). :help lists the commands; Ctrl-D leaves.",
         model.name(),
@@ -496,8 +502,8 @@ impl<'m> Repl<'m> {
         }
         let w = &self.compile;
         lines.push(format!(
-            "whitespace  {:?} (max {}){}",
-            w.whitespace,
+            "whitespace  {} (max {}){}",
+            format!("{:?}", w.whitespace).to_lowercase(),
             w.max_whitespace,
             if w.lenient { ", lenient" } else { "" }
         ));
