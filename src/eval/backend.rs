@@ -157,6 +157,7 @@ impl EvalBackend for LlamaEvalBackend<'_> {
         // Build (or fetch) the decoder first: a grammar error must not disturb the cache.
         self.decoder(request.task, request.grammar, request.method)?;
         let tail = self.prepare_prompt(request.prompt, request.shared_prefix_len)?;
+        let prompt_end = self.session.n_past() + tail.len();
         let decode_request = DecodeRequest {
             prompt: tail,
             max_tokens: request.max_tokens,
@@ -168,7 +169,8 @@ impl EvalBackend for LlamaEvalBackend<'_> {
         }
         let key = (request.task.to_string(), request.grammar.to_path_buf(), request.method);
         let decoder = self.decoders.get_mut(&key).expect("built above");
-        let result = decoder.generate(&mut self.session, &decode_request, &mut |_, _| Ok(()))?;
+        let mut result = decoder.generate(&mut self.session, &decode_request, &mut |_, _| Ok(()))?;
+        fill_missing_logprobs(&mut self.session, prompt_end, &result.tokens, &mut result.logprobs)?;
         Ok(GenerationOutcome {
             text: result.text(),
             tokens: result.tokens.iter().map(|t| t.0).collect(),
@@ -185,6 +187,31 @@ impl EvalBackend for LlamaEvalBackend<'_> {
     fn begin_workload(&mut self, workload: &str) {
         self.decoders.retain(|(task, _, _), _| task == workload);
     }
+}
+
+/// The decode loop leaves NaN for the log-probability of tokens whose logits it never
+/// computed (`template`'s forced tokens at the very end, when the token budget runs out
+/// before the next forward pass). Score them with one extra pass over the output, after the
+/// timed generation, so every record has a log-probability per token. `prompt_end` is the
+/// cache length after the prompt (the output follows it).
+fn fill_missing_logprobs(session: &mut Session<'_>, prompt_end: usize, tokens: &[TokenId], logprobs: &mut [f32]) -> anyhow::Result<()> {
+    if !logprobs.iter().any(|l| l.is_nan()) {
+        return Ok(());
+    }
+    if prompt_end == 0 || logprobs.len() != tokens.len() || session.tokens().len() < prompt_end {
+        bail!("internal error: cannot rescore the output ({} logprobs for {} tokens)", logprobs.len(), tokens.len());
+    }
+    let last_prompt_token = session.tokens()[prompt_end - 1];
+    session.truncate(prompt_end - 1)?;
+    let mut batch = vec![last_prompt_token];
+    batch.extend_from_slice(tokens);
+    // Logits at batch index i predict tokens[i].
+    let positions: Vec<usize> = (0..tokens.len()).filter(|&i| logprobs[i].is_nan()).collect();
+    session.decode(&batch, LogitsAt::Positions(&positions))?;
+    for &i in &positions {
+        logprobs[i] = log_softmax_at(session.logits(i), tokens[i]);
+    }
+    Ok(())
 }
 
 /// Unconstrained generation that stops once the output contains one of `stop` (the stop

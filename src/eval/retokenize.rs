@@ -69,9 +69,10 @@ pub fn retokenize(session: &mut Session<'_>, prompt: &[TokenId], text: &[u8]) ->
     session.decode(prompt, LogitsAt::Last)?;
     let (mut tokens, mut logprobs) = (Vec::new(), Vec::new());
     let mut pos = 0;
+    let mut logits_index = prompt.len() - 1;
     while pos < text.len() {
         let rest = &text[pos..];
-        let logits = session.logits(0);
+        let logits = session.logits(logits_index);
         let best = vocab
             .text_tokens()
             .filter(|(t, bytes)| !bytes.is_empty() && rest.starts_with(bytes) && !vocab.is_special(*t))
@@ -85,6 +86,7 @@ pub fn retokenize(session: &mut Session<'_>, prompt: &[TokenId], text: &[u8]) ->
         pos += vocab.bytes(token).len();
         if pos < text.len() {
             session.decode(&[token], LogitsAt::Last)?;
+            logits_index = 0;
         }
     }
     Ok((tokens, logprobs))
