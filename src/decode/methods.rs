@@ -146,13 +146,21 @@ impl Decoder {
         let kind = match (method, source) {
             (Method::None, _) | (_, None) => Kind::Unconstrained,
             (Method::LlamaGrammar, Some(source)) => {
+                // The front end's rules printed as GBNF; where GBNF cannot say it (a Lark
+                // `%ignore`), the lowered grammar, which has the ignores expanded.
                 let printed = || -> anyhow::Result<String> {
                     let def = source.parse(&config.compile)?;
-                    Ok(crate::grammar::print::to_gbnf(&def).map_err(|e| {
-                        GrammarError::whole(format!(
-                            "this constraint cannot be expressed in GBNF for llama.cpp: {e}"
-                        ))
-                    })?)
+                    match crate::grammar::print::to_gbnf(&def) {
+                        Ok(g) => Ok(g),
+                        Err(first) => {
+                            let ir = crate::grammar::lower::lower(&def)?;
+                            Ok(crate::grammar::print::ir_to_gbnf(&ir).map_err(|e| {
+                                GrammarError::whole(format!(
+                                    "this constraint cannot be expressed in GBNF for llama.cpp: {first}; lowered: {e}"
+                                ))
+                            })?)
+                        }
+                    }
                 };
                 let (gbnf, root) = match source {
                     // The file as written, unless llama.cpp's stricter parser rejects it
