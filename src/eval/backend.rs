@@ -57,9 +57,9 @@ pub fn decoder_config(method: Method, source: GrammarSource) -> anyhow::Result<O
         Method::Naive => DecoderConfig { method: DecodeMethod::Naive, k: Some(0), draft: 0, ..base },
         Method::Template => DecoderConfig { method: DecodeMethod::Template, k: None, draft: 0, ..base },
         Method::LlamaGrammar => DecoderConfig { method: DecodeMethod::LlamaGrammar, draft: 0, ..base },
-        Method::Llguidance => bail!(crate::cli::UsageError(
-            "method `llguidance` is not available: this build of domino has no llguidance engine".into()
-        )),
+        Method::Llguidance => {
+            bail!(crate::cli::UsageError("method `llguidance` is not available: this build of domino has no llguidance engine".into()))
+        }
     }))
 }
 
@@ -105,8 +105,8 @@ impl<'m> LlamaEvalBackend<'m> {
         if !self.decoders.contains_key(&key) {
             let source = GrammarSource::from_path(grammar)?;
             let config = decoder_config(method, source)?.expect("constrained method");
-            let decoder = Decoder::new(&config, self.model)
-                .with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
+            let decoder =
+                Decoder::new(&config, self.model).with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
             self.decoders.insert(key.clone(), decoder);
         }
         Ok(self.decoders.get_mut(&key))
