@@ -11,13 +11,19 @@ pub fn repo_root() -> PathBuf {
 
 /// The default model's path, where `scripts/setup` puts it.
 pub fn default_model_path() -> PathBuf {
-    repo_root().join("models").join("SmolLM2-135M-Instruct.Q4_1.gguf")
+    repo_root()
+        .join("models")
+        .join("SmolLM2-135M-Instruct.Q4_1.gguf")
 }
 
 /// The default model's path; panics with the fix when it is missing.
 pub fn require_default_model() -> PathBuf {
     let p = default_model_path();
-    assert!(p.is_file(), "the default model {} is missing: run scripts/setup (it downloads SmolLM2-135M-Instruct Q4_1)", p.display());
+    assert!(
+        p.is_file(),
+        "the default model {} is missing: run scripts/setup (it downloads SmolLM2-135M-Instruct Q4_1)",
+        p.display()
+    );
     p
 }
 
@@ -30,14 +36,22 @@ pub fn gemma_model_path() -> PathBuf {
 /// `#[ignore]`d and run with `cargo test -- --ignored` after `scripts/setup --gemma`).
 pub fn require_gemma_model() -> PathBuf {
     let p = gemma_model_path();
-    assert!(p.is_file(), "{} is missing: run scripts/setup --gemma", p.display());
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/setup --gemma",
+        p.display()
+    );
     p
 }
 
 /// The shared evaluation data (`../shared/data` next to the repository); panics when missing.
 pub fn shared_data_dir() -> PathBuf {
     let p = repo_root().join("..").join("shared").join("data");
-    assert!(p.is_dir(), "shared data folder {} is missing (see the README)", p.display());
+    assert!(
+        p.is_dir(),
+        "shared data folder {} is missing (see the README)",
+        p.display()
+    );
     p
 }
 
