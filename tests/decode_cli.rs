@@ -22,7 +22,10 @@ fn json_of(c: &mut Command) -> (serde_json::Value, String) {
     let out = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "exit {:?}; stderr: {stderr}", out.status);
-    (serde_json::from_slice(&out.stdout).expect("one JSON object on stdout"), stderr)
+    (
+        serde_json::from_slice(&out.stdout).expect("one JSON object on stdout"),
+        stderr,
+    )
 }
 
 const QUESTION: &str = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May?";
@@ -44,7 +47,8 @@ fn gsm8k_schema_output_validates_and_reports_stats() {
     let text = v["text"].as_str().unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap())
+            .unwrap();
     assert!(jsonschema::validator_for(&schema).unwrap().is_valid(&doc), "{text}");
     let stats = &v["stats"];
     for key in [
@@ -59,20 +63,43 @@ fn gsm8k_schema_output_validates_and_reports_stats() {
         "draft_proposed",
         "draft_accepted",
     ] {
-        assert!(stats.get(key).is_some_and(|x| x.is_number()), "stats.{key} missing: {stats}");
+        assert!(
+            stats.get(key).is_some_and(|x| x.is_number()),
+            "stats.{key} missing: {stats}"
+        );
     }
     let n = stats["generated_tokens"].as_u64().unwrap() as usize;
     assert_eq!(v["logprobs"].as_array().unwrap().len(), n);
     assert_eq!(v["tokens"].as_array().unwrap().len(), n);
-    assert!(stderr.contains("domino:") && stderr.contains("tok/s"), "--stats line missing: {stderr}");
+    assert!(
+        stderr.contains("domino:") && stderr.contains("tok/s"),
+        "--stats line missing: {stderr}"
+    );
 }
 
 #[test]
 fn length_is_flagged_incomplete() {
-    let (v, _) = json_of(generate().args(["--json", "--chat", "Describe a cat as JSON.", "-n", "4", "--format", "json"]));
+    let (v, _) = json_of(generate().args([
+        "--json",
+        "--chat",
+        "Describe a cat as JSON.",
+        "-n",
+        "4",
+        "--format",
+        "json",
+    ]));
     assert_eq!(v["finish_reason"], "length");
     assert_eq!(v["complete"], false);
-    let (v, _) = json_of(generate().args(["--regex", "(yes|no)", "--chat", "Is water wet?", "-n", "20", "--format", "json"]));
+    let (v, _) = json_of(generate().args([
+        "--regex",
+        "(yes|no)",
+        "--chat",
+        "Is water wet?",
+        "-n",
+        "20",
+        "--format",
+        "json",
+    ]));
     assert_eq!(v["finish_reason"], "grammar_end");
     assert_eq!(v["complete"], true);
 }
@@ -82,9 +109,20 @@ fn draft_stats_are_saved_and_reloaded() {
     let dir = common::scratch_dir("draft-stats");
     let file = dir.join("gsm8k.draft.json");
     let args = |c: &mut Command| {
-        c.args(["--grammar", "grammars/gsm8k.gbnf", "--chat", QUESTION, "-n", "40", "--format", "json", "--draft", "6"])
-            .arg("--draft-stats")
-            .arg(&file);
+        c.args([
+            "--grammar",
+            "grammars/gsm8k.gbnf",
+            "--chat",
+            QUESTION,
+            "-n",
+            "40",
+            "--format",
+            "json",
+            "--draft",
+            "6",
+        ])
+        .arg("--draft-stats")
+        .arg(&file);
     };
     let mut first = generate();
     args(&mut first);
@@ -104,10 +142,16 @@ fn draft_stats_are_saved_and_reloaded() {
 
 #[test]
 fn methods_need_a_constraint_and_bad_values_are_usage_errors() {
-    let out = generate().args(["--method", "naive", "hello", "-n", "2"]).output().unwrap();
+    let out = generate()
+        .args(["--method", "naive", "hello", "-n", "2"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a constraint"));
-    let out = generate().args(["--json", "--draft-threshold", "1.5", "hello"]).output().unwrap();
+    let out = generate()
+        .args(["--json", "--draft-threshold", "1.5", "hello"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let out = generate().args(["--json", "--k", "many", "hello"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

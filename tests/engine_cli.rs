@@ -13,7 +13,9 @@ fn shared(rel: &str) -> PathBuf {
 }
 
 fn tokenizer() -> String {
-    shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json").display().to_string()
+    shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")
+        .display()
+        .to_string()
 }
 
 fn domino() -> Command {
@@ -21,7 +23,10 @@ fn domino() -> Command {
 }
 
 fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(out).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -31,7 +36,15 @@ fn mask_json_lines_per_prefix() {
     let prefixes = dir.join("prefixes.jsonl");
     std::fs::write(&prefixes, "\"\"\n\"{\\\"a\\\": 1\"\n\"{\\\"a\\\": 1}\"\n\"}\"\n").unwrap();
     let out = domino()
-        .args(["mask", "--json", "--tokenizer", &tokenizer(), "--format", "json", "--prefixes"])
+        .args([
+            "mask",
+            "--json",
+            "--tokenizer",
+            &tokenizer(),
+            "--format",
+            "json",
+            "--prefixes",
+        ])
         .arg(&prefixes)
         .assert()
         .success()
@@ -45,13 +58,23 @@ fn mask_json_lines_per_prefix() {
     assert_eq!(lines[0]["eos_allowed"], false);
     assert!(lines[0]["count"].as_u64().unwrap() > 0);
     // After `{"a": 1` a digit, `,`, `}` and bridges like `},` … no EOS.
-    let ids: Vec<u64> = lines[1]["allowed"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let ids: Vec<u64> = lines[1]["allowed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids sorted");
     assert_eq!(ids.len() as u64, lines[1]["count"].as_u64().unwrap());
     assert_eq!(lines[1]["eos_allowed"], false);
     // A complete document: EOS allowed (SmolLM2's EOG ids 0 and 2 are in the list).
     assert_eq!(lines[2]["eos_allowed"], true);
-    let ids2: Vec<u64> = lines[2]["allowed"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let ids2: Vec<u64> = lines[2]["allowed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
     assert!(ids2.contains(&0) && ids2.contains(&2));
     // Not a prefix of any document.
     assert_eq!(lines[3]["prefix_ok"], false);
@@ -62,7 +85,18 @@ fn mask_json_lines_per_prefix() {
 fn mask_k0_is_smaller_than_k_inf_on_bridge_tokens() {
     let count = |k: &str| -> u64 {
         let out = domino()
-            .args(["mask", "--json", "--tokenizer", &tokenizer(), "--format", "json", "--prefix", "{\"a\": \"x", "--k", k])
+            .args([
+                "mask",
+                "--json",
+                "--tokenizer",
+                &tokenizer(),
+                "--format",
+                "json",
+                "--prefix",
+                "{\"a\": \"x",
+                "--k",
+                k,
+            ])
             .assert()
             .success()
             .get_output()
@@ -76,7 +110,15 @@ fn mask_k0_is_smaller_than_k_inf_on_bridge_tokens() {
 #[test]
 fn mask_text_output_and_errors() {
     let out = domino()
-        .args(["mask", "--regex", "[0-9]{3}-[0-9]{4}", "--tokenizer", &tokenizer(), "--prefix", "555-"])
+        .args([
+            "mask",
+            "--regex",
+            "[0-9]{3}-[0-9]{4}",
+            "--tokenizer",
+            &tokenizer(),
+            "--prefix",
+            "555-",
+        ])
         .assert()
         .success()
         .get_output()
@@ -86,15 +128,29 @@ fn mask_text_output_and_errors() {
     assert!(text.contains("tokens allowed"), "{text}");
     // Usage errors exit 2: no vocabulary, bad k, no constraint.
     domino().args(["mask", "--json"]).assert().code(2);
-    domino().args(["mask", "--json", "--tokenizer", &tokenizer(), "--k", "lots"]).assert().code(2);
+    domino()
+        .args(["mask", "--json", "--tokenizer", &tokenizer(), "--k", "lots"])
+        .assert()
+        .code(2);
     domino().args(["mask", "--tokenizer", &tokenizer()]).assert().code(2);
     // A grammar error exits 2 with a position.
     let dir = std::env::temp_dir().join(format!("domino-mask-err-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.gbnf");
     std::fs::write(&bad, "root ::= \"a\" undefined-rule\n").unwrap();
-    let err = domino().args(["mask", "--tokenizer", &tokenizer(), "--grammar"]).arg(&bad).assert().code(2).get_output().stderr.clone();
-    assert!(String::from_utf8_lossy(&err).contains("1:"), "{}", String::from_utf8_lossy(&err));
+    let err = domino()
+        .args(["mask", "--tokenizer", &tokenizer(), "--grammar"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(
+        String::from_utf8_lossy(&err).contains("1:"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
     // A bad prefixes file is a usage error naming the line.
     let bad_lines = dir.join("bad.jsonl");
     std::fs::write(&bad_lines, "\"ok\"\nnot json\n").unwrap();
@@ -106,14 +162,33 @@ fn mask_text_output_and_errors() {
         .get_output()
         .stderr
         .clone();
-    assert!(String::from_utf8_lossy(&err).contains(":2:"), "{}", String::from_utf8_lossy(&err));
+    assert!(
+        String::from_utf8_lossy(&err).contains(":2:"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
 }
 
 #[test]
 fn bench_masks_reports_json() {
     let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("eval/bench/json.jsonl");
+    let cache = std::env::temp_dir().join(format!("domino-bench-{}.trees", std::process::id()));
     let out = domino()
-        .args(["bench", "masks", "--json", "--tokenizer", &tokenizer(), "--max-docs", "3", "--precompute", "--format", "json", "--docs"])
+        .args([
+            "bench",
+            "masks",
+            "--json",
+            "--tokenizer",
+            &tokenizer(),
+            "--max-docs",
+            "3",
+            "--precompute",
+            "--repeat",
+            "2",
+        ])
+        .args(["--format", "json", "--tree-cache"])
+        .arg(&cache)
+        .arg("--docs")
         .arg(&docs)
         .assert()
         .success()
@@ -121,7 +196,14 @@ fn bench_masks_reports_json() {
         .stdout
         .clone();
     let r = &json_lines(&out)[0];
-    for key in ["compile_ms", "precompute_ms", "first_mask_us", "tree_nodes", "memory_bytes"] {
+    for key in [
+        "compile_ms",
+        "precompute_ms",
+        "load_ms",
+        "first_mask_us",
+        "tree_nodes",
+        "memory_bytes",
+    ] {
         assert!(r[key].as_f64().is_some(), "{key} missing in {r}");
     }
     for key in ["n", "mean", "p50", "p90", "p99", "max"] {

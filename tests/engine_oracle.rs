@@ -50,9 +50,10 @@ fn synthetic_vocab() -> Arc<Vocabulary> {
     words.push(euro.to_vec());
     words.push([b"a".as_slice(), &e[..1]].concat()); // "a" + half of é
     for w in [
-        "\" ", "\",", "\", ", "\"}", "}\n", "{\"", "\": ", "\":", ", \"", "[\"", "\"]", " {", " [", "},", "}]", "],", "ab",
-        "abc", "true", "tr", "ue", "null", "12", "1.", ".5", "e+", "-1", "  ", "   ", "\n ", " \"", "=1", "(a", "a)", "+a",
-        "*(", "))", "if", "if ", "ifx", " x", "x;", "; ", "é\"", "\"é", "a+b", "1)*", "(1+", "==", "aa", "aaa", ",\n",
+        "\" ", "\",", "\", ", "\"}", "}\n", "{\"", "\": ", "\":", ", \"", "[\"", "\"]", " {", " [", "},", "}]", "],",
+        "ab", "abc", "true", "tr", "ue", "null", "12", "1.", ".5", "e+", "-1", "  ", "   ", "\n ", " \"", "=1", "(a",
+        "a)", "+a", "*(", "))", "if", "if ", "ifx", " x", "x;", "; ", "é\"", "\"é", "a+b", "1)*", "(1+", "==", "aa",
+        "aaa", ",\n",
     ] {
         words.push(w.as_bytes().to_vec());
     }
@@ -104,7 +105,19 @@ a    ::= "a"* | "ab"
 b    ::= ("b" | "é")* "x"?
 "#,
     ),
-    ("utf8-strings", r#"root ::= "\"" [^"]{0,6} "\"" ( "," " "? "\"" [é€a-c]* "\"" )*"#),
+    (
+        // Alternatives where a shorter one matches first (`[0-9]` before `[1-9][0-9]*`):
+        // every match counts, not only the preferred alternative's.
+        "alternation-all-matches",
+        r#"
+root ::= "[" ( item ( "," " "? item )* )? "]"
+item ::= "-"? ( [0-9] | [1-9] [0-9]* ) ( "." [0-9]+ )? | "a" | "ab" | "a" "b"+
+"#,
+    ),
+    (
+        "utf8-strings",
+        r#"root ::= "\"" [^"]{0,6} "\"" ( "," " "? "\"" [é€a-c]* "\"" )*"#,
+    ),
 ];
 
 /// Brute force: the tokens whose bytes keep the reference viable, plus EOG iff accepting.
@@ -135,12 +148,17 @@ fn oracle_mask(r: &ReferenceRecognizer, state: &RefState, vocab: &Vocabulary) ->
 }
 
 fn feed_all(r: &ReferenceRecognizer, s: &RefState, bytes: &[u8]) -> RefState {
-    bytes.iter().fold(s.clone(), |s, &b| r.feed(&s, b).expect("committed bytes are viable"))
+    bytes
+        .iter()
+        .fold(s.clone(), |s, &b| r.feed(&s, b).expect("committed bytes are viable"))
 }
 
 fn diff(a: &TokenSet, b: &TokenSet, v: &Vocabulary) -> String {
     let only = |x: &TokenSet, y: &TokenSet| -> Vec<String> {
-        x.iter().filter(|t| !y.contains(*t)).map(|t| format!("{:?}", String::from_utf8_lossy(v.bytes(t)))).collect()
+        x.iter()
+            .filter(|t| !y.contains(*t))
+            .map(|t| format!("{:?}", String::from_utf8_lossy(v.bytes(t))))
+            .collect()
     };
     format!("engine-only {:?}, oracle-only {:?}", only(a, b), only(b, a))
 }
@@ -168,7 +186,11 @@ fn k_infinity_masks_equal_the_oracle_on_random_walks() {
                     diff(&mask, &want, &vocab)
                 );
                 checked += 1;
-                assert_eq!(c.is_accepting(), r.is_accepting(&state), "{name}: accepting after {text:?}");
+                assert_eq!(
+                    c.is_accepting(),
+                    r.is_accepting(&state),
+                    "{name}: accepting after {text:?}"
+                );
                 // allows(t) agrees with the mask on a sample of tokens.
                 for _ in 0..20 {
                     let t = TokenId(rng.below(vocab.len()) as u32);
@@ -213,7 +235,11 @@ fn sampling_from_masks_is_sound_and_eos_only_when_accepting() {
                     _ => allowed[rng.below(allowed.len())],
                 };
                 if vocab.is_eog(t) {
-                    assert!(r.accepts(&out), "{name}: EOS allowed after non-sentence {:?}", String::from_utf8_lossy(&out));
+                    assert!(
+                        r.accepts(&out),
+                        "{name}: EOS allowed after non-sentence {:?}",
+                        String::from_utf8_lossy(&out)
+                    );
                     c.commit(t).unwrap();
                     assert!(c.is_finished());
                     ended += 1;
@@ -221,7 +247,11 @@ fn sampling_from_masks_is_sound_and_eos_only_when_accepting() {
                 }
                 c.commit(t).unwrap();
                 out.extend_from_slice(vocab.bytes(t));
-                assert!(r.is_viable_prefix(&out), "{name}: unsound prefix {:?}", String::from_utf8_lossy(&out));
+                assert!(
+                    r.is_viable_prefix(&out),
+                    "{name}: unsound prefix {:?}",
+                    String::from_utf8_lossy(&out)
+                );
             }
         }
         assert!(ended > 10, "{name}: only {ended} samples reached EOS");
@@ -274,12 +304,32 @@ fn k0_blocks_bridge_tokens_that_k_infinity_allows() {
     let grammar = compile(GRAMMARS[0].1);
     let id = |w: &str| TokenId(vocab.text_tokens().find(|(_, b)| *b == w.as_bytes()).unwrap().0.0);
     let mut inf = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
-    let mut k0 = Constraint::new(&grammar, &vocab, Options { lookahead: Some(0), ..Default::default() }).unwrap();
-    let mut k1 = Constraint::new(&grammar, &vocab, Options { lookahead: Some(1), ..Default::default() }).unwrap();
+    let mut k0 = Constraint::new(
+        &grammar,
+        &vocab,
+        Options {
+            lookahead: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut k1 = Constraint::new(
+        &grammar,
+        &vocab,
+        Options {
+            lookahead: Some(1),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     for c in [&mut inf, &mut k0, &mut k1] {
         c.commit_bytes(b"{\"a\": \"x").unwrap();
     }
-    let (mut m_inf, mut m0, mut m1) = (TokenSet::new(vocab.len()), TokenSet::new(vocab.len()), TokenSet::new(vocab.len()));
+    let (mut m_inf, mut m0, mut m1) = (
+        TokenSet::new(vocab.len()),
+        TokenSet::new(vocab.len()),
+        TokenSet::new(vocab.len()),
+    );
     inf.compute_mask(&mut m_inf);
     k0.compute_mask(&mut m0);
     k1.compute_mask(&mut m1);
@@ -307,7 +357,10 @@ fn forced_bytes_and_commit_errors() {
     c.commit_bytes(b"b\"").unwrap();
     assert_eq!(c.forced_bytes(), b", \"ok\": true}");
     let err = c.commit_bytes(b", \"no").unwrap_err();
-    assert!(matches!(err, domino::engine::EngineError::BytesNotAllowed { offset: 3, .. }), "{err:?}");
+    assert!(
+        matches!(err, domino::engine::EngineError::BytesNotAllowed { offset: 3, .. }),
+        "{err:?}"
+    );
     let eog = vocab.eog_tokens()[0];
     assert!(c.commit(eog).is_err());
     c.commit_bytes(b", \"ok\": true}").unwrap();
@@ -315,4 +368,62 @@ fn forced_bytes_and_commit_errors() {
     c.commit(eog).unwrap();
     let special = TokenId(vocab.len() as u32 - 2);
     assert!(!c.allows(special));
+}
+
+#[test]
+fn finite_lookahead_masks_are_nested_sound_and_consistent() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng(99);
+    for (name, text) in GRAMMARS {
+        let grammar = compile(text);
+        for _ in 0..40 {
+            let mut cs: Vec<Constraint> = [Some(0), Some(1), Some(2), None]
+                .into_iter()
+                .map(|k| {
+                    Constraint::new(
+                        &grammar,
+                        &vocab,
+                        Options {
+                            lookahead: k,
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap()
+                })
+                .collect();
+            for _ in 0..20 {
+                let masks: Vec<TokenSet> = cs
+                    .iter_mut()
+                    .map(|c| {
+                        let mut m = TokenSet::new(vocab.len());
+                        c.compute_mask(&mut m);
+                        m
+                    })
+                    .collect();
+                for w in masks.windows(2) {
+                    assert!(w[0].iter().all(|t| w[1].contains(t)), "{name}: k masks not nested");
+                }
+                for (c, m) in cs.iter_mut().zip(&masks) {
+                    for _ in 0..10 {
+                        let t = TokenId(rng.below(vocab.len()) as u32);
+                        assert_eq!(
+                            c.allows(t),
+                            m.contains(t),
+                            "{name}: allows vs mask with k = {:?}",
+                            c.options().lookahead
+                        );
+                    }
+                }
+                // Step all four with a token allowed at k = 0 (so every k can follow).
+                let allowed: Vec<TokenId> = masks[0].iter().filter(|t| !vocab.is_eog(*t)).collect();
+                if allowed.is_empty() {
+                    break;
+                }
+                let t = allowed[rng.below(allowed.len())];
+                for c in &mut cs {
+                    c.commit(t).unwrap();
+                }
+            }
+        }
+    }
 }

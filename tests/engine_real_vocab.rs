@@ -69,9 +69,13 @@ fn oracle_mask(r: &ReferenceRecognizer, state: &RefState, vocab: &Vocabulary, tr
 /// Random walks; tokens are drawn from the mask, preferring those of a sample document so
 /// walks go deep into realistic states.
 fn check_walks(gbnf: &str, docs: &[&str], walks: usize, steps: usize) {
+    check_walks_source(GrammarSource::Gbnf(gbnf.into()), docs, walks, steps)
+}
+
+fn check_walks_source(source: GrammarSource, docs: &[&str], walks: usize, steps: usize) {
     let vocab = smollm2();
     let trie = VocabTrie::new(&vocab);
-    let g = GrammarSource::Gbnf(gbnf.into()).compile(&Default::default()).unwrap();
+    let g = source.compile(&Default::default()).unwrap();
     let grammar = CompiledGrammar::new(g).unwrap();
     let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
     let mut rng = Rng(0x1234_5678_9abc_def1);
@@ -86,7 +90,11 @@ fn check_walks(gbnf: &str, docs: &[&str], walks: usize, steps: usize) {
             let want = oracle_mask(&r, &state, &vocab, &trie);
             if mask != want {
                 let show = |a: &TokenSet, b: &TokenSet| -> Vec<String> {
-                    a.iter().filter(|t| !b.contains(*t)).take(10).map(|t| format!("{:?}", String::from_utf8_lossy(vocab.bytes(t)))).collect()
+                    a.iter()
+                        .filter(|t| !b.contains(*t))
+                        .take(10)
+                        .map(|t| format!("{:?}", String::from_utf8_lossy(vocab.bytes(t))))
+                        .collect()
                 };
                 panic!(
                     "walk {w} step {step} after {:?}: engine-only {:?} oracle-only {:?}",
@@ -151,9 +159,26 @@ fn json_masks_equal_the_oracle_over_all_smollm2_tokens() {
 fn gsm8k_shaped_masks_equal_the_oracle_over_all_smollm2_tokens() {
     check_walks(
         GSM8K,
-        &["{\"thoughts\": [{\"step\": \"Add the apples\", \"calculation\": \"3 + 4 = 7\", \"result\": 7}], \"answer\": 7}"],
+        &[
+            "{\"thoughts\": [{\"step\": \"Add the apples\", \"calculation\": \"3 + 4 = 7\", \"result\": 7}], \"answer\": 7}",
+        ],
         4,
         70,
+    );
+}
+
+#[test]
+fn gsm8k_schema_masks_equal_the_oracle_over_all_smollm2_tokens() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/gsm8k.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    check_walks_source(
+        GrammarSource::JsonSchema(schema),
+        &[
+            "{\"thoughts\": [{\"step\": \"Add\", \"calculation\": \"3 + 4 = 7\", \"result\": 7}], \"answer\": 7}",
+            "{\n  \"thoughts\": [\n    {\n      \"step\": \"Halve\",\n      \"calculation\": \"8 / 2\",\n      \"result\": 4.0\n    }\n  ],\n  \"answer\": 4\n}",
+        ],
+        4,
+        60,
     );
 }
 

@@ -9,13 +9,21 @@ use std::path::PathBuf;
 fn tokenizer_path(name: &str) -> PathBuf {
     // `../shared` next to the repository root (worktrees sit one level deeper: search upwards).
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let found = root.ancestors().map(|a| a.join("shared/tokenizers").join(name)).find(|p| p.exists());
-    found.unwrap_or_else(|| panic!("missing test tokenizer {name}: expected ../shared/tokenizers/ next to the repository"))
+    let found = root
+        .ancestors()
+        .map(|a| a.join("shared/tokenizers").join(name))
+        .find(|p| p.exists());
+    found.unwrap_or_else(|| {
+        panic!("missing test tokenizer {name}: expected ../shared/tokenizers/ next to the repository")
+    })
 }
 
 fn load(name: &str) -> (Vocabulary, tokenizers::Tokenizer) {
     let p = tokenizer_path(name);
-    (tokenizer_json::load(&p).unwrap(), tokenizers::Tokenizer::from_file(&p).unwrap())
+    (
+        tokenizer_json::load(&p).unwrap(),
+        tokenizers::Tokenizer::from_file(&p).unwrap(),
+    )
 }
 
 /// Every non-special token whose bytes are valid UTF-8 decodes (with `tokenizers`) to exactly

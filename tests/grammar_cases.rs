@@ -17,7 +17,9 @@ fn read_lines(path: &Path) -> Vec<String> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
-        .map(|(i, l)| serde_json::from_str::<String>(l).unwrap_or_else(|e| panic!("{}:{}: not a JSON string: {e}", path.display(), i + 1)))
+        .map(|(i, l)| {
+            serde_json::from_str::<String>(l).unwrap_or_else(|e| panic!("{}:{}: not a JSON string: {e}", path.display(), i + 1))
+        })
         .collect()
 }
 

@@ -99,7 +99,8 @@ fn schema_jsonl_reports_every_line_and_a_summary() {
 
 #[test]
 fn convert_prints_gbnf_that_reads_back() {
-    let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/rpg_template.lark"]).output().unwrap();
+    let out =
+        domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/rpg_template.lark"]).output().unwrap();
     // %ignore has no GBNF form: a clear grammar error.
     assert_eq!(out.status.code(), Some(2));
     let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/c.gbnf"]).output().unwrap();
@@ -112,4 +113,19 @@ fn convert_prints_gbnf_that_reads_back() {
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "root ::= ([a-c]{2,3} \"x\"?)");
     let out = domino().args(["grammar", "convert"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn check_time_limit_reports_timeout() {
+    let out = domino()
+        .current_dir(root())
+        .args(["grammar", "check", "--format", "json", "--timeout-ms", "0", "grammars/c.gbnf"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let first: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    // A zero budget cannot be met: the item is reported as a timeout, not a hang or crash.
+    assert_eq!(first["status"], "error", "{stdout}");
+    assert_eq!(first["error"], "timeout");
+    assert_eq!(out.status.code(), Some(1));
 }

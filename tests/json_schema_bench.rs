@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use domino::grammar::json_schema;
-use domino::grammar::{CompileOptions, ErrorKind};
+use domino::grammar::expr::{Expr, GrammarDef};
+use domino::grammar::json_schema::{self, instances::Generator};
+use domino::grammar::{CompileOptions, ErrorKind, WhitespacePolicy};
 use serde_json::Value;
 
 const PER_SCHEMA_LIMIT: Duration = Duration::from_secs(10);
@@ -41,7 +42,11 @@ struct Counts {
 #[test]
 fn jsonschemabench_dev_subset_compiles() {
     let dir = data_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "jsonl")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
     files.sort();
     assert!(!files.is_empty(), "no .jsonl files in {}", dir.display());
     let mut per_subset: BTreeMap<String, Counts> = BTreeMap::new();
@@ -72,7 +77,9 @@ fn jsonschemabench_dev_subset_compiles() {
                 slowest = (took, format!("{subset}/{id}"));
             }
             match result {
-                Err(_) => panic!("{subset}/{id}: compile did not finish within {PER_SCHEMA_LIMIT:?} (or its thread died)"),
+                Err(_) => {
+                    panic!("{subset}/{id}: compile did not finish within {PER_SCHEMA_LIMIT:?} (or its thread died)")
+                }
                 Ok(Err(_)) => panic!("{subset}/{id}: compile panicked"),
                 Ok(Ok(Ok(_rules))) => counts.ok += 1,
                 Ok(Ok(Err(e))) => match e.kind {
@@ -116,4 +123,105 @@ fn jsonschemabench_dev_subset_compiles() {
     // The project's target is 95 %; this floor keeps regressions visible.
     let rate = total.ok as f64 / n as f64;
     assert!(rate >= 0.85, "ok rate {:.1}% fell below the floor", 100.0 * rate);
+}
+
+/// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
+fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: &mut String) -> bool {
+    if depth > 80 || out.len() > 200_000 {
+        return false;
+    }
+    match e {
+        Expr::Empty => true,
+        Expr::Bytes(b) => {
+            out.push_str(std::str::from_utf8(b).unwrap());
+            true
+        }
+        Expr::Regex(h) => {
+            out.push_str(&g.sample(h));
+            true
+        }
+        Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
+        Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
+        Expr::Alt(alts) => {
+            if alts.is_empty() {
+                return false;
+            }
+            let i = if depth > 40 { 0 } else { g.range(0, alts.len() as u64 - 1) as usize };
+            sample_def(def, g, &alts[i], depth + 1, out)
+        }
+        Expr::Repeat { expr, min, max } => {
+            let hi = max.unwrap_or(min + 2).min(min + 2);
+            let n = if depth > 40 { *min } else { g.range(*min as u64, hi as u64) as u32 };
+            (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
+        }
+    }
+}
+
+/// Soundness on real schemas: documents sampled from each compiled grammar validate with the
+/// `jsonschema` crate (schemas it cannot build a validator for are skipped and counted).
+#[test]
+fn jsonschemabench_grammar_samples_validate() {
+    let dir = data_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    let (mut checked, mut docs, mut skipped) = (0usize, 0usize, 0usize);
+    let mut failures = Vec::new();
+    for file in &files {
+        let subset = file.file_stem().unwrap().to_string_lossy().to_string();
+        for line in std::fs::read_to_string(file).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            let item: Value = serde_json::from_str(line).unwrap();
+            let id = item["id"].as_str().unwrap_or("?");
+            let schema = &item["schema"];
+            let Ok(def) = json_schema::compile(
+                schema,
+                &CompileOptions { whitespace: WhitespacePolicy::Compact, ..CompileOptions::default() },
+            ) else {
+                continue;
+            };
+            let Ok(validator) = jsonschema::options().should_validate_formats(true).build(schema) else {
+                skipped += 1;
+                continue;
+            };
+            checked += 1;
+            let mut g = Generator::new(schema, 3);
+            for _ in 0..20 {
+                let mut out = String::new();
+                if !sample_def(&def, &mut g, &def.rules[def.start.0 as usize].expr, 0, &mut out) {
+                    continue;
+                }
+                docs += 1;
+                match serde_json::from_str::<Value>(&out) {
+                    Ok(doc) if validator.is_valid(&doc) => {}
+                    Ok(doc) => {
+                        let why: Vec<String> = validator
+                            .iter_errors(&doc)
+                            .take(2)
+                            .map(|e| format!("{} at {}", e, e.instance_path()))
+                            .collect();
+                        failures.push(format!(
+                            "{subset}/{id}: invalid sample {}: {why:?}",
+                            &out.chars().take(300).collect::<String>()
+                        ));
+                        break;
+                    }
+                    Err(e) => {
+                        failures.push(format!(
+                            "{subset}/{id}: non-JSON sample ({e}): {}",
+                            &out.chars().take(300).collect::<String>()
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("sampled {docs} documents from {checked} compiled schemas ({skipped} skipped: no jsonschema validator)");
+    for f in &failures {
+        eprintln!("  {f}");
+    }
+    assert!(failures.is_empty(), "{} schemas produced invalid documents", failures.len());
 }

@@ -37,7 +37,7 @@ pub struct DecodeArgs {
     /// Draft counts: loaded at start (if the file exists), saved at the end.
     #[arg(long, value_name = "FILE")]
     pub draft_stats: Option<PathBuf>,
-    /// Smallest count probability for a drafted token.
+    /// Smallest probability (product of count probabilities) for the draft so far to grow.
     #[arg(long, value_name = "P", default_value_t = DEFAULT_DRAFT_THRESHOLD)]
     pub draft_threshold: f32,
     /// Print a one-line summary of the statistics to stderr.
@@ -49,9 +49,15 @@ impl DecodeArgs {
     /// The decoder configuration these flags describe.
     pub fn config(&self) -> anyhow::Result<DecoderConfig> {
         let source = self.constraint.source()?;
-        let method = self.method.unwrap_or(if source.is_some() { Method::Domino } else { Method::None });
+        let method = self
+            .method
+            .unwrap_or(if source.is_some() { Method::Domino } else { Method::None });
         if !(0.0..=1.0).contains(&self.draft_threshold) {
-            return Err(crate::cli::UsageError(format!("--draft-threshold must be in [0, 1], got {}", self.draft_threshold)).into());
+            return Err(crate::cli::UsageError(format!(
+                "--draft-threshold must be in [0, 1], got {}",
+                self.draft_threshold
+            ))
+            .into());
         }
         Ok(DecoderConfig {
             method,
@@ -69,7 +75,11 @@ impl DecodeArgs {
 /// The `--stats` line.
 pub fn stats_line(method: Method, r: &GenerationResult) -> String {
     let s = &r.stats;
-    let acceptance = if s.draft_proposed > 0 { 100.0 * s.draft_accepted as f64 / s.draft_proposed as f64 } else { 0.0 };
+    let acceptance = if s.draft_proposed > 0 {
+        100.0 * s.draft_accepted as f64 / s.draft_proposed as f64
+    } else {
+        0.0
+    };
     format!(
         "{}: {} tokens in {:.0} ms ({:.1} tok/s), {} forward passes, finish {}; masks {} ({:.0} µs), interventions {}, drafts {}/{} accepted ({:.0}%), forced {}",
         method.as_str(),

@@ -92,7 +92,13 @@ fn convert(args: ConvertArgs) -> anyhow::Result<()> {
     }
     let text = match args.to {
         ConvertTarget::Gbnf => print::to_gbnf(&def)?,
-        ConvertTarget::Ir => print::ir_to_gbnf(&crate::grammar::lower::lower(&def)?)?,
+        ConvertTarget::Ir => {
+            let g = crate::grammar::lower::lower(&def)?;
+            for w in g.warnings.iter().skip(def.warnings.len()) {
+                eprintln!("warning: {w}");
+            }
+            print::ir_to_gbnf(&g)?
+        }
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -149,11 +155,20 @@ pub fn check_with_timeout(source: GrammarSource, opts: CompileOptions, timeout: 
     if let Err(e) = spawned {
         return Outcome::Panic(format!("cannot start a worker thread: {e}"));
     }
-    match rx.recv_timeout(timeout) {
+    let started = Instant::now();
+    let received = rx.recv_timeout(timeout);
+    if received.is_ok() && started.elapsed() > timeout {
+        // Finished, but after the deadline: still a timeout (deterministic for tiny limits).
+        return Outcome::Timeout;
+    }
+    match received {
         Ok(Ok(Ok(stats))) => Outcome::Ok(stats),
         Ok(Ok(Err(e))) => Outcome::Failed(e),
         Ok(Err(p)) => Outcome::Panic(
-            p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".into()),
+            p.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into()),
         ),
         Err(mpsc::RecvTimeoutError::Timeout) => Outcome::Timeout,
         Err(mpsc::RecvTimeoutError::Disconnected) => Outcome::Panic("worker thread died".into()),
@@ -317,7 +332,9 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
                         None => format!("line {}", lineno + 1),
                     };
                     match v.get("schema") {
-                        Some(schema) => (id, check_with_timeout(GrammarSource::JsonSchema(schema.clone()), opts.clone(), timeout)),
+                        Some(schema) => {
+                            (id, check_with_timeout(GrammarSource::JsonSchema(schema.clone()), opts.clone(), timeout))
+                        }
                         None => (id, Outcome::Failed(GrammarError::whole("the line has no \"schema\" field"))),
                     }
                 }
@@ -354,7 +371,11 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     if json_out {
         writeln!(out, "{}", summary.json())?;
     } else if args.files.len() > 1 {
-        writeln!(out, "{} checked: {} ok, {} unsupported, {} error", summary.total, summary.ok, summary.unsupported, summary.error)?;
+        writeln!(
+            out,
+            "{} checked: {} ok, {} unsupported, {} error",
+            summary.total, summary.ok, summary.unsupported, summary.error
+        )?;
     }
     out.flush()?;
     match first_failure {

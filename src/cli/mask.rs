@@ -36,7 +36,8 @@ impl VocabArgs {
         }
         if let Some(p) = &self.model {
             return Ok(Arc::new(
-                crate::runtime::load_vocabulary(p).with_context(|| format!("cannot load the vocabulary of {}", p.display()))?,
+                crate::runtime::load_vocabulary(p)
+                    .with_context(|| format!("cannot load the vocabulary of {}", p.display()))?,
             ));
         }
         Err(UsageError("a vocabulary is needed: pass --model PATH or --tokenizer FILE".into()).into())
@@ -50,7 +51,9 @@ pub fn compile_constraint(args: &ConstraintArgs) -> anyhow::Result<Arc<CompiledG
         .ok_or_else(|| UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into()))?;
     let ir = source.compile(&args.compile_options())?;
     CompiledGrammar::new(ir).map_err(|e| match e {
-        EngineError::Lexer(l) => anyhow::Error::new(GrammarError::whole(l.to_string()).with_kind(crate::grammar::ErrorKind::Limit)),
+        EngineError::Lexer(l) => {
+            anyhow::Error::new(GrammarError::whole(l.to_string()).with_kind(crate::grammar::ErrorKind::Limit))
+        }
         other => anyhow::Error::new(other),
     })
 }
@@ -69,7 +72,12 @@ pub fn read_json_lines(path: &Path) -> anyhow::Result<Vec<String>> {
             continue;
         }
         let s: String = serde_json::from_str(line).map_err(|e| {
-            UsageError(format!("{}:{}:{}: expected a JSON string per line: {e}", path.display(), i + 1, e.column()))
+            UsageError(format!(
+                "{}:{}:{}: expected a JSON string per line: {e}",
+                path.display(),
+                i + 1,
+                e.column()
+            ))
         })?;
         out.push(s);
     }
@@ -106,7 +114,14 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
         Some(p) => read_json_lines(p)?,
         None => vec![args.prefix.clone().unwrap_or_default()],
     };
-    let base = Constraint::new(&grammar, &vocab, Options { lookahead: k, ..Default::default() })?;
+    let base = Constraint::new(
+        &grammar,
+        &vocab,
+        Options {
+            lookahead: k,
+            ..Default::default()
+        },
+    )?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut mask = TokenSet::new(vocab.len());
@@ -153,7 +168,12 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
                     .map(|t| format!("{}:{:?}", t.0, String::from_utf8_lossy(vocab.bytes(t))))
                     .collect();
                 if !sample.is_empty() {
-                    writeln!(out, "  {}{}", sample.join(" "), if count > sample.len() { " …" } else { "" })?;
+                    writeln!(
+                        out,
+                        "  {}{}",
+                        sample.join(" "),
+                        if count > sample.len() { " …" } else { "" }
+                    )?;
                 }
                 let forced = c.forced_bytes();
                 if !forced.is_empty() {

@@ -44,13 +44,19 @@ pub fn generate_llama_grammar(
     if request.prompt.is_empty() {
         anyhow::bail!("the prompt is empty: there is nothing to condition the model on");
     }
-    request.sampling.validate().map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
+    request
+        .sampling
+        .validate()
+        .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
     let mut grammar = llama_grammar_sampler(session, gbnf, root)?;
     let vocab = session.model().vocabulary();
     let mut sampler = Sampler::new(request.sampling.clone());
     let mut mask = TokenSet::new(vocab.len());
     let mut candidates: Vec<LlamaTokenData> = Vec::with_capacity(vocab.len());
-    let mut stats = GenerationStats { prompt_tokens: request.prompt.len(), ..Default::default() };
+    let mut stats = GenerationStats {
+        prompt_tokens: request.prompt.len(),
+        ..Default::default()
+    };
 
     let start = Instant::now();
     session.decode(&request.prompt, LogitsAt::Last)?;
@@ -65,9 +71,14 @@ pub fn generate_llama_grammar(
             break FinishReason::Length;
         }
         let logits = session.logits(logits_index);
-        let raw = sampler.sample(logits, None).ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
+        let raw = sampler
+            .sample(logits, None)
+            .ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
         // Check the one sampled token.
-        let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(LlamaToken(raw.0 as i32), logits[raw.index()], 0.0)], false);
+        let mut one = LlamaTokenDataArray::new(
+            vec![LlamaTokenData::new(LlamaToken(raw.0 as i32), logits[raw.index()], 0.0)],
+            false,
+        );
         grammar.apply(&mut one);
         let token = if one.data[0].logit() != f32::NEG_INFINITY {
             raw
@@ -76,7 +87,12 @@ pub fn generate_llama_grammar(
             stats.interventions += 1;
             let t0 = Instant::now();
             candidates.clear();
-            candidates.extend(logits.iter().enumerate().map(|(i, &l)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0)));
+            candidates.extend(
+                logits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &l)| LlamaTokenData::new(LlamaToken(i as i32), l, 0.0)),
+            );
             let mut all = LlamaTokenDataArray::new(std::mem::take(&mut candidates), false);
             grammar.apply(&mut all);
             mask.clear();
@@ -117,6 +133,16 @@ pub fn generate_llama_grammar(
     };
     stats.generated_tokens = tokens.len();
     stats.decode_ms = decode_start.elapsed().as_secs_f64() * 1000.0;
-    stats.tokens_per_s = if stats.decode_ms > 0.0 { tokens.len() as f64 / (stats.decode_ms / 1000.0) } else { 0.0 };
-    Ok(GenerationResult { tokens, bytes, logprobs, finish_reason, stats })
+    stats.tokens_per_s = if stats.decode_ms > 0.0 {
+        tokens.len() as f64 / (stats.decode_ms / 1000.0)
+    } else {
+        0.0
+    };
+    Ok(GenerationResult {
+        tokens,
+        bytes,
+        logprobs,
+        finish_reason,
+        stats,
+    })
 }

@@ -10,7 +10,8 @@
 //!   without consulting the model — guidance's jump-forward, and the template-induced
 //!   misalignment of the paper's Fig. 2;
 //! - **drafts** (`--draft S`, DOMINO §3.6): up to `S` tokens proposed by a count model
-//!   [`DraftModel`] keyed by [`Constraint::draft_context`] (while its probability reaches the
+//!   [`DraftModel`] keyed by [`Constraint::draft_context`] (while the product of the drafted
+//!   tokens' count probabilities — the chance the whole draft is accepted — reaches the
 //!   threshold), or else by the grammar itself where the text is forced (probability 1: the
 //!   tokenizer's first token of the forced bytes; the counts go first because they know
 //!   which tokenization of forced text this model actually prefers). Each proposal is checked with `allows`
@@ -63,7 +64,12 @@ pub struct EngineDecodeOptions {
 
 impl Default for EngineDecodeOptions {
     fn default() -> Self {
-        EngineDecodeOptions { opportunistic: false, draft: 0, draft_threshold: 0.8, template: false }
+        EngineDecodeOptions {
+            opportunistic: false,
+            draft: 0,
+            draft_threshold: 0.8,
+            template: false,
+        }
     }
 }
 
@@ -145,10 +151,21 @@ impl Run<'_> {
     /// Up to `room` draft tokens after the current state (the constraint is left as it was).
     fn propose(&mut self, room: usize, threshold: f32, out: &mut Vec<TokenId>) {
         out.clear();
+        // Probability that the whole draft so far is accepted, under the counts: a later
+        // token only pays if the chain up to it is likely (drafts stop when confidence drops).
+        let mut confidence = 1.0f32;
         while out.len() < room {
             let ctx = self.constraint.draft_context();
-            let Some(t) = self.drafts.propose(ctx, threshold).or_else(|| self.forced_token()) else {
-                break;
+            let counted = self.drafts.best(ctx).filter(|&(_, p)| confidence * p >= threshold);
+            let t = match counted {
+                Some((t, p)) => {
+                    confidence *= p;
+                    t
+                }
+                None => match self.forced_token() {
+                    Some(t) => t,
+                    None => break,
+                },
             };
             if self.vocab.is_eog(t) || self.constraint.commit(t).is_err() {
                 break;
@@ -168,7 +185,12 @@ fn valid_utf8_prefix(b: &[u8]) -> &str {
 }
 
 /// Decode `batch`, with logits at batch indices `need_from..` (at least the last one).
-fn decode_batch(session: &mut Session<'_>, batch: &[TokenId], need_from: usize, positions: &mut Vec<usize>) -> anyhow::Result<()> {
+fn decode_batch(
+    session: &mut Session<'_>,
+    batch: &[TokenId],
+    need_from: usize,
+    positions: &mut Vec<usize>,
+) -> anyhow::Result<()> {
     let last = batch.len() - 1;
     if need_from >= last {
         session.decode(batch, LogitsAt::Last)?;
@@ -196,7 +218,10 @@ pub fn generate_constrained(
     if request.prompt.is_empty() {
         anyhow::bail!("the prompt is empty: there is nothing to condition the model on");
     }
-    request.sampling.validate().map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
+    request
+        .sampling
+        .validate()
+        .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
     if !(0.0..=1.0).contains(&opts.draft_threshold) {
         anyhow::bail!("the draft threshold must be in [0, 1], got {}", opts.draft_threshold);
     }
@@ -219,7 +244,10 @@ pub fn generate_constrained(
         tokens: Vec::new(),
         bytes: Vec::new(),
         logprobs: Vec::new(),
-        stats: GenerationStats { prompt_tokens: request.prompt.len(), ..Default::default() },
+        stats: GenerationStats {
+            prompt_tokens: request.prompt.len(),
+            ..Default::default()
+        },
         on_token,
     };
     let mut positions = Vec::new();
@@ -233,7 +261,11 @@ pub fn generate_constrained(
         run.append_forced(&mut batch, room)?;
     }
     let n_prompt = request.prompt.len();
-    let need_from = if run.want_logprobs { n_prompt - 1 } else { batch.len() - 1 };
+    let need_from = if run.want_logprobs {
+        n_prompt - 1
+    } else {
+        batch.len() - 1
+    };
     decode_batch(session, &batch, need_from, &mut positions)?;
     run.stats.forward_passes += 1;
     for (i, lp) in run.logprobs.iter_mut().enumerate() {
@@ -326,7 +358,11 @@ pub fn generate_constrained(
             let unverified = draft.len() - j;
             if run.full() || run.constraint.is_finished() {
                 session.truncate(session.n_past() - unverified)?;
-                break 'steps if run.full() { FinishReason::Length } else { FinishReason::GrammarEnd };
+                break 'steps if run.full() {
+                    FinishReason::Length
+                } else {
+                    FinishReason::GrammarEnd
+                };
             }
             let logits = session.logits(n_fixed - 1 + j);
             let y = run
@@ -356,11 +392,21 @@ pub fn generate_constrained(
     let mut stats = run.stats;
     stats.generated_tokens = run.tokens.len();
     stats.decode_ms = ms_since(decode_start);
-    stats.tokens_per_s = if stats.decode_ms > 0.0 { stats.generated_tokens as f64 / (stats.decode_ms / 1000.0) } else { 0.0 };
+    stats.tokens_per_s = if stats.decode_ms > 0.0 {
+        stats.generated_tokens as f64 / (stats.decode_ms / 1000.0)
+    } else {
+        0.0
+    };
     stats.masks_computed = c.masks_computed;
     stats.mask_us_total = c.mask_us_total;
     stats.interventions = c.interventions;
-    Ok(GenerationResult { tokens: run.tokens, bytes: run.bytes, logprobs: run.logprobs, finish_reason, stats })
+    Ok(GenerationResult {
+        tokens: run.tokens,
+        bytes: run.bytes,
+        logprobs: run.logprobs,
+        finish_reason,
+        stats,
+    })
 }
 
 #[cfg(test)]

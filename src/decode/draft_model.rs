@@ -68,7 +68,10 @@ pub struct DraftModel {
 impl DraftModel {
     /// An empty model for the (grammar, vocabulary) pair identified by `key`.
     pub fn new(key: u64) -> Self {
-        DraftModel { key, contexts: HashMap::new() }
+        DraftModel {
+            key,
+            contexts: HashMap::new(),
+        }
     }
 
     pub fn key(&self) -> u64 {
@@ -136,11 +139,17 @@ impl DraftModel {
             return Ok(Self::new(key));
         }
         let mut model = Self::new(key);
-        let contexts = v.get("contexts").and_then(|x| x.as_array()).ok_or_else(|| bad("missing \"contexts\""))?;
+        let contexts = v
+            .get("contexts")
+            .and_then(|x| x.as_array())
+            .ok_or_else(|| bad("missing \"contexts\""))?;
         for (i, entry) in contexts.iter().enumerate() {
             let err = || bad(&format!("/contexts/{i} is not [context, total, [[token, count], …]]"));
             let a = entry.as_array().filter(|a| a.len() == 3).ok_or_else(err)?;
-            let ctx = a[0].as_str().and_then(|s| u64::from_str_radix(s, 16).ok()).ok_or_else(err)?;
+            let ctx = a[0]
+                .as_str()
+                .and_then(|s| u64::from_str_radix(s, 16).ok())
+                .ok_or_else(err)?;
             let total = a[1].as_u64().ok_or_else(err)?.min(u32::MAX as u64) as u32;
             let mut tokens = Vec::new();
             for tc in a[2].as_array().ok_or_else(err)? {

@@ -68,7 +68,12 @@ pub struct Chooser {
 
 impl Chooser {
     pub fn new(sampling: SamplingConfig, vocab_len: usize, opportunistic: bool) -> Self {
-        Chooser { sampler: Sampler::new(sampling), mask: TokenSet::new(vocab_len), opportunistic, stats: ChoiceStats::default() }
+        Chooser {
+            sampler: Sampler::new(sampling),
+            mask: TokenSet::new(vocab_len),
+            opportunistic,
+            stats: ChoiceStats::default(),
+        }
     }
 
     /// Whether the opportunistic shortcut is exact for this configuration (greedy, or
@@ -88,7 +93,12 @@ impl Chooser {
     /// The next token: a draw from the constrained distribution of `logits` (greedy: the
     /// masked argmax). `known_allowed` is a token already known to be allowed (a verified
     /// draft), which spares one `allows` check. `None` when nothing is allowed.
-    pub fn choose(&mut self, logits: &[f32], c: &mut dyn AllowedTokens, known_allowed: Option<TokenId>) -> Option<TokenId> {
+    pub fn choose(
+        &mut self,
+        logits: &[f32],
+        c: &mut dyn AllowedTokens,
+        known_allowed: Option<TokenId>,
+    ) -> Option<TokenId> {
         let raw_best = argmax(logits)?;
         let opportunistic = self.opportunistic_is_active();
         if self.sampler.config().is_greedy() {
@@ -189,7 +199,11 @@ mod tests {
         for t in [1u32, 2, 3, 5] {
             allowed.insert(TokenId(t));
         }
-        let config = SamplingConfig { temperature: 0.8, seed: 17, ..Default::default() };
+        let config = SamplingConfig {
+            temperature: 0.8,
+            seed: 17,
+            ..Default::default()
+        };
         let p: Vec<f64> = l.iter().map(|&x| ((x / 0.8) as f64).exp()).collect();
         let pa: f64 = [1usize, 2, 3, 5].iter().map(|&i| p[i]).sum();
         let draws = 60_000;
@@ -201,9 +215,16 @@ mod tests {
                 counts[ch.choose(&l, &mut toy, None).unwrap().index()] += 1;
             }
             for i in 0..6 {
-                let expected = if allowed.contains(TokenId(i as u32)) { p[i] / pa } else { 0.0 };
+                let expected = if allowed.contains(TokenId(i as u32)) {
+                    p[i] / pa
+                } else {
+                    0.0
+                };
                 let f = counts[i] as f64 / draws as f64;
-                assert!((f - expected).abs() < 0.01, "opportunistic={opportunistic} token {i}: {f} vs {expected}");
+                assert!(
+                    (f - expected).abs() < 0.01,
+                    "opportunistic={opportunistic} token {i}: {f} vs {expected}"
+                );
             }
             if opportunistic {
                 assert!(ch.stats.masks_computed < draws, "the mask was not skipped");
@@ -213,10 +234,21 @@ mod tests {
 
     #[test]
     fn truncation_falls_back_to_full_masking() {
-        let config = SamplingConfig { temperature: 1.0, top_k: 2, ..Default::default() };
+        let config = SamplingConfig {
+            temperature: 1.0,
+            top_k: 2,
+            ..Default::default()
+        };
         let ch = Chooser::new(config, 10, true);
         assert!(!ch.opportunistic_is_active());
-        let ch = Chooser::new(SamplingConfig { temperature: 1.0, ..Default::default() }, 10, true);
+        let ch = Chooser::new(
+            SamplingConfig {
+                temperature: 1.0,
+                ..Default::default()
+            },
+            10,
+            true,
+        );
         assert!(ch.opportunistic_is_active());
     }
 

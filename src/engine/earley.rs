@@ -9,8 +9,8 @@
 //!
 //! # Algorithm
 //! A recognizer (no parse forest), so completed items are never stored:
-//! - **Items** are `(dotted, origin)`: `dotted` is a flattened (production, dot) index
-//!   ([`DottedId`]), `origin` the set where the production was predicted. Every stored item
+//! - **Items** are `(dotted, origin)`, two `u32`s: `dotted` is a flattened (production, dot)
+//!   index, `origin` the set where the production was predicted. Every stored item
 //!   waits on a symbol; sets are sorted into *buckets* by that symbol, so "who waits on
 //!   terminal `t`" (scan) and "who waits on nonterminal `A` in set `j`" (complete) are one
 //!   binary search each, and the expected-terminal set is the list of terminal buckets.
@@ -18,8 +18,9 @@
 //!   its dot is also advanced over every nullable nonterminal that follows (precomputed as a
 //!   contiguous *skip chain* per dotted item). Consequently a completion whose origin is the
 //!   current set never needs processing (its effect is already in the skip chains).
-//! - **Prediction** uses precomputed closures: predicting `B` adds, for every nonterminal in
-//!   `closure(B)` not yet predicted in this set, its precomputed chain-expanded items. A
+//! - **Prediction** uses precomputed tables: predicting `B` adds `B`'s chain-expanded items
+//!   (one precomputed slice) and then predicts the nonterminals those items wait on (another
+//!   precomputed slice per nonterminal, walked with an explicit stack). A
 //!   per-set bitset of predicted nonterminals makes that idempotent; predicted items all have
 //!   origin = the new set, so they never collide with scanned/completed items.
 //! - **Leo items** keep right recursion linear: when a set `j` has exactly one item waiting on
@@ -42,14 +43,20 @@
 //!   push or pop after a clone copies at most the last chunk (copy on write), and a diverging
 //!   clone copies the spine (`depth / CHUNK_SETS` pointers) once per `CHUNK_SETS` pushes.
 //!
+//! # Memory
+//! Sets are stored flat per chunk (items, buckets, expected-terminal bitsets). The working
+//! memory of a push (item buffer, dedup table, predicted bitset, sort keys, emptied chunks
+//! for reuse) is thread-local and shared by all parsers on the thread, so a push allocates
+//! nothing in the steady state and a fresh clone owns no buffers.
+//!
 //! # Fingerprints
 //! See [`Parser::state_fingerprint`]: a hash of the top set's items where each item's origin
-//! is replaced by the fingerprint of what happens when its production completes (Leo chains
-//! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar.
+//! is replaced by a hash of what happens when its production completes (Leo chains
+//! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar. They are
+//! computed lazily, so the many push/pop probes of mask computation never pay for them.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::grammar::ir::{self, Symbol, TerminalId};
@@ -68,11 +75,6 @@ const ACCEPT_CONTEXT: u64 = 0x5e1f_c0de_acce_97ed;
 const INTERNAL_CONTEXT: u64 = 0x1e7e_4a11_0000_0001;
 /// Marks a Leo record inside a strongly connected component.
 const LEO_CONTEXT: u64 = 0x1e0_1e0_1e0;
-
-
-/// A production with a dot position, flattened: `ParserTables::dots[id]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DottedId(pub u32);
 
 /// What the tables know about one dotted item.
 #[derive(Clone, Copy, Debug)]
@@ -104,9 +106,10 @@ pub struct ParserTables {
     /// complete ones left out) that predicting `A` adds.
     own_items: Vec<u32>,
     own_ranges: Vec<(u32, u32)>,
-    /// Per nonterminal: the nonterminals predicted along with it (itself first).
-    closure: Vec<u32>,
-    closure_ranges: Vec<(u32, u32)>,
+    /// Per nonterminal: the distinct nonterminals its predicted items wait on (what predicting
+    /// it predicts next). Direct links only, so the tables stay linear in the grammar size.
+    left_nts: Vec<u32>,
+    left_ranges: Vec<(u32, u32)>,
     nullable: Vec<bool>,
     /// Productions dropped because they use an unproductive nonterminal.
     dropped_productions: usize,
@@ -114,7 +117,7 @@ pub struct ParserTables {
 
 impl ParserTables {
     /// Analyse `grammar`: drop productions over unproductive nonterminals, compute nullable
-    /// symbols, flatten (production, dot) pairs, skip chains and prediction closures.
+    /// symbols, flatten (production, dot) pairs, skip chains and prediction links.
     ///
     /// # Panics
     /// If the grammar violates the IR's ID invariant (a symbol or `start` out of range); the
@@ -135,24 +138,16 @@ impl ParserTables {
         }
 
         // Productive nonterminals (least fixpoint), then keep only productions over them.
-        let mut productive = vec![false; n0];
-        loop {
-            let mut changed = false;
-            for p in &grammar.productions {
-                if !productive[p.lhs.0 as usize]
-                    && p.rhs.iter().all(|s| match *s {
-                        Symbol::Terminal(_) => true,
-                        Symbol::Nonterminal(a) => productive[a.0 as usize],
-                    })
-                {
-                    productive[p.lhs.0 as usize] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let productive = least_fixpoint(
+            n0,
+            grammar.productions.iter().map(|p| {
+                let nts = p.rhs.iter().filter_map(|s| match *s {
+                    Symbol::Terminal(_) => None,
+                    Symbol::Nonterminal(a) => Some(a.0),
+                });
+                (p.lhs.0, nts.collect())
+            }),
+        );
         let sym_ok = |s: &Symbol| match *s {
             Symbol::Terminal(_) => true,
             Symbol::Nonterminal(a) => productive[a.0 as usize],
@@ -177,22 +172,16 @@ impl ParserTables {
         }
 
         // Nullable nonterminals (least fixpoint).
-        let mut nullable = vec![false; num_nonterminals];
-        loop {
-            let mut changed = false;
-            for (lhs, rhs) in &prods {
-                if !nullable[*lhs as usize]
-                    && rhs.iter().all(|&k| k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize])
-                {
-                    nullable[*lhs as usize] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let key_nullable = |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
+        // (Productions with a terminal can never derive ε.)
+        let nullable = least_fixpoint(
+            num_nonterminals,
+            prods
+                .iter()
+                .filter(|(_, rhs)| rhs.iter().all(|&k| k >= num_terminals as u32))
+                .map(|(lhs, rhs)| (*lhs, rhs.iter().map(|&k| k - num_terminals as u32).collect())),
+        );
+        let key_nullable =
+            |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
 
         // Flatten dotted items; skip chains computed right to left.
         let mut dots: Vec<DotInfo> = Vec::new();
@@ -201,8 +190,7 @@ impl ParserTables {
             let base = dots.len() as u32;
             prod_base.push(base);
             let n = rhs.len();
-            for dot in 0..=n {
-                let key = if dot < n { rhs[dot] } else { END };
+            for (dot, key) in rhs.iter().copied().chain([END]).enumerate() {
                 dots.push(DotInfo { key, lhs: *lhs, chain_end: base + dot as u32, last: dot + 1 == n });
             }
             for dot in (0..n).rev() {
@@ -233,31 +221,23 @@ impl ParserTables {
             own_ranges.push((start, own_items.len() as u32));
         }
 
-        // Prediction closures (breadth first from each nonterminal).
-        let mut closure = Vec::new();
-        let mut closure_ranges = Vec::with_capacity(num_nonterminals);
+        // Prediction links: the nonterminals each nonterminal's predicted items wait on.
+        let mut left_nts = Vec::new();
+        let mut left_ranges = Vec::with_capacity(num_nonterminals);
         let mut mark = vec![u32::MAX; num_nonterminals];
-        for a in 0..num_nonterminals {
-            let start = closure.len();
-            closure.push(a as u32);
-            mark[a] = a as u32;
-            let mut i = start;
-            while i < closure.len() {
-                let c = closure[i] as usize;
-                let (s, e) = own_ranges[c];
-                for &d in &own_items[s as usize..e as usize] {
-                    let k = dots[d as usize].key;
-                    if k >= num_terminals as u32 {
-                        let b = (k - num_terminals as u32) as usize;
-                        if mark[b] != a as u32 {
-                            mark[b] = a as u32;
-                            closure.push(b as u32);
-                        }
+        for (a, &(s, e)) in own_ranges.iter().enumerate() {
+            let start = left_nts.len() as u32;
+            for &d in &own_items[s as usize..e as usize] {
+                let k = dots[d as usize].key;
+                if k >= num_terminals as u32 {
+                    let b = (k - num_terminals as u32) as usize;
+                    if b != a && mark[b] != a as u32 {
+                        mark[b] = a as u32;
+                        left_nts.push(b as u32);
                     }
                 }
-                i += 1;
             }
-            closure_ranges.push((start as u32, closure.len() as u32));
+            left_ranges.push((start, left_nts.len() as u32));
         }
 
         ParserTables {
@@ -268,8 +248,8 @@ impl ParserTables {
             dots,
             own_items,
             own_ranges,
-            closure,
-            closure_ranges,
+            left_nts,
+            left_ranges,
             nullable,
             dropped_productions,
         }
@@ -304,22 +284,117 @@ impl ParserTables {
         &self.own_items[s as usize..e as usize]
     }
 
-    fn closure_of(&self, a: u32) -> &[u32] {
-        let (s, e) = self.closure_ranges[a as usize];
-        &self.closure[s as usize..e as usize]
+    fn left_of(&self, a: u32) -> &[u32] {
+        let (s, e) = self.left_ranges[a as usize];
+        &self.left_nts[s as usize..e as usize]
+    }
+}
+
+/// The least set `X` of nonterminals such that `lhs ∈ X` whenever all of a rule's listed
+/// nonterminals are in `X` (rules given as `(lhs, nonterminals of the rhs)`). Worklist with
+/// per-rule counters: linear in the grammar size, whatever the dependency order.
+fn least_fixpoint(n: usize, rules: impl Iterator<Item = (u32, Vec<u32>)>) -> Vec<bool> {
+    let rules: Vec<(u32, Vec<u32>)> = rules.collect();
+    let mut waiting = vec![0u32; rules.len()];
+    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut marked = vec![false; n];
+    let mut work = Vec::new();
+    for (r, (lhs, nts)) in rules.iter().enumerate() {
+        waiting[r] = nts.len() as u32;
+        for &b in nts {
+            uses[b as usize].push(r as u32);
+        }
+        if nts.is_empty() && !marked[*lhs as usize] {
+            marked[*lhs as usize] = true;
+            work.push(*lhs);
+        }
+    }
+    while let Some(b) = work.pop() {
+        for &r in &uses[b as usize] {
+            waiting[r as usize] -= 1;
+            let lhs = rules[r as usize].0 as usize;
+            if waiting[r as usize] == 0 && !marked[lhs] {
+                marked[lhs] = true;
+                work.push(lhs as u32);
+            }
+        }
+    }
+    marked
+}
+
+/// Bitset words stored inline up to this many (256 terminals), so cloning a parser (which
+/// holds its top set's expected terminals) allocates nothing for most grammars.
+const INLINE_WORDS: usize = 4;
+
+/// The words of a [`TerminalSet`]: inline when few, else on the heap.
+#[derive(Clone)]
+enum Words {
+    Inline { len: u8, words: [u64; INLINE_WORDS] },
+    Heap(Box<[u64]>),
+}
+
+impl Words {
+    fn zeros(n: usize) -> Self {
+        if n <= INLINE_WORDS {
+            Words::Inline { len: n as u8, words: [0; INLINE_WORDS] }
+        } else {
+            Words::Heap(vec![0; n].into_boxed_slice())
+        }
+    }
+}
+
+impl std::ops::Deref for Words {
+    type Target = [u64];
+
+    #[inline]
+    fn deref(&self) -> &[u64] {
+        match self {
+            Words::Inline { len, words } => &words[..*len as usize],
+            Words::Heap(b) => b,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Words {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u64] {
+        match self {
+            Words::Inline { len, words } => &mut words[..*len as usize],
+            Words::Heap(b) => b,
+        }
+    }
+}
+
+impl PartialEq for Words {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Words {}
+
+impl std::hash::Hash for Words {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl std::fmt::Debug for Words {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
     }
 }
 
 /// A set of terminals (bitset over [`TerminalId`]) of a fixed universe size.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TerminalSet {
-    words: Vec<u64>,
+    words: Words,
 }
 
 impl TerminalSet {
     /// The empty set over terminals `0..universe`.
     pub fn new(universe: usize) -> Self {
-        TerminalSet { words: vec![0; universe.div_ceil(64).max(1)] }
+        TerminalSet { words: Words::zeros(universe.div_ceil(64).max(1)) }
     }
 
     pub fn contains(&self, t: TerminalId) -> bool {
@@ -384,12 +459,12 @@ impl TerminalSet {
 
     /// Whether the two sets share a member.
     pub fn intersects(&self, other: &TerminalSet) -> bool {
-        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
+        self.words.iter().zip(other.words.iter()).any(|(a, b)| a & b != 0)
     }
 
     /// `self ∪= other` (over the common universe).
     pub fn union_with(&mut self, other: &TerminalSet) {
-        self.words.iter_mut().zip(&other.words).for_each(|(a, b)| *a |= b);
+        self.words.iter_mut().zip(other.words.iter()).for_each(|(a, b)| *a |= b);
     }
 
     /// The raw bitset words (bit `i % 64` of word `i / 64` is terminal `i`).
@@ -632,6 +707,7 @@ struct Scratch {
     /// Bitset over nonterminals predicted in the set being built.
     predicted: Vec<u64>,
     predicted_touched: Vec<u32>,
+    predict_stack: Vec<u32>,
     sort_keys: Vec<u64>,
     sorted: Vec<Item>,
     buckets: Vec<Bucket>,
@@ -802,24 +878,31 @@ impl Parser {
     }
 
     /// A 64-bit hash of the current state's *future*: the set of terminal sequences that can
-    /// still follow and which of them complete a sentence.
+    /// still follow, and which of them complete a sentence.
     ///
-    /// Definition: `fp(set) = mix(accepting, Σ_items mix(dotted, ctx(item)))` where `ctx` of
-    /// an item predicted in this set is a constant (its completion context is this very set,
-    /// which the sum describes), and `ctx` of an item with an earlier origin `o` is
-    /// `H(B, fp(h))` for the completion `(B, h)` that completing the item's production from
-    /// `o` triggers: `(lhs, o)` itself, or the topmost completion of its Leo chain.
+    /// Definition. For a nonterminal `A` and a set `j`, the *completion fingerprint*
+    /// `cfp(A, j)` hashes what completing `A` with origin `j` does: the sum over the items
+    /// of `j` waiting on `A` of `mix(dotted, cfp(lhs, origin))` — or, when `j` has a Leo
+    /// record for `A`, exactly `cfp` of the record's topmost completion; `cfp(S', 0)` is a
+    /// constant "accept". Same-set references (items predicted in `j`) can be cyclic; such
+    /// cycles are hashed as a whole component. Then
+    /// `fp(m) = mix(accepting, Σ mix(dotted, cfp(lhs, origin)))` over the items of the top set
+    /// `m` with origin < `m` (its predicted items are a function of those; set 0 is salted).
     ///
-    /// Guarantee: two states (of parsers over the same [`ParserTables`]) with equal
+    /// Guarantee: two states of parsers over the same [`ParserTables`] with equal
     /// fingerprints have, barring a 64-bit hash collision, the same set of acceptable future
-    /// terminal sequences and the same accepting futures. Reason: by induction over sets, an
-    /// equal fingerprint means the same items with origins whose completion behaviour is
-    /// equal (the Earley steps only ever look at the items of a set and, on completion, at the
-    /// waiters of the origin set, which `fp(h)` covers), and a Leo chain's intermediate
-    /// completions have no effect besides the top one. Unequal fingerprints say nothing
-    /// (different item sets can have the same future); it is a cache key, not an equivalence
-    /// test. Origins are normalised: in a JSON-like grammar the state after `[1, 2,` and after
-    /// `[1, 2, 3,` hash equal, whether lists are left- or right-recursive.
+    /// terminal sequences and the same accepting ones. Reason: the future of an item is
+    /// (rest of its production) · (future of completing its lhs from its origin), and the
+    /// latter is the union over the origin's waiters of the same thing, which is what `cfp`
+    /// hashes, recursively; Leo records are exact (intermediate completions of a chain have
+    /// no other effect). The random-grammar tests check this against an oracle. Unequal
+    /// fingerprints say nothing (it is a cache key, not an equivalence test), but origins
+    /// are normalised through `cfp`, so in a JSON-like grammar the state after `[1, 2,` and
+    /// after `[1, 2, 3,` hash equal (left- or right-recursive lists alike), and so do the
+    /// first and the later members of an object.
+    ///
+    /// Cost: computed on first call and cached inside the (shared) sets; computing it may
+    /// walk back through origin sets not fingerprinted yet (iteratively, each set once).
     pub fn state_fingerprint(&self) -> u64 {
         fingerprint_of(&self.tables, &self.stack(), self.num_sets - 1)
     }
@@ -831,7 +914,9 @@ impl Parser {
             return false;
         }
         SCRATCH.with_borrow_mut(|s| {
-            let accepting = self.build_set(s, t);
+            let mut stats = self.stats;
+            let accepting = self.build_set(s, t, &mut stats);
+            self.stats = stats;
             self.finish_set(s, accepting);
         });
         true
@@ -839,7 +924,7 @@ impl Parser {
 
     /// Scan `t` from the top set and run completion (prediction happens as items arrive);
     /// leaves the new set's items in `s`. Returns whether it accepts.
-    fn build_set(&mut self, s: &mut Scratch, t: TerminalId) -> bool {
+    fn build_set(&self, s: &mut Scratch, t: TerminalId, stats: &mut ParserStats) -> bool {
         let tables = &*self.tables;
         let m = self.num_sets as u32;
         s.begin(tables);
@@ -854,7 +939,7 @@ impl Parser {
             if !s.seen.insert(completion_key(a, o)) {
                 continue;
             }
-            self.stats.completions += 1;
+            stats.completions += 1;
             if a == tables.accept_nt {
                 accepting = true;
                 continue;
@@ -863,7 +948,7 @@ impl Parser {
             let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
             let bucket = origin_set.buckets[b];
             if bucket.leo_nt != NO_LEO {
-                self.stats.leo_jumps += 1;
+                stats.leo_jumps += 1;
                 let (top_nt, top_origin) = (bucket.leo_nt, bucket.leo_origin);
                 if !s.seen.insert(completion_key(top_nt, top_origin)) {
                     continue;
@@ -884,6 +969,15 @@ impl Parser {
             }
         }
         accepting
+    }
+
+    /// Whether pushing `t` would leave the parser accepting (`push(t) && is_accepting()`),
+    /// without changing or copying anything: for end-of-sequence checks on shared states.
+    pub fn accepts_after(&self, t: TerminalId) -> bool {
+        if !self.expected.contains(t) {
+            return false;
+        }
+        SCRATCH.with_borrow_mut(|s| self.build_set(s, t, &mut ParserStats::default()))
     }
 
     /// Undo the last successful push (no-op at depth 0).
@@ -1386,23 +1480,35 @@ impl Scratch {
         }
     }
 
-    /// Predict nonterminal `a` (and its closure) in set `m`.
+    /// Predict nonterminal `a` (and everything it predicts) in set `m`.
     #[inline]
     fn predict(&mut self, tables: &ParserTables, a: u32, m: u32) {
-        if self.predicted[a as usize / 64] >> (a % 64) & 1 == 1 {
+        if !self.mark_predicted(a) {
             return;
         }
-        for &c in tables.closure_of(a) {
-            let (w, bit) = (c as usize / 64, 1u64 << (c % 64));
-            if self.predicted[w] & bit != 0 {
-                continue;
-            }
-            self.predicted[w] |= bit;
-            self.predicted_touched.push(c);
+        self.predict_stack.push(a);
+        while let Some(c) = self.predict_stack.pop() {
             for &d in tables.own(c) {
                 self.items.push(Item { dotted: d, origin: m });
             }
+            for &b in tables.left_of(c) {
+                if self.mark_predicted(b) {
+                    self.predict_stack.push(b);
+                }
+            }
         }
+    }
+
+    /// Marks `a` predicted in the set being built; false if it already was.
+    #[inline]
+    fn mark_predicted(&mut self, a: u32) -> bool {
+        let (w, bit) = (a as usize / 64, 1u64 << (a % 64));
+        if self.predicted[w] & bit != 0 {
+            return false;
+        }
+        self.predicted[w] |= bit;
+        self.predicted_touched.push(a);
+        true
     }
 }
 

@@ -83,11 +83,12 @@
 //! ```
 
 pub mod earley;
+pub mod persist;
 pub mod tree;
 pub mod trie;
 
 use crate::grammar::ir;
-use crate::lexer::{DEAD, LexerError, ScanState, Scanner};
+use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
 use std::collections::HashMap;
@@ -115,7 +116,11 @@ impl std::fmt::Display for EngineError {
         match self {
             EngineError::Lexer(e) => write!(f, "cannot build the scanner: {e}"),
             EngineError::TokenNotAllowed { token, after_commits } => {
-                write!(f, "token {} is not allowed by the grammar after {after_commits} commits", token.0)
+                write!(
+                    f,
+                    "token {} is not allowed by the grammar after {after_commits} commits",
+                    token.0
+                )
             }
             EngineError::BytesNotAllowed { offset, after_commits } => write!(
                 f,
@@ -147,7 +152,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { lookahead: None, mask_cache_bytes: 64 << 20 }
+        Options {
+            lookahead: None,
+            mask_cache_bytes: 64 << 20,
+        }
     }
 }
 
@@ -182,7 +190,14 @@ impl CompiledGrammar {
         let follow = Follow::new(&g);
         let live_follow = follow.live_table(&scanner, 64 << 20);
         let tables = Arc::new(ParserTables::new(&g));
-        Ok(Arc::new(CompiledGrammar { grammar: g, scanner, follow, live_follow, tables, caches: Mutex::new(Vec::new()) }))
+        Ok(Arc::new(CompiledGrammar {
+            grammar: g,
+            scanner,
+            follow,
+            live_follow,
+            tables,
+            caches: Mutex::new(Vec::new()),
+        }))
     }
 
     pub fn grammar(&self) -> &ir::Grammar {
@@ -209,22 +224,25 @@ impl CompiledGrammar {
     }
 }
 
-/// Per-(grammar, vocabulary) shared state: the vocabulary trie, one lazily built subterminal
-/// tree per scanner state, and the finished-mask cache.
+/// Per-(grammar, vocabulary) shared state: the vocabulary trie, the lazily built subterminal
+/// trees (one per scanner component), and the finished-mask cache.
 pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
-    trees: Vec<OnceLock<Arc<SubterminalTree>>>,
+    components: Vec<OnceLock<Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
 }
 
 /// Totals over the trees built so far.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct TreeStats {
+    /// Component trees built (each one walk over the vocabulary trie).
     pub trees: usize,
     pub tree_nodes: usize,
     pub groups: usize,
+    /// Bytes of the trees (nodes, edges, token lists).
     pub memory_bytes: usize,
+    /// Bytes of the vocabulary trie.
     pub trie_bytes: usize,
 }
 
@@ -236,38 +254,66 @@ impl TreeCache {
         TreeCache {
             trie,
             vocab_len: vocab.len(),
-            trees: (0..scanner.num_states()).map(|_| OnceLock::new()).collect(),
+            components: (0..scanner.num_components()).map(|_| OnceLock::new()).collect(),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
 
-    /// The tree of scanner state `q`, built on first use.
-    pub fn tree(&self, grammar: &CompiledGrammar, q: ScanState) -> &Arc<SubterminalTree> {
-        self.trees[q.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build(&grammar.scanner, &grammar.follow, grammar.live_follow.as_ref(), &self.trie, self.vocab_len, q))
+    /// The tree of one scanner component, built on first use.
+    pub fn component_tree(&self, grammar: &CompiledGrammar, c: ComponentId) -> &Arc<SubterminalTree> {
+        self.components[c.0 as usize].get_or_init(|| {
+            Arc::new(SubterminalTree::build_component(
+                &grammar.scanner,
+                &grammar.follow,
+                grammar.live_follow.as_ref(),
+                &self.trie,
+                self.vocab_len,
+                c,
+            ))
         })
     }
 
-    /// Build the tree of every scanner state a constraint can be in between tokens (the
-    /// paper's offline setting): breadth-first from the start state through the states tokens
-    /// end in. Returns the number of trees built.
+    /// Build every tree a constraint can need (the paper's offline setting): the component
+    /// trees reachable from the start state through the states tokens end in. Returns the
+    /// number of trees.
     pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
-        let mut seen = vec![false; self.trees.len()];
-        let mut queue = vec![Scanner::START];
-        seen[0] = true;
-        while let Some(q) = queue.pop() {
-            for &e in self.tree(grammar, q).end_states() {
-                if !std::mem::replace(&mut seen[e.0 as usize], true) {
-                    queue.push(e);
+        let sc = &grammar.scanner;
+        let mut seen = vec![false; self.components.len()];
+        let mut queue: Vec<ComponentId> = Vec::new();
+        let visit = |c: ComponentId, seen: &mut Vec<bool>, queue: &mut Vec<ComponentId>| {
+            if !std::mem::replace(&mut seen[c.0 as usize], true) {
+                queue.push(c);
+            }
+        };
+        for &c in sc.components(Scanner::START) {
+            visit(c, &mut seen, &mut queue);
+        }
+        let mut state_seen = vec![false; sc.num_states()];
+        state_seen[0] = true;
+        let mut n = 0;
+        while let Some(c) = queue.pop() {
+            n += 1;
+            let t = self.component_tree(grammar, c).clone();
+            for &e in t.end_components() {
+                visit(e, &mut seen, &mut queue);
+            }
+            for &q in t.end_states() {
+                if !std::mem::replace(&mut state_seen[q.0 as usize], true) {
+                    for &e in sc.components(q) {
+                        visit(e, &mut seen, &mut queue);
+                    }
                 }
             }
         }
-        seen.iter().filter(|&&s| s).count()
+        n
     }
 
     pub fn stats(&self) -> TreeStats {
-        let mut s = TreeStats { trie_bytes: self.trie.memory_bytes(), ..Default::default() };
-        for t in self.trees.iter().filter_map(|t| t.get()) {
+        let mut s = TreeStats {
+            trie_bytes: self.trie.memory_bytes(),
+            ..Default::default()
+        };
+        for t in self.components.iter().filter_map(|t| t.get()) {
             s.trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();
@@ -293,7 +339,11 @@ struct MaskCache {
 
 impl MaskCache {
     fn new(capacity: usize) -> Self {
-        MaskCache { capacity, young: HashMap::new(), old: HashMap::new() }
+        MaskCache {
+            capacity,
+            young: HashMap::new(),
+            old: HashMap::new(),
+        }
     }
 
     fn get(&mut self, key: &(u32, u64, u32)) -> Option<Arc<TokenSet>> {
@@ -367,7 +417,10 @@ impl Constraint {
             vocab: vocab.clone(),
             cache,
             opts,
-            configs: vec![Config { parser, scan: Scanner::START }],
+            configs: vec![Config {
+                parser,
+                scan: Scanner::START,
+            }],
             ended: false,
             history: Vec::new(),
         })
@@ -425,7 +478,11 @@ impl Constraint {
         }
         self.compute_mask_uncached(out);
         if let Some(key) = key {
-            self.cache.masks.lock().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(out.clone()));
+            self.cache
+                .masks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, Arc::new(out.clone()));
         }
     }
 
@@ -441,9 +498,18 @@ impl Constraint {
         let k = self.opts.max_inside();
         let grammar = self.grammar.clone();
         let cache = self.cache.clone();
+        let scanner = &grammar.scanner;
         for c in &mut self.configs {
-            let tree = cache.tree(&grammar, c.scan);
-            tree.mask_into(&grammar.scanner, &mut c.parser, k, out);
+            // Every path of a component's tree starts by continuing or ending its terminal:
+            // only components whose terminal the parser expects can contribute.
+            for &comp in scanner.components(c.scan) {
+                if !c.parser.expected().contains(scanner.component(comp).0) {
+                    continue;
+                }
+                cache
+                    .component_tree(&grammar, comp)
+                    .mask_into(scanner, &mut c.parser, k, out);
+            }
         }
         if self.is_accepting() {
             for &e in self.vocab.eog_tokens() {
@@ -480,7 +546,10 @@ impl Constraint {
         if t.index() >= self.vocab.len() {
             return Err(EngineError::TokenOutOfRange(t));
         }
-        let not_allowed = EngineError::TokenNotAllowed { token: t, after_commits: self.history.len() };
+        let not_allowed = EngineError::TokenNotAllowed {
+            token: t,
+            after_commits: self.history.len(),
+        };
         if self.vocab.is_eog(t) {
             if !self.is_accepting() {
                 return Err(not_allowed);
@@ -515,7 +584,10 @@ impl Constraint {
                 self.configs = next;
                 Ok(())
             }
-            Err(offset) => Err(EngineError::BytesNotAllowed { offset, after_commits: self.history.len() }),
+            Err(offset) => Err(EngineError::BytesNotAllowed {
+                offset,
+                after_commits: self.history.len(),
+            }),
         }
     }
 
@@ -546,7 +618,10 @@ impl Constraint {
             return true;
         }
         let scanner = &self.grammar.scanner;
-        !self.configs.iter().any(|c| (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty()))
+        !self
+            .configs
+            .iter()
+            .any(|c| (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty()))
     }
 
     /// The bytes every continuation starts with (empty when there is a choice, including
@@ -566,7 +641,10 @@ impl Constraint {
             let mut only: Option<(u8, Vec<Config>)> = None;
             let mut several = false;
             for b in 0..=255u8 {
-                let next: Vec<Config> = configs.iter().flat_map(|c| step_config(scanner, follow, c, b, 0)).collect();
+                let next: Vec<Config> = configs
+                    .iter()
+                    .flat_map(|c| step_config(scanner, follow, c, b, 0))
+                    .collect();
                 if next.is_empty() {
                     continue;
                 }
@@ -599,7 +677,10 @@ impl Constraint {
     }
 
     fn save(&mut self) {
-        self.history.push(Snapshot { configs: self.configs.clone(), ended: self.ended });
+        self.history.push(Snapshot {
+            configs: self.configs.clone(),
+            ended: self.ended,
+        });
     }
 
     /// The configurations after `bytes` (with at most `max_inside` inside boundaries), or
@@ -654,11 +735,17 @@ fn config_accepts(scanner: &Scanner, c: &Config) -> bool {
 /// expects.
 fn viable(scanner: &Scanner, parser: &Parser, q: ScanState) -> bool {
     let expected = parser.expected();
-    scanner.live_terminals(scanner.live_set(q)).iter().any(|&t| expected.contains(t))
+    scanner
+        .live_terminals(scanner.live_set(q))
+        .iter()
+        .any(|&t| expected.contains(t))
 }
 
 fn step_config(scanner: &Scanner, follow: &Follow, c: &Config, b: u8, _pos: usize) -> Vec<Config> {
-    step_config_marked(scanner, follow, c, b).into_iter().map(|(c, _)| c).collect()
+    step_config_marked(scanner, follow, c, b)
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect()
 }
 
 /// Successor configurations after one byte; `true` marks those that ended a terminal
@@ -667,14 +754,26 @@ fn step_config_marked(scanner: &Scanner, _follow: &Follow, c: &Config, b: u8) ->
     let mut out = Vec::new();
     let cont = scanner.next(c.scan, b);
     if cont != DEAD && viable(scanner, &c.parser, ScanState(cont)) {
-        out.push((Config { parser: c.parser.clone(), scan: ScanState(cont) }, false));
+        out.push((
+            Config {
+                parser: c.parser.clone(),
+                scan: ScanState(cont),
+            },
+            false,
+        ));
     }
     let fresh = scanner.next(Scanner::START, b);
     if fresh != DEAD {
         for &t in scanner.accepting(c.scan) {
             let mut p = c.parser.clone();
             if p.push(t) && viable(scanner, &p, ScanState(fresh)) {
-                out.push((Config { parser: p, scan: ScanState(fresh) }, true));
+                out.push((
+                    Config {
+                        parser: p,
+                        scan: ScanState(fresh),
+                    },
+                    true,
+                ));
             }
         }
     }
@@ -683,7 +782,9 @@ fn step_config_marked(scanner: &Scanner, _follow: &Follow, c: &Config, b: u8) ->
 
 fn dedup_configs(cs: Vec<Config>) -> Vec<Config> {
     let mut seen = std::collections::HashSet::new();
-    cs.into_iter().filter(|c| seen.insert((c.scan.0, c.parser.state_fingerprint()))).collect()
+    cs.into_iter()
+        .filter(|c| seen.insert((c.scan.0, c.parser.state_fingerprint())))
+        .collect()
 }
 
 /// Depth-first search over the splits of one token's bytes from `(parser, q)`: true when
@@ -712,7 +813,17 @@ fn token_walk(
                     continue;
                 }
                 if parser.push(t) {
-                    let ok = token_walk(scanner, follow, parser, ScanState(fresh), bytes, pos + 1, ins, max_inside, Some(t));
+                    let ok = token_walk(
+                        scanner,
+                        follow,
+                        parser,
+                        ScanState(fresh),
+                        bytes,
+                        pos + 1,
+                        ins,
+                        max_inside,
+                        Some(t),
+                    );
                     parser.pop();
                     if ok {
                         return true;

@@ -1,7 +1,7 @@
 //! Vocabulary-aligned subterminal trees (DOMINO §3.3).
 //!
-//! For one scanner state `q`, [`SubterminalTree::build`] walks every vocabulary token's bytes
-//! through the scanner and enumerates **every** way to split them into terminal pieces: the
+//! For one scanner state `q`, the tree `T_q` records, for every vocabulary token, **every**
+//! way to split the token's bytes into terminal pieces: the
 //! rest of the terminal in progress, zero or more whole terminals, and the start of a next
 //! terminal. A split is recorded as its sequence of *boundary events* — "terminal `t` ends
 //! here" — followed by the scanner state reached at the token's end (its live terminals
@@ -13,6 +13,20 @@
 //! terminal, and a group is allowed when one of its live terminals is expected by the parser
 //! at that point (so the final partial piece can still be completed into an acceptable
 //! terminal). This is exact: the grammar allows `prefix · token` iff some split passes.
+//!
+//! # Components: how trees are built and shared
+//! A scanner state is a set of *components* `(terminal t, state of t's DFA)`. Before a
+//! token's first boundary each component runs on its own, and the first boundary ends one
+//! specific terminal, after which the walk continues from the scanner's start state whatever
+//! the component was. So [`SubterminalTree::build_component`] walks the vocabulary trie once
+//! per component (a byte trie: shared prefixes are stepped once, and a dead scanner state
+//! skips the whole subtree), and the tree of a scanner state is [`SubterminalTree::assemble`]d
+//! from its components' trees (token lists shared, not copied). At the root each component
+//! contributes one group, "tokens that stay inside `t`", with live set `{t}`; a token that
+//! keeps several components alive is in several root groups, which is exact because a group
+//! is allowed when *some* live terminal is expected. The expensive walks (open-ended
+//! terminals like a string body, present in many scanner states such as every prefix of
+//! every key literal) thus happen once.
 //!
 //! # Boundaries and lookahead
 //! A boundary at byte position 0 of a token ends the terminal that was in progress before
@@ -31,12 +45,12 @@
 //!
 //! # Invariants
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
-//! - Token ids in a group are sorted and distinct; special tokens never appear.
+//! - Token ids in a group are distinct; special tokens never appear.
 
 use super::earley::Parser;
 use super::trie::VocabTrie;
 use crate::grammar::ir::{self, TerminalId};
-use crate::lexer::{DEAD, LiveSetId, ScanState, Scanner};
+use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
 
 /// Which terminal can immediately follow which in some sentential form of the grammar.
@@ -59,7 +73,9 @@ impl Follow {
             let mut changed = false;
             for p in &g.productions {
                 if !nullable[p.lhs.0 as usize]
-                    && p.rhs.iter().all(|s| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]))
+                    && p.rhs
+                        .iter()
+                        .all(|s| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]))
                 {
                     nullable[p.lhs.0 as usize] = true;
                     changed = true;
@@ -141,7 +157,10 @@ impl Follow {
     /// Everything may follow everything (no pruning).
     pub fn all(num_terminals: usize) -> Self {
         let words = num_terminals.div_ceil(64).max(1);
-        Follow { n: words, bits: vec![u64::MAX; num_terminals * words] }
+        Follow {
+            n: words,
+            bits: vec![u64::MAX; num_terminals * words],
+        }
     }
 
     /// The table "after terminal `t`, may a piece in scanner state `q` still become a terminal
@@ -267,10 +286,33 @@ pub struct TreeNode {
     groups: std::ops::Range<u32>,
 }
 
-/// The subterminal tree `T_q` of one scanner state (see the module doc).
-#[derive(Debug)]
+impl TreeNode {
+    pub(crate) fn new(
+        terminal: TerminalId,
+        inside: u32,
+        children: std::ops::Range<u32>,
+        groups: std::ops::Range<u32>,
+    ) -> Self {
+        TreeNode {
+            terminal,
+            inside,
+            children,
+            groups,
+        }
+    }
+
+    /// (children, groups) index ranges.
+    pub(crate) fn ranges(&self) -> (std::ops::Range<u32>, std::ops::Range<u32>) {
+        (self.children.clone(), self.groups.clone())
+    }
+}
+
+/// The subterminal tree of one scanner component (see the module doc).
+#[derive(Debug, Default)]
 pub struct SubterminalTree {
-    /// Scanner states some token ends in (the states whose trees a walk can need next).
+    /// Components some token ends in without a boundary (component trees only).
+    end_components: Box<[ComponentId]>,
+    /// Scanner states some token ends in after a boundary (component trees only).
     end_states: Box<[ScanState]>,
     nodes: Vec<TreeNode>,
     children: Vec<u32>,
@@ -287,20 +329,36 @@ struct BuildNode {
 }
 
 impl SubterminalTree {
-    /// Build `T_q` for scanner state `q` over the vocabulary trie.
-    pub fn build(
+    /// Build the tree of one component `(t, s)`: the scanner state holding only terminal `t`
+    /// in its DFA state `s`. The tree of a scanner state is the union of its components'
+    /// trees ([`SubterminalTree::assemble`]): before the first boundary each component runs
+    /// alone (a token that keeps several alive lands in each of their root groups, and the
+    /// mask ORs them), and the first boundary ends one specific terminal, after which every
+    /// walk continues from the scanner's start state whatever the component was. So the
+    /// expensive walks (open-ended terminals such as string bodies) happen once per
+    /// component, not once per scanner state that contains it.
+    pub fn build_component(
         scanner: &Scanner,
         follow: &Follow,
         live_follow: Option<&LiveFollow>,
         trie: &VocabTrie,
         vocab_len: usize,
-        q: ScanState,
+        component: ComponentId,
     ) -> Self {
-        let mut nodes = vec![BuildNode { terminal: TerminalId(0), inside: 0, children: vec![], groups: vec![] }];
-        // Threads (scanner state, tree node) of every depth of the current trie path, flat:
-        // depth d's threads are `threads[level_start[d]..level_start[d + 1]]` (no allocation
-        // per trie node).
-        let mut threads: Vec<(ScanState, u32)> = vec![(q, 0)];
+        let (t0, s0) = scanner.component(component);
+        let dfa = scanner.terminal_dfa(t0);
+        let root_live = scanner.singleton_live(t0);
+        let mut nodes = vec![BuildNode {
+            terminal: TerminalId(0),
+            inside: 0,
+            children: vec![],
+            groups: vec![],
+        }];
+        // Threads (state, tree node) of every depth of the current trie path, flat: depth d's
+        // threads are `threads[level_start[d]..level_start[d + 1]]` (no allocation per trie
+        // node). At the root node (0) the state is a state of `t0`'s DFA; below it, a scanner
+        // state.
+        let mut threads: Vec<(u32, u32)> = vec![(s0, 0)];
         let mut level_start: Vec<usize> = vec![0, 1];
         // A terminal may start after `t` with byte `b` when δ(START, b) has a live terminal
         // that can follow `t`: precomputed per (t, b).
@@ -320,6 +378,7 @@ impl SubterminalTree {
         let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
         let mut end_seen = vec![0u64; scanner.num_states().div_ceil(64)];
         let mut end_states: Vec<ScanState> = Vec::new();
+        let mut end_dfa_states: Vec<u32> = Vec::new();
         let mut i = 0usize;
         while i < trie.nodes.len() {
             let tn = trie.nodes[i];
@@ -333,16 +392,26 @@ impl SubterminalTree {
             let fresh = fresh_of[b as usize];
             for ti in p0..p1 {
                 let (s, n) = threads[ti];
-                let cont = scanner.next(s, b);
-                let cont_ok = cont != DEAD
-                    && (n == 0 || live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, cont)));
-                if cont_ok && !threads[p1..].contains(&(ScanState(cont), n)) {
-                    threads.push((ScanState(cont), n));
+                // The terminals that may end before this byte, and the continuation.
+                let (cont, accepting): (u32, &[TerminalId]) = if n == 0 {
+                    let acc: &[TerminalId] = if dfa.is_accepting(s) {
+                        std::slice::from_ref(&t0)
+                    } else {
+                        &[]
+                    };
+                    (dfa.next(s, b), acc)
+                } else {
+                    let c = scanner.next(ScanState(s), b);
+                    let ok = c != DEAD && live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, c));
+                    (if ok { c } else { DEAD }, scanner.accepting(ScanState(s)))
+                };
+                if cont != DEAD && !threads[p1..].contains(&(cont, n)) {
+                    threads.push((cont, n));
                 }
                 if fresh == DEAD {
                     continue;
                 }
-                for &t in scanner.accepting(s) {
+                for &t in accepting {
                     if !start_ok[t.0 as usize * 256 + b as usize] {
                         continue;
                     }
@@ -358,13 +427,18 @@ impl SubterminalTree {
                         None => {
                             let id = nodes.len() as u32;
                             let inside = nodes[n as usize].inside + (pos > 0) as u32;
-                            nodes.push(BuildNode { terminal: t, inside, children: vec![], groups: vec![] });
+                            nodes.push(BuildNode {
+                                terminal: t,
+                                inside,
+                                children: vec![],
+                                groups: vec![],
+                            });
                             nodes[n as usize].children.push((label, id));
                             id
                         }
                     };
-                    if !threads[p1..].contains(&(ScanState(fresh), child)) {
-                        threads.push((ScanState(fresh), child));
+                    if !threads[p1..].contains(&(fresh, child)) {
+                        threads.push((fresh, child));
                     }
                 }
             }
@@ -375,11 +449,18 @@ impl SubterminalTree {
             let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
-                    if end_seen[s.0 as usize / 64] >> (s.0 % 64) & 1 == 0 {
-                        end_seen[s.0 as usize / 64] |= 1 << (s.0 % 64);
-                        end_states.push(s);
-                    }
-                    let live = scanner.live_set(s);
+                    let live = if n == 0 {
+                        if !end_dfa_states.contains(&s) {
+                            end_dfa_states.push(s);
+                        }
+                        root_live
+                    } else {
+                        if end_seen[s as usize / 64] >> (s % 64) & 1 == 0 {
+                            end_seen[s as usize / 64] |= 1 << (s % 64);
+                            end_states.push(ScanState(s));
+                        }
+                        scanner.live_set(ScanState(s))
+                    };
                     // Direct-mapped cache of (node, live set) → group index: nodes may have
                     // hundreds of groups, and neighbouring trie nodes hit the same ones.
                     let slot = (n.wrapping_mul(0x9E37_79B9) ^ live.0.wrapping_mul(0x85EB_CA6B)) as usize >> 24;
@@ -404,7 +485,7 @@ impl SubterminalTree {
             level_start.push(threads.len());
             i += 1;
         }
-        // Freeze: children and groups contiguous, breadth-irrelevant order.
+        // Freeze: children and groups contiguous.
         let mut out_nodes = Vec::with_capacity(nodes.len());
         let mut children = Vec::new();
         let mut groups = Vec::new();
@@ -413,7 +494,10 @@ impl SubterminalTree {
             children.extend(n.children.iter().map(|c| c.1));
             let g0 = groups.len() as u32;
             for (live, ids) in n.groups {
-                groups.push(Group { live, tokens: TokenList::from_unsorted(ids, vocab_len) });
+                groups.push(Group {
+                    live,
+                    tokens: TokenList::from_unsorted(ids, vocab_len),
+                });
             }
             out_nodes.push(TreeNode {
                 terminal: n.terminal,
@@ -423,10 +507,46 @@ impl SubterminalTree {
             });
         }
         end_states.sort_unstable();
-        SubterminalTree { end_states: end_states.into(), nodes: out_nodes, children, groups }
+        let mut end_components: Vec<ComponentId> = end_dfa_states
+            .iter()
+            .filter_map(|&s| scanner.component_id(t0, s))
+            .collect();
+        end_components.sort_unstable();
+        SubterminalTree {
+            end_components: end_components.into(),
+            end_states: end_states.into(),
+            nodes: out_nodes,
+            children,
+            groups,
+        }
     }
 
-    /// Scanner states in which some token ends when starting from this tree's state.
+    pub(crate) fn parts(&self) -> (&[TreeNode], &[u32], &[Group]) {
+        (&self.nodes, &self.children, &self.groups)
+    }
+
+    pub(crate) fn from_parts(
+        end_components: Vec<ComponentId>,
+        end_states: Vec<ScanState>,
+        nodes: Vec<TreeNode>,
+        children: Vec<u32>,
+        groups: Vec<Group>,
+    ) -> Self {
+        SubterminalTree {
+            end_components: end_components.into(),
+            end_states: end_states.into(),
+            nodes,
+            children,
+            groups,
+        }
+    }
+
+    /// Components in which some token ends (without a boundary) from this component tree.
+    pub fn end_components(&self) -> &[ComponentId] {
+        &self.end_components
+    }
+
+    /// Scanner states in which some token ends after a boundary, from this component tree.
     pub fn end_states(&self) -> &[ScanState] {
         &self.end_states
     }
@@ -439,11 +559,12 @@ impl SubterminalTree {
         self.groups.len()
     }
 
+    /// Bytes of the tree: nodes, edges, groups and their token lists.
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<TreeNode>()
-            + self.end_states.len() * 4
-            + self.children.len() * 4
-            + self.groups.iter().map(|g| std::mem::size_of::<Group>() + g.tokens.memory_bytes()).sum::<usize>()
+            + (self.end_states.len() + self.end_components.len() + self.children.len()) * 4
+            + self.groups.len() * std::mem::size_of::<Group>()
+            + self.groups.iter().map(|g| g.tokens.memory_bytes()).sum::<usize>()
     }
 
     /// OR into `out` every token whose split the parser accepts, checking at most

@@ -47,7 +47,13 @@ impl VocabTrie {
             }
             for (d, &b) in bytes.iter().enumerate().skip(lcp) {
                 let t = tokens.len() as u32;
-                nodes.push(TrieNode { byte: b, depth: d as u32 + 1, next: 0, tok_start: t, tok_end: t });
+                nodes.push(TrieNode {
+                    byte: b,
+                    depth: d as u32 + 1,
+                    next: 0,
+                    tok_start: t,
+                    tok_end: t,
+                });
                 path.push(nodes.len() as u32 - 1);
             }
             let last = *path.last().expect("tokens are non-empty");
@@ -59,7 +65,11 @@ impl VocabTrie {
         while let Some(n) = path.pop() {
             nodes[n as usize].next = nodes.len() as u32;
         }
-        VocabTrie { nodes, tokens, max_depth }
+        VocabTrie {
+            nodes,
+            tokens,
+            max_depth,
+        }
     }
 
     pub fn memory_bytes(&self) -> usize {
@@ -74,7 +84,11 @@ mod tests {
     #[test]
     fn preorder_trie_spells_every_token() {
         let words: Vec<&[u8]> = vec![b"ab", b"a", b"abc", b"b", b"ab", b"", b"ba"];
-        let v = Vocabulary::new(words.iter().map(|w| w.to_vec()).collect(), vec![false; words.len()], vec![]);
+        let v = Vocabulary::new(
+            words.iter().map(|w| w.to_vec()).collect(),
+            vec![false; words.len()],
+            vec![],
+        );
         let trie = VocabTrie::new(&v);
         // Rebuild each token's bytes from the preorder walk.
         let mut path: Vec<u8> = Vec::new();

@@ -340,7 +340,10 @@ impl<'a> Parser<'a> {
         let digits = self.cur.rest_from(start);
         match digits.parse::<u32>() {
             Ok(n) if n <= MAX_REPEAT => Ok(Some(n)),
-            _ => Err(error_at(span, format!("repetition bound {digits} above the limit of {MAX_REPEAT}")).with_kind(ErrorKind::Limit)),
+            _ => {
+                Err(error_at(span, format!("repetition bound {digits} above the limit of {MAX_REPEAT}"))
+                    .with_kind(ErrorKind::Limit))
+            }
         }
     }
 
@@ -358,7 +361,10 @@ impl<'a> Parser<'a> {
             }
             Some('(') => {
                 if nest + 1 > MAX_EXPR_DEPTH {
-                    return Err(self.cur.error(format!("groups nested deeper than {MAX_EXPR_DEPTH} levels")).with_kind(ErrorKind::Limit));
+                    return Err(self
+                        .cur
+                        .error(format!("groups nested deeper than {MAX_EXPR_DEPTH} levels"))
+                        .with_kind(ErrorKind::Limit));
                 }
                 self.cur.bump();
                 self.ws();
@@ -367,7 +373,10 @@ impl<'a> Parser<'a> {
                 if self.cur.peek() != Some(')') {
                     return Err(match self.cur.peek() {
                         None => error_at(span, "unclosed `(` (end of input before `)`)"),
-                        Some(c) => self.cur.error(format!("expected `)` to close the group opened at {}:{}, found {c:?}", span.line, span.column)),
+                        Some(c) => self.cur.error(format!(
+                            "expected `)` to close the group opened at {}:{}, found {c:?}",
+                            span.line, span.column
+                        )),
                     });
                 }
                 self.cur.bump();
@@ -377,6 +386,11 @@ impl<'a> Parser<'a> {
                 let name = self.name().unwrap();
                 let i = self.slot(&name, span);
                 Ok(Built::leaf(Expr::Ref(RuleId(i as u32))))
+            }
+            Some('<') | Some('!') if matches!(self.cur.peek_at(if self.cur.peek() == Some('!') { 1 } else { 0 }), Some('<')) => {
+                Err(self.cur.error(
+                    "token references (`<...>`, `!<...>`) are not supported: domino grammars describe text, not token ids",
+                ))
             }
             Some(c) => Err(self.cur.error(format!("unexpected {c:?}: expected a literal, class, `.`, `(` or rule name"))),
             None => Err(self.cur.error("unexpected end of input")),
@@ -541,6 +555,12 @@ mod tests {
         let e = parse("root ::= \"a\"\n  foo-bar", "root").unwrap_err();
         assert_eq!(e.location, super::super::Location::LineColumn { line: 2, column: 3 });
         assert!(e.message.contains("foo-bar"), "{e}");
+    }
+
+    #[test]
+    fn token_references_are_a_clear_error() {
+        assert!(parse("root ::= <think> \"a\"", "root").unwrap_err().message.contains("token references"));
+        assert!(parse("root ::= !<[12]>", "root").unwrap_err().message.contains("token references"));
     }
 
     #[test]

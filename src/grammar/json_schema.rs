@@ -30,13 +30,42 @@
 //!   `": "` after keys, `[]`/`{}` for empty containers) for the first [`MAX_PRETTY_DEPTH`]
 //!   levels of nesting; values nested deeper than that are written compactly.
 //!
+//! # Combinators
+//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`).
+//! - `anyOf` is an alternation; sibling keywords are merged into each branch.
+//! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
+//!   of different types, disjoint constants, a required discriminator property with
+//!   different constants, a required property another branch forbids, or string patterns /
+//!   formats whose regexes have an empty intersection (checked on their DFAs). Branches that
+//!   only list `enum`/`const` values become the values listed exactly once. Branches that
+//!   only say which properties are `required` become a presence constraint (below).
+//!   Anything else is `Unsupported` naming `oneOf`.
+//! - Presence constraints — `oneOf`/`anyOf` of `required` sets, `dependencies` /
+//!   `dependentRequired` property lists, `not: {required: [...]}` — are exact: the member
+//!   chain tracks which of the (at most 12) properties concerned are present.
+//! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}` and
+//!   `{required: [...]}`; other forms are `Unsupported`.
+//!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
-//! - Integers are written without fraction or exponent; bounded numbers without exponent.
+//! Each is reported in [`GrammarDef::warnings`] where it applies.
+//! - Integers are written without fraction or exponent (and never as `-0`); bounded numbers
+//!   without exponent.
 //! - `patternProperties` whose keys do not cover every string: keys matching no pattern are not
-//!   generated even when `additionalProperties` would allow them (a warning says so).
+//!   generated even when `additionalProperties` would allow them.
 //! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
 //!   they would be ignored, so this is stricter there).
+//! - Length bounds on a `pattern` with several repeated parts split the length budget between
+//!   them; with one repeated part they are exact.
+//! - Schema-valued `dependencies` of the form `{properties, required}`: the property schemas
+//!   apply whether or not the trigger property is present.
+//! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
+//!   that type (exact unless a single branch is untyped).
 //! - `uniqueItems: true` is compiled only when at most one item is possible.
+//!
+//! # Soundness tests
+//! `tests/json_schema.rs` checks generated instances both ways against the `jsonschema`
+//! crate, and samples documents from the grammars themselves (and from every compiled
+//! JSONSchemaBench schema in `tests/json_schema_bench.rs`) and validates them.
 //!
 //! # Limits (errors, never stack overflows)
 //! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
@@ -56,7 +85,7 @@ use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
 use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
 
 /// Subschemas nested deeper than this on one compile path are a `Limit` error.
-pub const MAX_SCHEMA_DEPTH: usize = 64;
+pub const MAX_SCHEMA_DEPTH: usize = 128;
 /// `Pretty` indents this many levels; deeper values are written compactly.
 pub const MAX_PRETTY_DEPTH: u32 = 16;
 /// More `enum` values than this are a `Limit` error.
@@ -72,24 +101,74 @@ pub const MAX_COUNT_STATES: usize = 20_000;
 
 /// Keywords that constrain nothing.
 const ANNOTATIONS: &[&str] = &[
-    "title", "description", "$schema", "$id", "id", "$comment", "default", "examples", "example", "deprecated",
-    "readOnly", "writeOnly", "$anchor", "$dynamicAnchor", "$vocabulary", "contentEncoding", "contentMediaType",
-    "contentSchema", "$defs", "definitions",
+    "title",
+    "description",
+    "$schema",
+    "$id",
+    "id",
+    "$comment",
+    "default",
+    "examples",
+    "example",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$anchor",
+    "$dynamicAnchor",
+    "$vocabulary",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+    "$defs",
+    "definitions",
 ];
 
 /// Keywords compiled here.
 const HANDLED: &[&str] = &[
-    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
-    "patternProperties", "minProperties", "maxProperties", "items", "prefixItems", "additionalItems", "minItems",
-    "maxItems", "uniqueItems", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "dependencies", "dependentRequired",
+    "type",
+    "enum",
+    "const",
+    "$ref",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "minProperties",
+    "maxProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "dependencies",
+    "dependentRequired",
 ];
 
 /// Keywords that constrain instances and are not compiled: always `Unsupported` (or a warning).
 /// (`then`/`else` without `if`, and `min/maxContains` without `contains`, do nothing.)
 const UNSUPPORTED: &[&str] = &[
-    "not", "if", "dependentSchemas", "propertyNames", "contains",
-    "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
+    "not",
+    "if",
+    "dependentSchemas",
+    "propertyNames",
+    "contains",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "$dynamicRef",
+    "$recursiveRef",
 ];
 
 /// Internal schema key carrying `anyOf`/`oneOf` presence constraints from
@@ -152,6 +231,9 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, Gram
     c.drain_refs()?;
     Ok(GrammarDef { rules: c.rules, start, ignore: Vec::new(), warnings: c.warnings })
 }
+
+/// A numeric bound: the value and whether it is inclusive.
+type Bound = (f64, bool);
 
 /// Layout of structural characters at one nesting depth.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -221,8 +303,22 @@ pub(crate) struct Compiler<'a> {
     merge_steps: usize,
 }
 
+fn merge_schemas(a: Value, b: Value) -> Value {
+    if is_trivially_true(&a) {
+        return b;
+    }
+    if is_trivially_true(&b) {
+        return a;
+    }
+    Value::Object([("allOf".to_string(), Value::Array(vec![a, b]))].into_iter().collect())
+}
+
 fn json_entry(kind: &str, sets: Vec<Value>) -> Value {
-    Value::Object([("kind".to_string(), Value::String(kind.to_string())), ("sets".to_string(), Value::Array(sets))].into_iter().collect())
+    Value::Object(
+        [("kind".to_string(), Value::String(kind.to_string())), ("sets".to_string(), Value::Array(sets))]
+            .into_iter()
+            .collect(),
+    )
 }
 
 fn join_ptr(ptr: &str, token: &str) -> String {
@@ -302,6 +398,17 @@ impl<'a> Compiler<'a> {
         let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
         self.lexical.insert(key, id);
         Ok(Expr::Ref(id))
+    }
+
+    /// `expr` as something cheap to copy: small expressions as they are, others behind a
+    /// rule (so a value used in several places is not duplicated, which would grow
+    /// exponentially with nesting).
+    fn shared(&mut self, name: &str, expr: Expr) -> Result<Expr, GrammarError> {
+        Ok(match expr {
+            Expr::Ref(_) | Expr::Bytes(_) | Expr::Empty => expr,
+            Expr::Alt(ref v) if v.is_empty() => expr,
+            other => Expr::Ref(self.add_rule(name, other, RuleKind::Syntactic)?),
+        })
     }
 
     fn style(&self, d: u32) -> Style {
@@ -416,7 +523,11 @@ impl<'a> Compiler<'a> {
             r = "#";
         }
         let Some(fragment) = r.strip_prefix('#') else {
-            return Err(GrammarError::unsupported(at, "$ref", format!("only local references (`#...`) are supported, not `{reference}`")));
+            return Err(GrammarError::unsupported(
+                at,
+                "$ref",
+                format!("only local references (`#...`) are supported, not `{reference}`"),
+            ));
         };
         let fragment = percent_decode(fragment);
         if fragment.is_empty() || fragment.starts_with('/') {
@@ -463,8 +574,12 @@ impl<'a> Compiler<'a> {
         let (mut p, mut v) = self.resolve(reference, ptr)?;
         let mut seen = vec![p.clone()];
         loop {
-            let Some(m) = v.as_object() else { return Ok((p, v)) };
-            let Some(next) = m.get("$ref").and_then(Value::as_str) else { return Ok((p, v)) };
+            let Some(m) = v.as_object() else {
+                return Ok((p, v));
+            };
+            let Some(next) = m.get("$ref").and_then(Value::as_str) else {
+                return Ok((p, v));
+            };
             if m.keys().any(|k| k != "$ref" && is_keyword(k)) {
                 return Ok((p, v));
             }
@@ -476,7 +591,8 @@ impl<'a> Compiler<'a> {
                 ));
             }
             if seen.len() > 64 {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "$ref"), "`$ref` chain longer than 64").with_kind(ErrorKind::Limit));
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "$ref"), "`$ref` chain longer than 64")
+                    .with_kind(ErrorKind::Limit));
             }
             seen.push(np.clone());
             p = np;
@@ -528,13 +644,54 @@ impl<'a> Compiler<'a> {
             Value::Bool(true) => return self.any(d),
             Value::Bool(false) => return Ok(Self::never()),
             Value::Object(m) => m,
-            _ => return Err(GrammarError::at_pointer(ptr, "a schema must be an object or a boolean")),
+            _ => {
+                return Err(GrammarError::at_pointer(ptr, "a schema must be an object or a boolean"));
+            }
         };
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;
+        // `not` forms compiled here: `not: {}` (nothing is valid), `not: false` (no
+        // constraint), `not: {type: ...}` (those types removed), `not: {required: [...]}`
+        // (a presence constraint on objects, see `object`).
+        let mut excluded_types = 0u8;
+        let mut not_handled = false;
+        if let Some(n) = obj.get("not") {
+            if is_trivially_true(n) {
+                return Ok(Self::never());
+            }
+            let type_only = n.as_object().filter(|m| m.keys().all(|k| !is_keyword(k) || k == "type"));
+            if *n == Value::Bool(false) {
+                owned.get_or_insert_with(|| obj.clone()).remove("not");
+            } else if let Some(t) = type_only.and_then(|m| m.get("type")) {
+                let names: Vec<&str> = match t {
+                    Value::String(x) => vec![x.as_str()],
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                for name in names {
+                    excluded_types |= ty::from_name(name).ok_or_else(|| {
+                        GrammarError::at_pointer(
+                            join_ptr(&join_ptr(ptr, "not"), "type"),
+                            format!("unknown type `{name}`"),
+                        )
+                    })?;
+                }
+                if excluded_types & ty::NUMBER == ty::INT {
+                    // Non-integral numbers are not a regular set this compiler writes.
+                    excluded_types = 0;
+                } else {
+                    // Kept in the schema: `enum` filtering checks it with jsonschema.
+                    not_handled = true;
+                }
+            }
+        }
         for k in obj.keys() {
-            if k == "not" && obj.get("not").and_then(required_only).is_some() {
-                continue; // `not: {required: [...]}`: a presence constraint on objects
+            if k == "not"
+                && (not_handled
+                    || obj.get("not").and_then(required_only).is_some()
+                    || owned.as_ref().is_some_and(|o| !o.contains_key("not")))
+            {
+                continue; // handled above, or `not: {required: [...]}`
             }
             if UNSUPPORTED.contains(&k.as_str()) {
                 self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
@@ -548,7 +705,8 @@ impl<'a> Compiler<'a> {
             Some(m) => m,
             None => obj,
         };
-        let constraining = |m: &Map<String, Value>, skip: &[&str]| m.keys().any(|k| is_keyword(k) && !skip.contains(&k.as_str()));
+        let constraining =
+            |m: &Map<String, Value>, skip: &[&str]| m.keys().any(|k| is_keyword(k) && !skip.contains(&k.as_str()));
 
         if let Some(r) = obj.get("$ref") {
             let Some(r) = r.as_str() else {
@@ -559,7 +717,14 @@ impl<'a> Compiler<'a> {
             }
             let mut siblings = obj.clone();
             siblings.remove("$ref");
-            let merged = merge::merge_all(self, vec![Value::Object([("$ref".to_string(), Value::String(r.to_string()))].into_iter().collect()), Value::Object(siblings)], ptr)?;
+            let merged = merge::merge_all(
+                self,
+                vec![
+                    Value::Object([("$ref".to_string(), Value::String(r.to_string()))].into_iter().collect()),
+                    Value::Object(siblings),
+                ],
+                ptr,
+            )?;
             return self.value(&merged, ptr, d);
         }
         if let Some(all) = obj.get("allOf") {
@@ -587,6 +752,26 @@ impl<'a> Compiler<'a> {
             let mut siblings = obj.clone();
             siblings.remove(kw);
             let has_siblings = constraining(&siblings, &[]);
+            // oneOf of enum/const-only branches: exactly the values listed by one branch.
+            if kw == "oneOf" && !has_siblings {
+                if let Some(values) = self.exclusive_values(branches, ptr) {
+                    let mut m = Map::new();
+                    m.insert("enum".into(), Value::Array(values));
+                    return self.value(&Value::Object(m), ptr, d);
+                }
+            }
+            let typed;
+            let branches = match merge::restrict_implied_types(self, branches, ptr) {
+                Some(t) if kw == "oneOf" => {
+                    self.warnings.push(format!(
+                        "at {}: untyped `oneOf` branches restricted to the type their keywords are about",
+                        join_ptr(ptr, "oneOf")
+                    ));
+                    typed = t;
+                    &typed
+                }
+                _ => branches,
+            };
             let mut effective = Vec::with_capacity(branches.len());
             for b in branches {
                 if has_siblings {
@@ -621,18 +806,23 @@ impl<'a> Compiler<'a> {
                 let mut set = 0;
                 for t in ts {
                     let name = t.as_str().unwrap_or("");
-                    set |= ty::from_name(name)
-                        .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`")))?;
+                    set |= ty::from_name(name).ok_or_else(|| {
+                        GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`"))
+                    })?;
                 }
                 set
             }
-            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` must be a string or an array")),
+            Some(_) => {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` must be a string or an array"));
+            }
         };
         if types == 0 {
             return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` allows no type"));
         }
         // Every non-object satisfies `required`, so `not: {required}` only admits objects.
-        let types = if obj.contains_key("not") { types & ty::OBJECT } else { types };
+        let types = if obj.get("not").and_then(required_only).is_some() { types & ty::OBJECT } else { types };
+        // `not: {type: ...}` removes those types.
+        let types = types & !excluded_types;
         if types == 0 {
             return Ok(Self::never());
         }
@@ -668,7 +858,13 @@ impl<'a> Compiler<'a> {
     /// branches' property schemas applied to those properties whenever present (a subset
     /// when branches give different schemas for properties they do not require).
     /// `Ok(None)` when the branches have another shape.
-    fn presence_rewrite(&mut self, obj: &Map<String, Value>, kw: &str, branches: &[Value], ptr: &str) -> Result<Option<Value>, GrammarError> {
+    fn presence_rewrite(
+        &mut self,
+        obj: &Map<String, Value>,
+        kw: &str,
+        branches: &[Value],
+        ptr: &str,
+    ) -> Result<Option<Value>, GrammarError> {
         if obj.contains_key("patternProperties") || branches.len() < 2 {
             return Ok(None);
         }
@@ -680,7 +876,9 @@ impl<'a> Compiler<'a> {
                 }
                 _ => b,
             };
-            let Some(m) = b.as_object() else { return Ok(None) };
+            let Some(m) = b.as_object() else {
+                return Ok(None);
+            };
             if m.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "required" | "properties" | "type")) {
                 return Ok(None);
             }
@@ -691,7 +889,10 @@ impl<'a> Compiler<'a> {
             };
             let req = match m.get("required") {
                 None => Vec::new(),
-                Some(r) => match r.as_array().and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<Vec<_>>>()) {
+                Some(r) => match r
+                    .as_array()
+                    .and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
+                {
                     Some(v) => v,
                     None => return Ok(None),
                 },
@@ -703,6 +904,15 @@ impl<'a> Compiler<'a> {
             };
             forms.push((req, props, typed_object));
         }
+        // Branches giving different schemas to one property are discriminated by values, not
+        // presence: leave them to the disjointness proof.
+        for (i, (_, p, _)) in forms.iter().enumerate() {
+            for (_, q, _) in &forms[i + 1..] {
+                if p.iter().any(|(k, s)| q.get(k).is_some_and(|t| t != s)) {
+                    return Ok(None);
+                }
+            }
+        }
         let mut m = obj.clone();
         m.remove(kw);
         let mut props = m.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -711,14 +921,17 @@ impl<'a> Compiler<'a> {
             for (k, s) in bp {
                 let base = props.get(k).cloned().or_else(|| outer_add.clone());
                 let merged = match base {
-                    Some(b) if !is_trivially_true(&b) => Value::Object([("allOf".to_string(), Value::Array(vec![b, s.clone()]))].into_iter().collect()),
+                    Some(b) if !is_trivially_true(&b) => {
+                        Value::Object([("allOf".to_string(), Value::Array(vec![b, s.clone()]))].into_iter().collect())
+                    }
                     _ => s.clone(),
                 };
                 props.insert(k.clone(), merged);
             }
         }
         m.insert("properties".into(), Value::Object(props));
-        let sets: Vec<Value> = forms.iter().map(|(r, _, _)| Value::Array(r.iter().map(|n| Value::String(n.clone())).collect())).collect();
+        let sets: Vec<Value> =
+            forms.iter().map(|(r, _, _)| Value::Array(r.iter().map(|n| Value::String(n.clone())).collect())).collect();
         let entry = json_entry(kw, sets);
         match m.get_mut(PRESENCE_KEY) {
             Some(Value::Array(list)) => list.push(entry),
@@ -733,7 +946,9 @@ impl<'a> Compiler<'a> {
             let current = match m.get("type") {
                 None => ty::ALL,
                 Some(Value::String(t)) => ty::from_name(t).unwrap_or(0),
-                Some(Value::Array(ts)) => ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b),
+                Some(Value::Array(ts)) => {
+                    ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b)
+                }
                 Some(_) => 0,
             };
             if current & ty::OBJECT == 0 {
@@ -742,6 +957,41 @@ impl<'a> Compiler<'a> {
             m.insert("type".into(), Value::String("object".into()));
         }
         Ok(Some(Value::Object(m)))
+    }
+
+    /// `oneOf` branches that are all `enum`/`const` (possibly behind a `$ref`): the values
+    /// listed by exactly one branch. `None` for other shapes.
+    fn exclusive_values(&self, branches: &[Value], ptr: &str) -> Option<Vec<Value>> {
+        let mut lists = Vec::new();
+        for b in branches {
+            let mut b = b;
+            if let Some(r) = b.get("$ref").and_then(Value::as_str) {
+                if b.as_object()?.keys().any(|k| k != "$ref" && is_keyword(k)) {
+                    return None;
+                }
+                b = self.resolve_chain(r, ptr).ok()?.1;
+            }
+            let m = b.as_object()?;
+            if m.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "enum" | "const")) {
+                return None;
+            }
+            let list: Vec<Value> = match (m.get("const"), m.get("enum")) {
+                (Some(c), None) => vec![c.clone()],
+                (None, Some(Value::Array(e))) => e.clone(),
+                _ => return None,
+            };
+            lists.push(list);
+        }
+        let mut out = Vec::new();
+        for (i, l) in lists.iter().enumerate() {
+            for v in l {
+                let elsewhere = lists.iter().enumerate().any(|(j, o)| j != i && o.contains(v));
+                if !elsewhere && !out.contains(v) {
+                    out.push(v.clone());
+                }
+            }
+        }
+        Some(out)
     }
 
     pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
@@ -861,8 +1111,11 @@ impl<'a> Compiler<'a> {
                 return Err(GrammarError::at_pointer(join_ptr(ptr, "enum"), "`enum` must be an array"));
             };
             if list.len() > MAX_ENUM_VALUES {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "enum"), format!("`enum` has more than {MAX_ENUM_VALUES} values"))
-                    .with_kind(ErrorKind::Limit));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "enum"),
+                    format!("`enum` has more than {MAX_ENUM_VALUES} values"),
+                )
+                .with_kind(ErrorKind::Limit));
             }
             if obj.contains_key("const") {
                 values.retain(|c| list.contains(c));
@@ -885,13 +1138,21 @@ impl<'a> Compiler<'a> {
             let schema = Value::Object(siblings);
             match jsonschema::options().should_validate_formats(true).build(&schema) {
                 Ok(validator) => values.retain(|v| validator.is_valid(v)),
-                Err(e) => return Err(GrammarError::at_pointer(ptr, format!("cannot check `enum` values against the sibling keywords: {e}"))),
+                Err(e) => {
+                    return Err(GrammarError::at_pointer(
+                        ptr,
+                        format!("cannot check `enum` values against the sibling keywords: {e}"),
+                    ));
+                }
             }
         }
         if values.is_empty() {
             // Satisfiable schemas can have unsatisfiable parts (an optional property, a
             // branch); the empty alternative drops them, and lowering reports an empty whole.
-            self.warnings.push(format!("at {}: no `enum`/`const` value satisfies the schema", if ptr.is_empty() { "/" } else { ptr }));
+            self.warnings.push(format!(
+                "at {}: no `enum`/`const` value satisfies the schema",
+                if ptr.is_empty() { "/" } else { ptr }
+            ));
             return Ok(Self::never());
         }
         let alts: Vec<Expr> = values.iter().map(|v| self.literal(v, d)).collect();
@@ -904,11 +1165,14 @@ impl<'a> Compiler<'a> {
 
     /// Tightest lower and upper bounds (value, inclusive) from the four bound keywords
     /// (draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` included).
-    fn bounds(obj: &Map<String, Value>, ptr: &str) -> Result<(Option<(f64, bool)>, Option<(f64, bool)>), GrammarError> {
+    fn bounds(obj: &Map<String, Value>, ptr: &str) -> Result<(Option<Bound>, Option<Bound>), GrammarError> {
         let num = |k: &str| -> Result<Option<f64>, GrammarError> {
             match obj.get(k) {
                 None | Some(Value::Bool(_)) => Ok(None),
-                Some(v) => v.as_f64().map(Some).ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, k), format!("`{k}` must be a number"))),
+                Some(v) => v
+                    .as_f64()
+                    .map(Some)
+                    .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, k), format!("`{k}` must be a number"))),
             }
         };
         let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
@@ -934,7 +1198,10 @@ impl<'a> Compiler<'a> {
         let mut multiple_pow10 = None;
         if let Some(m) = obj.get("multipleOf") {
             let Some(k) = m.as_f64().filter(|k| *k > 0.0) else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "multipleOf"), "`multipleOf` must be a positive number"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "multipleOf"),
+                    "`multipleOf` must be a positive number",
+                ));
             };
             if k.fract() == 0.0 {
                 if k != 1.0 {
@@ -942,7 +1209,11 @@ impl<'a> Compiler<'a> {
                     if 10f64.powi(n) == k && (1..=18).contains(&n) && lo.is_none() && hi.is_none() {
                         multiple_pow10 = Some(n as usize);
                     } else {
-                        self.unsupported(ptr, "multipleOf", format!("multipleOf {k} (only 1, powers of ten without bounds, and 10^-n are compiled)"))?;
+                        self.unsupported(
+                            ptr,
+                            "multipleOf",
+                            format!("multipleOf {k} (only 1, powers of ten without bounds, and 10^-n are compiled)"),
+                        )?;
                     }
                 }
                 integer = true;
@@ -953,12 +1224,19 @@ impl<'a> Compiler<'a> {
                 if (1..=9).contains(&n) && (10f64.powi(-n) - k).abs() < k * 1e-9 {
                     max_frac = Some(n as u32);
                 } else {
-                    self.unsupported(ptr, "multipleOf", format!("multipleOf {k} (only 1, powers of ten and 10^-n are compiled)"))?;
+                    self.unsupported(
+                        ptr,
+                        "multipleOf",
+                        format!("multipleOf {k} (only 1, powers of ten and 10^-n are compiled)"),
+                    )?;
                 }
             }
         }
         if let Some(n) = multiple_pow10 {
-            return self.lex("multiple", format!("(?:0|-?[1-9][0-9]{{0,{}}}0{{{n}}})", lexical::MAX_INT_DIGITS as usize - 1 - n));
+            return self.lex(
+                "multiple",
+                format!("(?:0|-?[1-9][0-9]{{0,{}}}0{{{n}}})", lexical::MAX_INT_DIGITS as usize - 1 - n),
+            );
         }
         // Bounds far outside what the grammar can write are no bounds.
         let far = 1e60;
@@ -1002,13 +1280,18 @@ impl<'a> Compiler<'a> {
         let max = obj.get("maxLength").map(|v| as_u64(v, ptr, "maxLength")).transpose()?;
         if let (Some(a), Some(b)) = (min, max) {
             if a > b {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "minLength"), format!("minLength {a} > maxLength {b}")));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "minLength"),
+                    format!("minLength {a} > maxLength {b}"),
+                ));
             }
         }
         let pattern = match obj.get("pattern") {
             None => None,
             Some(Value::String(p)) => Some(p.clone()),
-            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "pattern"), "`pattern` must be a string")),
+            Some(_) => {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "pattern"), "`pattern` must be a string"));
+            }
         };
         let mut format = match obj.get("format") {
             Some(Value::String(f)) => Some(f.clone()),
@@ -1040,7 +1323,11 @@ impl<'a> Compiler<'a> {
                     let any = lexical::hir("(?s:.)*");
                     let h = lexical::anchor_search(&h, &any);
                     if lexical::has_look(&h) {
-                        self.unsupported(ptr, "pattern", format!("pattern `{p}` has anchors or word boundaries inside"))?;
+                        self.unsupported(
+                            ptr,
+                            "pattern",
+                            format!("pattern `{p}` has anchors or word boundaries inside"),
+                        )?;
                         return self.generic_string(min, max, ptr);
                     }
                     Some((h, "pattern"))
@@ -1070,7 +1357,11 @@ impl<'a> Compiler<'a> {
                     h
                 }
                 None => {
-                    self.unsupported(ptr, if max.is_some() { "maxLength" } else { "minLength" }, format!("length bounds together with `{kw}`"))?;
+                    self.unsupported(
+                        ptr,
+                        if max.is_some() { "maxLength" } else { "minLength" },
+                        format!("length bounds together with `{kw}`"),
+                    )?;
                     h
                 }
             }
@@ -1093,7 +1384,11 @@ impl<'a> Compiler<'a> {
             Some(m) if m <= STRING_BLOCK => self.lex("string", lexical::string_pattern(min, Some(m))),
             _ => {
                 if min >= STRING_BLOCK {
-                    self.unsupported(ptr, "minLength", format!("minLength above {STRING_BLOCK} with a long or absent maxLength"))?;
+                    self.unsupported(
+                        ptr,
+                        "minLength",
+                        format!("minLength above {STRING_BLOCK} with a long or absent maxLength"),
+                    )?;
                     return self.lex("string", lexical::string_pattern(0, max.map(|m| m.min(STRING_BLOCK))));
                 }
                 let unit = lexical::string_unit_pattern();
@@ -1142,28 +1437,38 @@ impl<'a> Compiler<'a> {
         let mut min = obj.get("minItems").map(|v| as_u64(v, ptr, "minItems")).transpose()?.unwrap_or(0);
         let mut max = obj.get("maxItems").map(|v| as_u64(v, ptr, "maxItems")).transpose()?;
         if max.is_some_and(|m| min > m) {
-            return Err(GrammarError::at_pointer(join_ptr(ptr, "minItems"), format!("minItems {min} > maxItems {}", max.unwrap())));
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "minItems"),
+                format!("minItems {min} > maxItems {}", max.unwrap()),
+            ));
         }
         let true_schema = Value::Bool(true);
-        let (prefix, prefix_ptr, rest, rest_ptr): (Vec<Value>, String, Value, String) = match (obj.get("prefixItems"), obj.get("items")) {
-            (Some(Value::Array(p)), items) => {
-                (p.clone(), join_ptr(ptr, "prefixItems"), items.cloned().unwrap_or(true_schema.clone()), join_ptr(ptr, "items"))
-            }
-            (_, Some(Value::Array(p))) => (
-                p.clone(),
-                join_ptr(ptr, "items"),
-                obj.get("additionalItems").cloned().unwrap_or(true_schema.clone()),
-                join_ptr(ptr, "additionalItems"),
-            ),
-            (_, Some(items)) => (Vec::new(), String::new(), items.clone(), join_ptr(ptr, "items")),
-            (_, None) => (Vec::new(), String::new(), true_schema.clone(), join_ptr(ptr, "items")),
-        };
+        let (prefix, prefix_ptr, rest, rest_ptr): (Vec<Value>, String, Value, String) =
+            match (obj.get("prefixItems"), obj.get("items")) {
+                (Some(Value::Array(p)), items) => (
+                    p.clone(),
+                    join_ptr(ptr, "prefixItems"),
+                    items.cloned().unwrap_or(true_schema.clone()),
+                    join_ptr(ptr, "items"),
+                ),
+                (_, Some(Value::Array(p))) => (
+                    p.clone(),
+                    join_ptr(ptr, "items"),
+                    obj.get("additionalItems").cloned().unwrap_or(true_schema.clone()),
+                    join_ptr(ptr, "additionalItems"),
+                ),
+                (_, Some(items)) => (Vec::new(), String::new(), items.clone(), join_ptr(ptr, "items")),
+                (_, None) => (Vec::new(), String::new(), true_schema.clone(), join_ptr(ptr, "items")),
+            };
         let m = prefix.len() as u64;
         let rest_allowed = rest != Value::Bool(false);
         if !rest_allowed {
             max = Some(max.map_or(m, |x| x.min(m)));
             if min > m {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "minItems"), format!("minItems {min} but at most {m} items are allowed")));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "minItems"),
+                    format!("minItems {min} but at most {m} items are allowed"),
+                ));
             }
         }
         if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
@@ -1177,10 +1482,12 @@ impl<'a> Compiler<'a> {
         let mut prefix_items = Vec::with_capacity(prefix.len());
         for (i, p) in prefix.iter().enumerate().take(max.unwrap_or(u64::MAX).min(m) as usize) {
             let v = self.value(p, &join_ptr(&prefix_ptr, &i.to_string()), cd)?;
+            let v = self.shared("item", v)?;
             prefix_items.push(Expr::Seq(vec![v, after.clone()]));
         }
         let rest_item = if rest_allowed && max.is_none_or(|x| x > m) {
             let v = self.value(&rest, &rest_ptr, cd)?;
+            let v = self.shared("items", v)?;
             Some(Expr::Seq(vec![v, after.clone()]))
         } else {
             None
@@ -1243,8 +1550,42 @@ impl<'a> Compiler<'a> {
         let props = match obj.get("properties") {
             None => &empty_map,
             Some(Value::Object(p)) => p,
-            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "properties"), "`properties` must be an object")),
+            Some(_) => {
+                return Err(GrammarError::at_pointer(join_ptr(ptr, "properties"), "`properties` must be an object"));
+            }
         };
+        // Schema dependencies of the form {properties, required}: the property schemas are
+        // applied whether or not the trigger is present (a subset), `required` becomes a
+        // presence implication below.
+        let mut props_owned: Option<Map<String, Value>> = None;
+        if let Some(Value::Object(deps)) = obj.get("dependencies") {
+            for (a, v) in deps {
+                let Some(dm) = v.as_object() else { continue };
+                if dm.keys().any(|k| is_keyword(k) && k != "properties" && k != "required") {
+                    continue;
+                }
+                let Some(Value::Object(dp)) = dm.get("properties") else {
+                    continue;
+                };
+                let target = props_owned.get_or_insert_with(|| props.clone());
+                for (k, s) in dp {
+                    let merged = match target.get(k) {
+                        Some(base) => merge_schemas(base.clone(), s.clone()),
+                        None => match obj.get("additionalProperties") {
+                            Some(Value::Bool(false)) => continue,
+                            Some(add) => merge_schemas(add.clone(), s.clone()),
+                            None => s.clone(),
+                        },
+                    };
+                    target.insert(k.clone(), merged);
+                }
+                self.warnings.push(format!(
+                    "at {}: the property schemas of the dependency on `{a}` apply whether or not `{a}` is present (a subset)",
+                    join_ptr(ptr, "dependencies")
+                ));
+            }
+        }
+        let props = props_owned.as_ref().unwrap_or(props);
         let required: Vec<String> = match obj.get("required") {
             None => Vec::new(),
             Some(Value::Array(r)) => r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
@@ -1259,18 +1600,25 @@ impl<'a> Compiler<'a> {
         let patterns: Vec<(String, Value)> = match obj.get("patternProperties") {
             None => Vec::new(),
             Some(Value::Object(pp)) => pp.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Some(_) => return Err(GrammarError::at_pointer(join_ptr(ptr, "patternProperties"), "`patternProperties` must be an object")),
+            Some(_) => {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "patternProperties"),
+                    "`patternProperties` must be an object",
+                ));
+            }
         };
         let pp_ptr = join_ptr(ptr, "patternProperties");
         let mut matchers = Vec::with_capacity(patterns.len());
         for (p, _) in &patterns {
-            let re = lexical::translate_ecma(p)
-                .ok()
-                .and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            let re = lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
             match re {
                 Some(re) => matchers.push(re),
                 None => {
-                    return Err(GrammarError::unsupported(join_ptr(&pp_ptr, p), "patternProperties", format!("pattern `{p}` is not supported")));
+                    return Err(GrammarError::unsupported(
+                        join_ptr(&pp_ptr, p),
+                        "patternProperties",
+                        format!("pattern `{p}` is not supported"),
+                    ));
                 }
             }
         }
@@ -1283,20 +1631,36 @@ impl<'a> Compiler<'a> {
                     schemas.push(ps.clone());
                 }
             }
-            let s = if schemas.len() == 1 { schemas.pop().unwrap() } else { Value::Object([("allOf".to_string(), Value::Array(schemas))].into_iter().collect()) };
+            let s = if schemas.len() == 1 {
+                schemas.pop().unwrap()
+            } else {
+                Value::Object([("allOf".to_string(), Value::Array(schemas))].into_iter().collect())
+            };
             named.push((k.clone(), s, required.contains(k), join_ptr(&join_ptr(ptr, "properties"), k)));
         }
         for r in &required {
             if props.contains_key(r) || named.iter().any(|(k, ..)| k == r) {
                 continue;
             }
-            let matching: Vec<Value> = patterns.iter().enumerate().filter(|(i, _)| matchers[*i].is_match(r)).map(|(_, (_, s))| s.clone()).collect();
+            let matching: Vec<Value> = patterns
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| matchers[*i].is_match(r))
+                .map(|(_, (_, s))| s.clone())
+                .collect();
             let s = if !matching.is_empty() {
-                if matching.len() == 1 { matching[0].clone() } else { Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect()) }
+                if matching.len() == 1 {
+                    matching[0].clone()
+                } else {
+                    Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect())
+                }
             } else if let Some(a) = &additional {
                 a.clone()
             } else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "required"), format!("required property `{r}` is not allowed by `properties`/`additionalProperties: false`")));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "required"),
+                    format!("required property `{r}` is not allowed by `properties`/`additionalProperties: false`"),
+                ));
             };
             named.push((r.clone(), s, true, join_ptr(ptr, "required")));
         }
@@ -1306,7 +1670,15 @@ impl<'a> Compiler<'a> {
             for e in list {
                 let sets: Vec<Vec<String>> = e["sets"]
                     .as_array()
-                    .map(|a| a.iter().map(|s| s.as_array().map(|x| x.iter().filter_map(|n| n.as_str().map(str::to_string)).collect()).unwrap_or_default()).collect())
+                    .map(|a| {
+                        a.iter()
+                            .map(|s| {
+                                s.as_array()
+                                    .map(|x| x.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                                    .unwrap_or_default()
+                            })
+                            .collect()
+                    })
                     .unwrap_or_default();
                 presence.push(if e["kind"] == "oneOf" { Presence::OneOf(sets) } else { Presence::AnyOf(sets) });
             }
@@ -1320,13 +1692,29 @@ impl<'a> Compiler<'a> {
                 let set = match v {
                     Value::Array(names) => names.iter().filter_map(|n| n.as_str().map(str::to_string)).collect(),
                     v if is_trivially_true(v) => continue,
-                    v => match required_only(v) {
-                        Some(set) => set,
-                        None => {
-                            self.unsupported(ptr, kw, format!("schema dependency of `{a}` (only property lists are compiled)"))?;
-                            continue;
+                    v => {
+                        match required_only(v) {
+                            Some(set) => set,
+                            None if v.as_object().is_some_and(|m| {
+                                m.keys().all(|k| !is_keyword(k) || k == "properties" || k == "required")
+                            }) =>
+                            {
+                                // {properties, required}: properties merged above.
+                                v.get("required")
+                                    .and_then(Value::as_array)
+                                    .map(|r| r.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                                    .unwrap_or_default()
+                            }
+                            None => {
+                                self.unsupported(
+                                    ptr,
+                                    kw,
+                                    format!("schema dependency of `{a}` (only property lists are compiled)"),
+                                )?;
+                                continue;
+                            }
                         }
-                    },
+                    }
                 };
                 presence.push(Presence::Implies(a.clone(), set));
             }
@@ -1363,9 +1751,18 @@ impl<'a> Compiler<'a> {
             if named.iter().any(|(k, ..)| k == t) {
                 continue;
             }
-            let matching: Vec<Value> = patterns.iter().enumerate().filter(|(i, _)| matchers[*i].is_match(t)).map(|(_, (_, s))| s.clone()).collect();
+            let matching: Vec<Value> = patterns
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| matchers[*i].is_match(t))
+                .map(|(_, (_, s))| s.clone())
+                .collect();
             let s = if !matching.is_empty() {
-                if matching.len() == 1 { matching[0].clone() } else { Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect()) }
+                if matching.len() == 1 {
+                    matching[0].clone()
+                } else {
+                    Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect())
+                }
             } else if let Some(a) = &additional {
                 a.clone()
             } else {
@@ -1395,7 +1792,10 @@ impl<'a> Compiler<'a> {
         let max_p = obj.get("maxProperties").map(|v| as_u64(v, ptr, "maxProperties")).transpose()?;
         let n_required = named.iter().filter(|x| x.2).count() as u64;
         if max_p.is_some_and(|m| min_p > m || n_required > m) {
-            return Err(GrammarError::at_pointer(join_ptr(ptr, "maxProperties"), "maxProperties is below minProperties or the number of required properties"));
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "maxProperties"),
+                "maxProperties is below minProperties or the number of required properties",
+            ));
         }
 
         // Extra members: (key expression, value schema, pointer).
@@ -1413,7 +1813,8 @@ impl<'a> Compiler<'a> {
             for (i, (p, s)) in patterns.iter().enumerate() {
                 let at = join_ptr(&pp_ptr, p);
                 let kind = match_all_kind(p).or_else(|| search_matches_everything(p).then_some(false));
-                if patterns.len() > 1 && !prefixes_disjoint(&patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>()) {
+                if patterns.len() > 1 && !prefixes_disjoint(&patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>())
+                {
                     self.unsupported(ptr, "patternProperties", "several patterns that may overlap")?;
                     break;
                 }
@@ -1424,7 +1825,11 @@ impl<'a> Compiler<'a> {
                     }
                     None => {
                         if names.iter().any(|k| matchers[i].is_match(k)) {
-                            self.unsupported(ptr, "patternProperties", format!("pattern `{p}` also matches a named property"))?;
+                            self.unsupported(
+                                ptr,
+                                "patternProperties",
+                                format!("pattern `{p}` also matches a named property"),
+                            )?;
                             continue;
                         }
                         let translated = lexical::translate_ecma(p).unwrap_or_default();
@@ -1440,7 +1845,8 @@ impl<'a> Compiler<'a> {
                             continue;
                         }
                         let content = lexical::encode_for_json_string(&h);
-                        let full = Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
+                        let full =
+                            Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
                         self.lex_hir("pattern-key", format!("key:{p}"), full)?
                     }
                 };
@@ -1464,12 +1870,14 @@ impl<'a> Compiler<'a> {
         let mut member_exprs = Vec::with_capacity(named.len());
         for (k, s, _, at) in &named {
             let v = self.value(s, at, cd)?;
+            let v = self.shared(k, v)?;
             let key = Expr::Bytes(Value::String(k.clone()).to_string().into_bytes());
             member_exprs.push(Expr::Seq(vec![key, colon.clone(), v, after.clone()]));
         }
         let mut extra_alts = Vec::new();
         for (key, s, at) in &extras {
             let v = self.value(s, at, cd)?;
+            let v = self.shared("extra-value", v)?;
             extra_alts.push(Expr::Seq(vec![key.clone(), colon.clone(), v, after.clone()]));
         }
         let extra = if extra_alts.is_empty() {
@@ -1487,9 +1895,14 @@ impl<'a> Compiler<'a> {
         let saturating = max_p.is_none();
         let next = |c: usize| if saturating { (c + 1).min(cap) } else { c + 1 };
         let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
-        let bit_of: Vec<u32> = named.iter().map(|x| tracked.iter().position(|t| *t == x.0).map_or(0, |i| 1u32 << i)).collect();
+        let bit_of: Vec<u32> =
+            named.iter().map(|x| tracked.iter().position(|t| *t == x.0).map_or(0, |i| 1u32 << i)).collect();
         if (n + 1).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()) > MAX_COUNT_STATES {
-            return Err(GrammarError::at_pointer(ptr, "too many properties × minProperties/maxProperties/presence states").with_kind(ErrorKind::Limit));
+            return Err(GrammarError::at_pointer(
+                ptr,
+                "too many properties × minProperties/maxProperties/presence states",
+            )
+            .with_kind(ErrorKind::Limit));
         }
         type State = (usize, usize, u32);
         // Explore: transitions (label: Some(member index) / None = extra member / end).
@@ -1531,12 +1944,15 @@ impl<'a> Compiler<'a> {
             steps.insert(st, out);
         }
         // Productive states (some path to End), backwards to a fixed point.
-        let mut productive: std::collections::HashSet<State> = steps.iter().filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End))).map(|(s, _)| *s).collect();
+        let mut productive: std::collections::HashSet<State> =
+            steps.iter().filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End))).map(|(s, _)| *s).collect();
         loop {
             let before = productive.len();
             for (st, v) in &steps {
                 if !productive.contains(st)
-                    && v.iter().any(|x| matches!(x, Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) if productive.contains(t)))
+                    && v.iter().any(
+                        |x| matches!(x, Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) if productive.contains(t)),
+                    )
                 {
                     productive.insert(*st);
                 }
@@ -1546,7 +1962,10 @@ impl<'a> Compiler<'a> {
             }
         }
         if !productive.contains(&(0, 0, 0)) {
-            self.warnings.push(format!("at {}: no object satisfies the property constraints", if ptr.is_empty() { "/" } else { ptr }));
+            self.warnings.push(format!(
+                "at {}: no object satisfies the property constraints",
+                if ptr.is_empty() { "/" } else { ptr }
+            ));
             return Ok(Self::never());
         }
         let mut ids: HashMap<State, RuleId> = HashMap::new();
@@ -1592,7 +2011,8 @@ impl<'a> Compiler<'a> {
         if names.iter().any(|n| n.chars().count() > 256) {
             self.unsupported(ptr, "additionalProperties", "a property name longer than 256 characters")?;
         }
-        let mut keys: Vec<Vec<char>> = names.iter().filter(|n| n.chars().count() <= 256).map(|n| n.chars().collect()).collect();
+        let mut keys: Vec<Vec<char>> =
+            names.iter().filter(|n| n.chars().count() <= 256).map(|n| n.chars().collect()).collect();
         if non_empty {
             keys.push(Vec::new());
         }
@@ -1650,8 +2070,21 @@ fn except_regex(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> Strin
         }
     }
     let mut other = vec![format!("[^{raw_excl}]")];
-    let shorts: Vec<(char, char)> = vec![('"', '"'), ('\\', '\\'), ('/', '/'), ('\u{8}', 'b'), ('\u{c}', 'f'), ('\n', 'n'), ('\r', 'r'), ('\t', 't')];
-    let allowed_shorts: String = shorts.iter().filter(|(c, _)| !child_chars.contains(c)).map(|(_, e)| regex_syntax::escape(&e.to_string())).collect();
+    let shorts: Vec<(char, char)> = vec![
+        ('"', '"'),
+        ('\\', '\\'),
+        ('/', '/'),
+        ('\u{8}', 'b'),
+        ('\u{c}', 'f'),
+        ('\n', 'n'),
+        ('\r', 'r'),
+        ('\t', 't'),
+    ];
+    let allowed_shorts: String = shorts
+        .iter()
+        .filter(|(c, _)| !child_chars.contains(c))
+        .map(|(_, e)| regex_syntax::escape(&e.to_string()))
+        .collect();
     if !allowed_shorts.is_empty() {
         other.push(format!("\\\\[{allowed_shorts}]"));
     }
@@ -1675,8 +2108,12 @@ fn match_all_kind(p: &str) -> Option<bool> {
 /// Whether a pattern (searched, as JSON Schema does) matches every string: it has no end
 /// anchor and, after an optional start anchor, matches the empty string.
 fn search_matches_everything(p: &str) -> bool {
-    let Ok(t) = lexical::translate_ecma(p) else { return false };
-    let Ok(h) = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t) else { return false };
+    let Ok(t) = lexical::translate_ecma(p) else {
+        return false;
+    };
+    let Ok(h) = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t) else {
+        return false;
+    };
     let any = lexical::hir("(?s:.)*");
     let searched = lexical::anchor_search(&h, &any);
     if lexical::has_look(&searched) {
@@ -1688,7 +2125,10 @@ fn search_matches_everything(p: &str) -> bool {
     if body.ends_with('$') {
         return false;
     }
-    regex_syntax::ParserBuilder::new().build().parse(body).is_ok_and(|b| b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty())
+    regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(body)
+        .is_ok_and(|b| b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty())
 }
 
 /// Whether anchored patterns start with literal prefixes no two of which are prefixes of each
@@ -1724,7 +2164,7 @@ fn prefixes_disjoint(patterns: &[&str]) -> bool {
 fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> {
     use regex_syntax::hir::{HirKind, Repetition};
     let (lo, hi) = char_len(h);
-    if lo >= min && hi.is_some_and(|h| max.is_none_or(|m| h <= m)) || (lo >= min && max.is_none()) {
+    if lo >= min && (max.is_none() || hi.is_some_and(|h| max.is_some_and(|m| h <= m))) {
         return Some((h.clone(), true));
     }
     let unwrap = |h: &Hir| -> Hir {
@@ -1796,7 +2236,8 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
         return None;
     }
     let k = reps.len() as u64;
-    let mut new_bounds: Vec<(u64, Option<u64>)> = reps.iter().map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64))).collect();
+    let mut new_bounds: Vec<(u64, Option<u64>)> =
+        reps.iter().map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64))).collect();
     if let Some(m) = max {
         if fixed_hi > m {
             return None;
@@ -1828,7 +2269,8 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
         if b.is_some_and(|b| b < a || b > 100_000) || a > 100_000 {
             return None;
         }
-        parts[*i] = Hir::repetition(Repetition { min: a as u32, max: b.map(|x| x as u32), greedy: true, sub: r.sub.clone() });
+        parts[*i] =
+            Hir::repetition(Repetition { min: a as u32, max: b.map(|x| x as u32), greedy: true, sub: r.sub.clone() });
     }
     let out = Hir::concat(parts);
     let (lo2, hi2) = char_len(&out);
@@ -1848,11 +2290,14 @@ fn char_len(h: &Hir) -> (u64, Option<u64>) {
         HirKind::Class(_) => (1, Some(1)),
         HirKind::Repetition(r) => {
             let (a, b) = char_len(&r.sub);
-            (a.saturating_mul(r.min as u64), match (b, r.max) {
-                (Some(0), _) => Some(0),
-                (Some(b), Some(m)) => Some(b.saturating_mul(m as u64)),
-                _ => None,
-            })
+            (
+                a.saturating_mul(r.min as u64),
+                match (b, r.max) {
+                    (Some(0), _) => Some(0),
+                    (Some(b), Some(m)) => Some(b.saturating_mul(m as u64)),
+                    _ => None,
+                },
+            )
         }
         HirKind::Capture(c) => char_len(&c.sub),
         HirKind::Concat(v) => v.iter().fold((0, Some(0)), |(a, b), p| {
@@ -1873,13 +2318,14 @@ fn char_len(h: &Hir) -> (u64, Option<u64>) {
 }
 
 fn percent_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() + 0 && i + 2 <= bytes.len() - 1 {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(h * 16 + l);
                 i += 3;
                 continue;
             }

@@ -40,7 +40,7 @@ pub const COMMON: &[(&str, &str)] = &[
     ("SIGNED_FLOAT", r#"["+"|"-"] FLOAT"#),
     ("NUMBER", "FLOAT | INT"),
     ("SIGNED_NUMBER", r#"["+"|"-"] NUMBER"#),
-    ("ESCAPED_STRING", r#"/"([^"\\]|\\.)*"/"#),
+    ("ESCAPED_STRING", r#"/"([^"\\\n]|\\.)*"/"#),
     ("LCASE_LETTER", r#""a".."z""#),
     ("UCASE_LETTER", r#""A".."Z""#),
     ("LETTER", "UCASE_LETTER | LCASE_LETTER"),
@@ -381,7 +381,8 @@ impl<'a> Parser<'a> {
             return Err(error_at(span, "expected a number after `~`"));
         }
         digits.parse::<u32>().ok().filter(|&n| n <= super::gbnf::MAX_REPEAT).ok_or_else(|| {
-            error_at(span, format!("repetition bound {digits} above the limit of {}", super::gbnf::MAX_REPEAT)).with_kind(ErrorKind::Limit)
+            error_at(span, format!("repetition bound {digits} above the limit of {}", super::gbnf::MAX_REPEAT))
+                .with_kind(ErrorKind::Limit)
         })
     }
 
@@ -416,7 +417,10 @@ impl<'a> Parser<'a> {
             Some('/') => Ok(Built::leaf(Expr::Regex(self.regex()?))),
             Some(c @ ('(' | '[')) => {
                 if nest + 1 > MAX_EXPR_DEPTH {
-                    return Err(self.cur.error(format!("groups nested deeper than {MAX_EXPR_DEPTH} levels")).with_kind(ErrorKind::Limit));
+                    return Err(self
+                        .cur
+                        .error(format!("groups nested deeper than {MAX_EXPR_DEPTH} levels"))
+                        .with_kind(ErrorKind::Limit));
                 }
                 self.cur.bump();
                 let inner = self.alternates(nest + 1)?;
@@ -425,7 +429,10 @@ impl<'a> Parser<'a> {
                 if self.cur.peek() != Some(close) {
                     return Err(match self.cur.peek() {
                         None => error_at(span, format!("unclosed `{c}` (end of input before `{close}`)")),
-                        Some(x) => self.cur.error(format!("expected `{close}` to close `{c}` opened at {}:{}, found {x:?}", span.line, span.column)),
+                        Some(x) => self.cur.error(format!(
+                            "expected `{close}` to close `{c}` opened at {}:{}, found {x:?}",
+                            span.line, span.column
+                        )),
                     });
                 }
                 self.cur.bump();
@@ -456,11 +463,16 @@ impl<'a> Parser<'a> {
                     let hex = |p: &mut Self, n: usize| -> Result<char, GrammarError> {
                         let mut v = 0u32;
                         for _ in 0..n {
-                            let d = p.cur.peek().and_then(|c| c.to_digit(16)).ok_or_else(|| error_at(esc, format!("bad escape: `\\{e}` needs {n} hex digits")))?;
+                            let d = p
+                                .cur
+                                .peek()
+                                .and_then(|c| c.to_digit(16))
+                                .ok_or_else(|| error_at(esc, format!("bad escape: `\\{e}` needs {n} hex digits")))?;
                             p.cur.bump();
                             v = v * 16 + d;
                         }
-                        char::from_u32(v).ok_or_else(|| error_at(esc, format!("bad escape: U+{v:X} is not a Unicode scalar value")))
+                        char::from_u32(v)
+                            .ok_or_else(|| error_at(esc, format!("bad escape: U+{v:X} is not a Unicode scalar value")))
                     };
                     out.push(match e {
                         'n' => '\n',

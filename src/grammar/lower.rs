@@ -4,7 +4,7 @@
 //! # What it does
 //! 1. **Regular rules.** A rule is *regular* when it reaches no cycle of rule references;
 //!    its body then has an equivalent regular expression (references inlined as HIR), unless
-//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes. A rule whose only cycle is a reference
+//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes or [`MAX_INLINE_DEPTH`] levels. A rule whose only cycle is a reference
 //!    to itself in tail position (`ws ::= ([ \t\n] ws)?`) is regular too:
 //!    `R = α R | β` has the language `α* β`.
 //! 2. **Promotion** (the engine's speed depends on it: fewer, longer terminals). A rule
@@ -32,7 +32,7 @@
 //!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
 //!    terminal occurrence `T` becomes `T IGNORE?` and the start becomes `IGNORE? start`,
 //!    which allows any number of ignored strings before, between and after terminals.
-//! 7. **Cleanup.** Unproductive and unreachable nonterminals are removed (warnings name the
+//! 7. **Cleanup.** Unit rules `N → X` (N's only production) are inlined. Unproductive and unreachable nonterminals are removed (warnings name the
 //!    user's rules); unused terminals are dropped and IDs made dense; an empty language is an
 //!    error.
 //!
@@ -56,7 +56,10 @@ use regex_syntax::hir::{Hir, HirKind, Repetition};
 use std::collections::HashMap;
 
 /// Largest HIR (in nodes) that inlining rule references may build.
-pub const MAX_INLINE_HIR: usize = 50_000;
+pub const MAX_INLINE_HIR: usize = 250_000;
+/// Deepest HIR that inlining may build: HIR cloning, printing and NFA compilation recurse,
+/// so a long chain of nested regular rules stays a chain of nonterminals instead.
+pub const MAX_INLINE_DEPTH: usize = 200;
 /// Largest dense DFA (bytes) for an optional promotion; bigger rules are split instead.
 pub const PROMOTION_DFA_LIMIT: usize = 2 << 20;
 
@@ -172,15 +175,34 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // Estimated inlined size per rule, computed before building anything (inlining can
     // grow exponentially: `a ::= b b`, `b ::= c c`, ...).
     let mut est_size = vec![usize::MAX; n];
+    let mut est_depth = vec![usize::MAX; n];
     for &r in &order {
         if tail_rec[r].is_some() {
             est_size[r] = 1; // its self references
+            est_depth[r] = 1;
         }
         est_size[r] = expr_size(&def.rules[r].expr, &est_size);
+        est_depth[r] = expr_depth(&def.rules[r].expr, &est_depth).saturating_add(2);
+    }
+    // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
+    // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
+    // regular rule would be wasted on big fixed records that stay syntactic.
+    let mut lexical_reach = vec![false; n];
+    {
+        let mut stack: Vec<usize> = (0..n).filter(|&i| def.rules[i].kind == RuleKind::Lexical).collect();
+        while let Some(r) = stack.pop() {
+            if !std::mem::replace(&mut lexical_reach[r], true) {
+                stack.extend(refs[r].iter().copied());
+            }
+        }
     }
     for &r in &order {
         let rule = &def.rules[r];
-        if est_size[r] > MAX_INLINE_HIR {
+        let candidate = rule.kind == RuleKind::Syntactic && opts.promote && token_like(&rule.expr, RuleId(r as u32), &promoted);
+        if !candidate && !lexical_reach[r] {
+            continue;
+        }
+        if est_size[r] > MAX_INLINE_HIR || est_depth[r] > MAX_INLINE_DEPTH {
             too_big[r] = true;
             continue;
         }
@@ -199,17 +221,13 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             too_big[r] = true;
             continue;
         };
-        if hir_size(&hir) > MAX_INLINE_HIR {
-            too_big[r] = true;
-            continue;
-        }
         if is_fail(&hir) && reachable[r] {
             warnings.push(format!("rule `{}` derives no string (it never terminates)", rule.name));
         }
         let promote = match rule.kind {
             RuleKind::Lexical => true,
             RuleKind::Syntactic => {
-                opts.promote && token_like(&rule.expr, RuleId(r as u32), &promoted) && build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok()
+                candidate && (!may_blow_up(&hir, est_size[r]) || build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok())
             }
         };
         promoted[r] = promote;
@@ -225,7 +243,12 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                     ErrorKind::Invalid,
                 )
             };
-            return Err(GrammarError::at(rule.span.line, rule.span.column, why.0).with_kind(why.1));
+            let err = if rule.span.line == 0 {
+                GrammarError::whole(why.0)
+            } else {
+                GrammarError::at(rule.span.line, rule.span.column, why.0)
+            };
+            return Err(err.with_kind(why.1));
         }
     }
 
@@ -243,6 +266,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         star_cache: HashMap::new(),
         fail_nt: None,
         piece_counter: vec![0; n],
+        dfa_ok: HashMap::new(),
     };
     // Nonterminals for the user's non-promoted reachable rules (in definition order, so the
     // IR's names follow the source).
@@ -442,6 +466,57 @@ fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
     }
 }
 
+/// Could `h`'s DFA be large? Counted repetitions (`x{2,50}`) and big expressions can blow
+/// up determinisation; plain `*`/`+`/`?` over classes and literals (the usual token rules)
+/// stay small, so the (costly) DFA size check is skipped for them.
+fn may_blow_up(h: &Hir, est_size: usize) -> bool {
+    if est_size > 1000 {
+        return true;
+    }
+    let mut stack = vec![h];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Repetition(r) => {
+                if r.min > 1 || r.max.is_some_and(|m| m > 1) {
+                    return true;
+                }
+                stack.push(&r.sub);
+            }
+            HirKind::Capture(c) => stack.push(&c.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Estimated HIR nesting depth of `e` with references inlined (saturating).
+fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
+    match e {
+        Expr::Empty | Expr::Bytes(_) => 1,
+        Expr::Regex(h) => hir_depth(h),
+        Expr::Ref(r) => depths[r.0 as usize],
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(|x| expr_depth(x, depths)).max().unwrap_or(0).saturating_add(1),
+        Expr::Repeat { expr, .. } => expr_depth(expr, depths).saturating_add(1),
+    }
+}
+
+/// Nesting depth of a HIR (iterative).
+fn hir_depth(h: &Hir) -> usize {
+    let mut stack = vec![(h, 1usize)];
+    let mut max = 0;
+    while let Some((h, d)) = stack.pop() {
+        max = max.max(d);
+        match h.kind() {
+            HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
+            HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// Number of HIR nodes (iterative).
 fn hir_size(h: &Hir) -> usize {
     let mut stack = vec![h];
@@ -496,6 +571,8 @@ struct Builder<'a> {
     star_cache: HashMap<Symbol, NonterminalId>,
     fail_nt: Option<NonterminalId>,
     piece_counter: Vec<u32>,
+    /// Printed HIR -> whether its DFA stays under the promotion limit.
+    dfa_ok: HashMap<String, bool>,
 }
 
 impl<'a> Builder<'a> {
@@ -573,6 +650,22 @@ impl<'a> Builder<'a> {
         Some(if min == 0 { self.nt_opt_of(t) } else { t })
     }
 
+    /// May `hir` become one terminal? Pieces that could determinise badly are checked
+    /// against [`PROMOTION_DFA_LIMIT`] (cached per distinct HIR).
+    fn small_enough(&mut self, hir: &Hir) -> bool {
+        let size = hir_size(hir);
+        if !may_blow_up(hir, size) {
+            return true;
+        }
+        let key = hir.to_string();
+        if let Some(&ok) = self.dfa_ok.get(&key) {
+            return ok;
+        }
+        let ok = size <= MAX_INLINE_HIR && build_dfa(hir, Some(PROMOTION_DFA_LIMIT)).is_ok();
+        self.dfa_ok.insert(key, ok);
+        ok
+    }
+
     /// Is `e` a regular piece (every reference names a promoted rule)? Its HIR if so.
     fn piece_hir(&self, e: &Expr) -> Option<Hir> {
         let leaf = matches!(e, Expr::Bytes(_) | Expr::Regex(_) | Expr::Empty);
@@ -628,8 +721,12 @@ impl<'a> Builder<'a> {
             Expr::Seq(_) => {}
             _ => {
                 if let Some(hir) = self.piece_hir(e) {
-                    let name = self.helper_name(rule, "t");
-                    return Ok(self.piece(hir, &name, false));
+                    if self.small_enough(&hir) {
+                        let name = self.helper_name(rule, "t");
+                        return Ok(self.piece(hir, &name, false));
+                    }
+                    // Too big a DFA as one terminal (e.g. `number*` with counted parts):
+                    // lower the structure instead.
                 }
             }
         }
@@ -701,27 +798,75 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
-fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
-    let Grammar { terminals, nonterminals, productions, start, mut warnings } = g;
-    let nn = nonterminals.len();
-    // Productive: fixpoint.
-    let mut productive = vec![false; nn];
-    loop {
-        let mut changed = false;
-        for p in &productions {
-            if !productive[p.lhs.0 as usize]
-                && p.rhs.iter().all(|s| match s {
-                    Symbol::Terminal(_) => true,
-                    Symbol::Nonterminal(n) => productive[n.0 as usize],
-                })
-            {
-                productive[p.lhs.0 as usize] = true;
-                changed = true;
+/// Replace every nonterminal `N` (other than the start) whose only production is `N → X`
+/// by `X` (Earley then predicts and completes one item less per use). `N`'s production
+/// stays behind, unreachable, for the cleanup to remove. Cycles of unit rules (which
+/// derive nothing) are left alone.
+fn inline_unit_rules(productions: &mut [Production], nn: usize, start: NonterminalId) {
+    let mut count = vec![0u32; nn];
+    for p in productions.iter() {
+        count[p.lhs.0 as usize] += 1;
+    }
+    let mut unit: Vec<Option<Symbol>> = vec![None; nn];
+    for p in productions.iter() {
+        if p.lhs != start && count[p.lhs.0 as usize] == 1 && p.rhs.len() == 1 && p.rhs[0] != Symbol::Nonterminal(p.lhs) {
+            unit[p.lhs.0 as usize] = Some(p.rhs[0]);
+        }
+    }
+    let resolve = |mut s: Symbol| {
+        for _ in 0..nn {
+            match s {
+                Symbol::Nonterminal(n) => match unit[n.0 as usize] {
+                    Some(next) => s = next,
+                    None => return s,
+                },
+                Symbol::Terminal(_) => return s,
             }
         }
-        if !changed {
-            break;
+        s // a cycle of unit rules: unproductive, removed later
+    };
+    for p in productions.iter_mut() {
+        for s in p.rhs.iter_mut() {
+            *s = resolve(*s);
+        }
+    }
+}
+
+/// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
+fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
+    let Grammar { terminals, nonterminals, mut productions, start, mut warnings } = g;
+    let nn = nonterminals.len();
+    inline_unit_rules(&mut productions, nn, start);
+    // Productive: worklist over "nonterminal occurrences not yet known productive" per
+    // production (linear time; a fixpoint loop is quadratic on long helper chains).
+    let mut productive = vec![false; nn];
+    {
+        let mut missing: Vec<usize> = Vec::with_capacity(productions.len());
+        let mut occurs_in: Vec<Vec<usize>> = vec![Vec::new(); nn];
+        let mut queue: Vec<NonterminalId> = Vec::new();
+        for (i, p) in productions.iter().enumerate() {
+            let mut count = 0;
+            for s in &p.rhs {
+                if let Symbol::Nonterminal(n) = s {
+                    occurs_in[n.0 as usize].push(i);
+                    count += 1;
+                }
+            }
+            missing.push(count);
+            if count == 0 && !productive[p.lhs.0 as usize] {
+                productive[p.lhs.0 as usize] = true;
+                queue.push(p.lhs);
+            }
+        }
+        while let Some(n) = queue.pop() {
+            for &pi in &occurs_in[n.0 as usize] {
+                missing[pi] -= 1;
+                let lhs = productions[pi].lhs;
+                if missing[pi] == 0 && !productive[lhs.0 as usize] {
+                    productive[lhs.0 as usize] = true;
+                    queue.push(lhs);
+                }
+            }
         }
     }
     if !productive[start.0 as usize] {
@@ -798,7 +943,13 @@ fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
                 .collect(),
         })
         .collect();
-    Ok(Grammar { terminals: new_ts, nonterminals: new_nts, productions: new_prods, start: NonterminalId(nt_map[start.0 as usize]), warnings })
+    Ok(Grammar {
+        terminals: new_ts,
+        nonterminals: new_nts,
+        productions: new_prods,
+        start: NonterminalId(nt_map[start.0 as usize]),
+        warnings,
+    })
 }
 
 #[cfg(test)]

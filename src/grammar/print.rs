@@ -22,7 +22,9 @@ use std::fmt::Write;
 /// Print a `GrammarDef` as GBNF (start rule first, named `root`).
 pub fn to_gbnf(def: &GrammarDef) -> Result<String, GrammarError> {
     if !def.ignore.is_empty() {
-        return Err(GrammarError::whole("grammars with %ignore cannot be printed as GBNF (GBNF has no ignore); print the lowered grammar instead"));
+        return Err(GrammarError::whole(
+            "grammars with %ignore cannot be printed as GBNF (GBNF has no ignore); print the lowered grammar instead",
+        ));
     }
     let names = unique_names(def.rules.iter().map(|r| r.name.as_str()), def.start.0 as usize);
     let mut out = String::new();
@@ -178,9 +180,13 @@ fn escape_char(c: char, in_class: bool, out: &mut String) {
             out.push(c);
         }
         c if (c as u32) < 0x20 || c as u32 == 0x7f => write!(out, "\\x{:02X}", c as u32).unwrap(),
-        c if (0x80..0xA0).contains(&(c as u32)) || c == '\u{2028}' || c == '\u{2029}' || c == '\u{FEFF}' => {
+        // Invisible or unassigned-looking code points are escaped so the text stays readable.
+        c if (0x80..0xA0).contains(&(c as u32))
+            || matches!(c as u32, 0x2028 | 0x2029 | 0xFEFF | 0xE000..=0xF8FF | 0xFFF0..=0xFFFF) =>
+        {
             write!(out, "\\u{:04X}", c as u32).unwrap()
         }
+        c if (c as u32) >= 0xF0000 || (0xE0000..=0xE0FFF).contains(&(c as u32)) => write!(out, "\\U{:08X}", c as u32).unwrap(),
         c => out.push(c),
     }
 }
@@ -217,7 +223,9 @@ fn print_hir(h: &Hir, out: &mut String, ctx: Prec) -> Result<(), GrammarError> {
         }
         HirKind::Class(Class::Bytes(c)) => {
             if c.ranges().iter().any(|r| r.end() >= 0x80) {
-                return Err(GrammarError::whole("a byte class beyond ASCII cannot be printed as GBNF (GBNF matches code points)"));
+                return Err(GrammarError::whole(
+                    "a byte class beyond ASCII cannot be printed as GBNF (GBNF matches code points)",
+                ));
             }
             out.push('[');
             for r in c.ranges() {

@@ -25,10 +25,10 @@
 use super::GrammarError;
 use super::ir::{Grammar, Symbol, TerminalId};
 use super::lower::build_dfa;
+use regex_automata::Anchored;
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
-use regex_automata::Anchored;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
@@ -271,7 +271,9 @@ impl ReferenceRecognizer {
     pub fn is_accepting(&self, s: &RefState) -> bool {
         let last = s.sets.last().expect("at least one set");
         last.items.iter().any(|item| {
-            item.origin == 0 && self.next_symbol(item).is_none() && self.grammar.productions[item.prod as usize].lhs == self.grammar.start
+            item.origin == 0
+                && self.next_symbol(item).is_none()
+                && self.grammar.productions[item.prod as usize].lhs == self.grammar.start
         })
     }
 

@@ -19,7 +19,12 @@ pub fn parse(pattern: &str) -> Result<GrammarDef, GrammarError> {
     let hir = strip_whole_match_anchors(hir);
     reject_looks(&hir, Span { line: 1, column: 1 })?;
     Ok(GrammarDef {
-        rules: vec![Rule { name: "REGEX".into(), expr: Expr::Regex(hir), kind: RuleKind::Lexical, span: Span { line: 1, column: 1 } }],
+        rules: vec![Rule {
+            name: "REGEX".into(),
+            expr: Expr::Regex(hir),
+            kind: RuleKind::Lexical,
+            span: Span { line: 1, column: 1 },
+        }],
         start: RuleId(0),
         ignore: Vec::new(),
         warnings: Vec::new(),
@@ -64,22 +69,42 @@ pub fn parse_hir(pattern: &str, flags: Flags, origin: Span) -> Result<Hir, Gramm
     })
 }
 
-/// Remove a leading start anchor and a trailing end anchor (the match is whole anyway).
+/// Remove a leading start anchor and a trailing end anchor (the match is whole anyway), also
+/// in each branch of a top-level alternation (`^a$|^b$`) and inside top-level groups.
 pub fn strip_whole_match_anchors(hir: Hir) -> Hir {
+    strip_anchors(hir, true, true)
+}
+
+fn strip_anchors(hir: Hir, start: bool, end: bool) -> Hir {
     let is_start = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::Start));
     let is_end = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::End));
     match hir.kind() {
         HirKind::Concat(items) => {
             let mut items = items.clone();
-            if items.first().is_some_and(is_start) {
+            if start && items.first().is_some_and(is_start) {
                 items.remove(0);
             }
-            if items.last().is_some_and(is_end) {
+            if end && items.last().is_some_and(is_end) {
                 items.pop();
+            }
+            let n = items.len();
+            if n > 0 {
+                // `^(a|b)$`: the group at either end may carry the anchors of its branches.
+                let last = items.pop().unwrap();
+                let last = strip_anchors(last, start && n == 1, end);
+                items.push(last);
+                if n > 1 {
+                    let first = items.remove(0);
+                    items.insert(0, strip_anchors(first, start, false));
+                }
             }
             Hir::concat(items)
         }
-        _ if is_start(&hir) || is_end(&hir) => Hir::empty(),
+        HirKind::Alternation(branches) => {
+            Hir::alternation(branches.iter().map(|b| strip_anchors(b.clone(), start, end)).collect())
+        }
+        HirKind::Capture(c) => strip_anchors((*c.sub).clone(), start, end),
+        _ if (start && is_start(&hir)) || (end && is_end(&hir)) => Hir::empty(),
         _ => hir,
     }
 }
@@ -97,8 +122,12 @@ pub fn reject_looks(hir: &Hir, at: Span) -> Result<(), GrammarError> {
                     }
                     _ => "word boundaries",
                 };
-                return Err(GrammarError::at(at.line, at.column, format!("unsupported in a constraint regex: {what} ({look:?})"))
-                    .with_kind(ErrorKind::Invalid));
+                return Err(GrammarError::at(
+                    at.line,
+                    at.column,
+                    format!("unsupported in a constraint regex: {what} ({look:?})"),
+                )
+                .with_kind(ErrorKind::Invalid));
             }
             HirKind::Repetition(r) => stack.push(&r.sub),
             HirKind::Capture(c) => stack.push(&c.sub),
@@ -118,6 +147,16 @@ mod tests {
         let g = parse("^[a-z]+$").unwrap();
         let Expr::Regex(h) = &g.rules[0].expr else { panic!() };
         assert!(!h.to_string().contains('^'));
+    }
+
+    #[test]
+    fn strips_anchors_in_branches_and_groups() {
+        for p in ["^a$|^b$", "^(a|b)$", "(^a$)|(^b)", "^(?:^a|b$)$"] {
+            let g = parse(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+            let Expr::Regex(h) = &g.rules[0].expr else { panic!() };
+            assert!(!h.to_string().contains('^') && !h.to_string().contains('$'), "{p}: {h}");
+        }
+        assert!(parse("a|^b|c$d").is_err());
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::grammar::ir;
 use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;
 use regex_automata::util::start;
-use regex_automata::Anchored;
+use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
 
 /// No live terminal remains: the byte sequence cannot continue any terminal.
@@ -71,15 +71,19 @@ impl TerminalDfa {
     /// Compile a terminal's HIR (anchored, byte-oriented, UTF-8 classes as byte sequences).
     pub fn new(hir: &regex_syntax::hir::Hir) -> Result<Self, String> {
         let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().utf8(false).which_captures(thompson::WhichCaptures::None))
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None),
+            )
             .build_from_hir(hir)
             .map_err(|e| e.to_string())?;
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
-                    // A terminal is a language, not a search: keep every alternative alive
-                    // (leftmost-first would drop `[1-9][0-9]*` once `[0-9]` has matched).
-                    .match_kind(regex_automata::MatchKind::All)
+                    // All matches, not leftmost-first: with leftmost-first, `[0-9]|[1-9][0-9]*`
+                    // would stop after "1" (the first alternative wins) and never match "10".
+                    .match_kind(MatchKind::All)
                     .start_kind(StartKind::Anchored)
                     .minimize(false)
                     .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))
@@ -124,13 +128,19 @@ impl TerminalDfa {
                 if live[s] {
                     continue;
                 }
-                if raw_next[s * 256..(s + 1) * 256].iter().any(|&t| t != DEAD && live[t as usize]) {
+                if raw_next[s * 256..(s + 1) * 256]
+                    .iter()
+                    .any(|&t| t != DEAD && live[t as usize])
+                {
                     live[s] = true;
                     changed = true;
                 }
             }
         }
-        let next = raw_next.iter().map(|&t| if t != DEAD && live[t as usize] { t } else { DEAD }).collect();
+        let next = raw_next
+            .iter()
+            .map(|&t| if t != DEAD && live[t as usize] { t } else { DEAD })
+            .collect();
         if !live[0] {
             return Err("the terminal matches nothing".into());
         }
@@ -160,10 +170,23 @@ pub struct LiveSetId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ScanState(pub u32);
 
+/// One `(terminal, terminal-DFA state)` pair of a scanner state, interned: a *component*.
+/// Subterminal trees are built per component and shared by every scanner state holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ComponentId(pub u32);
+
 /// The product automaton over all terminals (see the module doc).
 #[derive(Debug)]
 pub struct Scanner {
     num_terminals: usize,
+    dfas: Vec<TerminalDfa>,
+    /// Interned components: `(terminal, terminal-DFA state)`.
+    components: Vec<(ir::TerminalId, u32)>,
+    component_ids: HashMap<(u32, u32), u32>,
+    /// The components of each scanner state.
+    state_components: Vec<Box<[ComponentId]>>,
+    /// The live set `{t}` of each terminal.
+    singleton_live: Vec<LiveSetId>,
     /// Byte → class.
     classes: [u8; 256],
     num_classes: usize,
@@ -185,7 +208,10 @@ impl Scanner {
     pub fn new(grammar: &ir::Grammar) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
-            dfas.push(TerminalDfa::new(&t.hir).map_err(|message| LexerError::Terminal { terminal: t.name.clone(), message })?);
+            dfas.push(TerminalDfa::new(&t.hir).map_err(|message| LexerError::Terminal {
+                terminal: t.name.clone(),
+                message,
+            })?);
         }
         Self::from_dfas(dfas)
     }
@@ -223,9 +249,22 @@ impl Scanner {
         let mut live_sets: Vec<Box<[ir::TerminalId]>> = Vec::new();
         let mut live = Vec::new();
         let mut accepting = Vec::new();
+        let mut components: Vec<(ir::TerminalId, u32)> = Vec::new();
+        let mut component_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut state_components: Vec<Box<[ComponentId]>> = Vec::new();
         let mut i = 0;
         while i < states.len() {
             let cur = states[i].clone();
+            state_components.push(
+                cur.iter()
+                    .map(|&(t, s)| {
+                        ComponentId(*component_ids.entry((t, s)).or_insert_with(|| {
+                            components.push((ir::TerminalId(t), s));
+                            (components.len() - 1) as u32
+                        }))
+                    })
+                    .collect(),
+            );
             let terms: Vec<u32> = cur.iter().map(|p| p.0).collect();
             let lid = *live_intern.entry(terms.clone()).or_insert_with(|| {
                 live_sets.push(terms.iter().map(|&t| ir::TerminalId(t)).collect());
@@ -266,7 +305,28 @@ impl Scanner {
             }
             i += 1;
         }
-        Ok(Scanner { num_terminals: dfas.len(), classes, num_classes, trans, accepting, live, live_sets })
+        let singleton_live = (0..dfas.len() as u32)
+            .map(|t| {
+                LiveSetId(*live_intern.entry(vec![t]).or_insert_with(|| {
+                    live_sets.push(vec![ir::TerminalId(t)].into());
+                    (live_sets.len() - 1) as u32
+                }))
+            })
+            .collect();
+        Ok(Scanner {
+            num_terminals: dfas.len(),
+            dfas,
+            components,
+            component_ids,
+            state_components,
+            singleton_live,
+            classes,
+            num_classes,
+            trans,
+            accepting,
+            live,
+            live_sets,
+        })
     }
 
     /// Next state after byte `b`, or [`DEAD`].
@@ -309,6 +369,43 @@ impl Scanner {
         self.live.len()
     }
 
+    /// The components `(terminal, terminal-DFA state)` of a scanner state.
+    #[inline]
+    pub fn components(&self, s: ScanState) -> &[ComponentId] {
+        &self.state_components[s.0 as usize]
+    }
+
+    /// A component's terminal and terminal-DFA state.
+    #[inline]
+    pub fn component(&self, c: ComponentId) -> (ir::TerminalId, u32) {
+        self.components[c.0 as usize]
+    }
+
+    /// The component of terminal `t` in its DFA state `s`, if some scanner state has it.
+    pub fn component_id(&self, t: ir::TerminalId, s: u32) -> Option<ComponentId> {
+        self.component_ids.get(&(t.0, s)).map(|&c| ComponentId(c))
+    }
+
+    pub fn num_live_sets(&self) -> usize {
+        self.live_sets.len()
+    }
+
+    pub fn num_components(&self) -> usize {
+        self.components.len()
+    }
+
+    /// Terminal `t`'s own DFA.
+    #[inline]
+    pub fn terminal_dfa(&self, t: ir::TerminalId) -> &TerminalDfa {
+        &self.dfas[t.0 as usize]
+    }
+
+    /// The interned live set `{t}`.
+    #[inline]
+    pub fn singleton_live(&self, t: ir::TerminalId) -> LiveSetId {
+        self.singleton_live[t.0 as usize]
+    }
+
     pub fn num_terminals(&self) -> usize {
         self.num_terminals
     }
@@ -320,6 +417,13 @@ impl Scanner {
     /// Bytes of heap the tables use.
     pub fn memory_bytes(&self) -> usize {
         self.trans.len() * 4
+            + self
+                .dfas
+                .iter()
+                .map(|d| d.next.len() * 4 + d.accept.len())
+                .sum::<usize>()
+            + self.components.len() * 8
+            + self.state_components.iter().map(|c| c.len() * 4 + 16).sum::<usize>()
             + self.accepting.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
             + self.live.len() * 4
             + self.live_sets.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
@@ -336,7 +440,11 @@ mod tests {
             terminals: terms
                 .iter()
                 .enumerate()
-                .map(|(i, h)| ir::Terminal { name: format!("t{i}"), hir: h.clone(), literal: None })
+                .map(|(i, h)| ir::Terminal {
+                    name: format!("t{i}"),
+                    hir: h.clone(),
+                    literal: None,
+                })
                 .collect(),
             nonterminals: vec!["s".into()],
             productions: vec![],
@@ -355,14 +463,28 @@ mod tests {
         let sc = Scanner::new(&g).unwrap();
         assert!(sc.accepting(Scanner::START).is_empty());
         let i = sc.walk(Scanner::START, b"i").unwrap();
-        assert_eq!(sc.live_terminals(sc.live_set(i)), &[ir::TerminalId(0), ir::TerminalId(1)]);
+        assert_eq!(
+            sc.live_terminals(sc.live_set(i)),
+            &[ir::TerminalId(0), ir::TerminalId(1)]
+        );
         assert_eq!(sc.accepting(i), &[ir::TerminalId(1)]);
         let iff = sc.walk(Scanner::START, b"if").unwrap();
         assert_eq!(sc.accepting(iff), &[ir::TerminalId(0), ir::TerminalId(1)]);
         let ifx = sc.walk(Scanner::START, b"ifx").unwrap();
         assert_eq!(sc.live_terminals(sc.live_set(ifx)), &[ir::TerminalId(1)]);
         assert!(sc.walk(Scanner::START, b"i1").is_none());
-        assert_eq!(sc.accepting(sc.walk(Scanner::START, b"42").unwrap()), &[ir::TerminalId(2)]);
+        assert_eq!(
+            sc.accepting(sc.walk(Scanner::START, b"42").unwrap()),
+            &[ir::TerminalId(2)]
+        );
+    }
+
+    #[test]
+    fn every_match_counts_not_only_the_preferred_alternative() {
+        let g = grammar(&[re("[0-9]|[1-9][0-9]*")]);
+        let sc = Scanner::new(&g).unwrap();
+        let s = sc.walk(Scanner::START, b"10").expect("\"10\" is a prefix");
+        assert_eq!(sc.accepting(s), &[ir::TerminalId(0)]);
     }
 
     #[test]
@@ -373,6 +495,9 @@ mod tests {
         assert!(sc.walk(Scanner::START, b"abd").is_none());
         let half = sc.walk(Scanner::START, &"é".as_bytes()[..1]).unwrap();
         assert!(sc.accepting(half).is_empty());
-        assert_eq!(sc.accepting(sc.walk(half, &"é".as_bytes()[1..]).unwrap()), &[ir::TerminalId(1)]);
+        assert_eq!(
+            sc.accepting(sc.walk(half, &"é".as_bytes()[1..]).unwrap()),
+            &[ir::TerminalId(1)]
+        );
     }
 }

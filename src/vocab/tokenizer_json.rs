@@ -26,8 +26,16 @@ use anyhow::Context;
 use std::path::Path;
 
 /// Added-token names taken as end of generation (see the module doc).
-pub const EOG_NAMES: &[&str] =
-    &["<|im_end|>", "<|endoftext|>", "</s>", "<eos>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "<|end_of_text|>"];
+pub const EOG_NAMES: &[&str] = &[
+    "<|im_end|>",
+    "<|endoftext|>",
+    "</s>",
+    "<eos>",
+    "<end_of_turn>",
+    "<|eot_id|>",
+    "<|end|>",
+    "<|end_of_text|>",
+];
 
 /// How token strings map to bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +50,10 @@ struct HfTokenizer(tokenizers::Tokenizer);
 
 impl Tokenize for HfTokenizer {
     fn tokenize(&self, text: &str) -> anyhow::Result<Vec<TokenId>> {
-        let enc = self.0.encode(text, false).map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
+        let enc = self
+            .0
+            .encode(text, false)
+            .map_err(|e| anyhow::anyhow!("tokenizer failed: {e}"))?;
         Ok(enc.get_ids().iter().map(|&i| TokenId(i)).collect())
     }
 }

@@ -170,7 +170,8 @@ impl<'a> Generator<'a> {
     fn integer(&mut self, m: &Map<String, Value>) -> Option<Value> {
         let (lo, hi) = bounds(m);
         let lo = lo.map(|(x, inc)| if inc { x.ceil() } else { x.floor() + 1.0 }).unwrap_or(-1000.0).max(-1e15);
-        let hi = hi.map(|(x, inc)| if inc { x.floor() } else { x.ceil() - 1.0 }).unwrap_or(lo.max(0.0) + 1000.0).min(1e15);
+        let hi =
+            hi.map(|(x, inc)| if inc { x.floor() } else { x.ceil() - 1.0 }).unwrap_or(lo.max(0.0) + 1000.0).min(1e15);
         if lo > hi {
             return None;
         }
@@ -239,6 +240,13 @@ impl<'a> Generator<'a> {
         Some(Value::String(self.text(min, max)))
     }
 
+    /// A random string matching `h` (repetitions kept short).
+    pub fn sample(&mut self, h: &Hir) -> String {
+        let mut out = String::new();
+        self.walk(h, &mut out, 0);
+        out
+    }
+
     fn walk(&mut self, h: &Hir, out: &mut String, depth: usize) {
         if depth > 50 {
             return;
@@ -303,7 +311,14 @@ impl<'a> Generator<'a> {
         }
         if m.get("uniqueItems") == Some(&Value::Bool(true)) {
             let mut seen = Vec::new();
-            out.retain(|v| if seen.contains(v) { false } else { seen.push(v.clone()); true });
+            out.retain(|v| {
+                if seen.contains(v) {
+                    false
+                } else {
+                    seen.push(v.clone());
+                    true
+                }
+            });
         }
         Some(Value::Array(out))
     }
@@ -311,7 +326,11 @@ impl<'a> Generator<'a> {
     fn object(&mut self, m: &Map<String, Value>, depth: usize) -> Option<Value> {
         let empty = Map::new();
         let props = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-        let required: Vec<&str> = m.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let required: Vec<&str> = m
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         let mut out = Map::new();
         for (k, s) in props {
             if required.contains(&k.as_str()) || self.coin() {
@@ -375,7 +394,11 @@ impl<'a> Generator<'a> {
                     Value::from(if self.coin() { x + 1e9 } else { x - 1e9 })
                 }
                 (_, Value::String(s)) if self.coin() => {
-                    if self.coin() { Value::String(format!("{s}{}", "y".repeat(300))) } else { Value::String(format!("@{s}!")) }
+                    if self.coin() {
+                        Value::String(format!("{s}{}", "y".repeat(300)))
+                    } else {
+                        Value::String(format!("@{s}!"))
+                    }
                 }
                 (_, Value::Array(a)) if self.coin() => {
                     let mut a = a.clone();
@@ -473,7 +496,9 @@ impl<'a> Generator<'a> {
 }
 
 fn naive_merge(acc: &mut Value, b: &Value) {
-    let (Value::Object(a), Value::Object(b)) = (acc, b) else { return };
+    let (Value::Object(a), Value::Object(b)) = (acc, b) else {
+        return;
+    };
     for (k, v) in b {
         match (a.get_mut(k), v) {
             (Some(Value::Array(x)), Value::Array(y)) if k == "required" => {
@@ -510,7 +535,9 @@ fn count_nodes(v: &Value, n: &mut usize) {
     }
 }
 
-fn bounds(m: &Map<String, Value>) -> (Option<(f64, bool)>, Option<(f64, bool)>) {
+type Bound = (f64, bool);
+
+fn bounds(m: &Map<String, Value>) -> (Option<Bound>, Option<Bound>) {
     let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
     let mut lo = m.get("minimum").and_then(Value::as_f64).map(|x| (x, !flag("exclusiveMinimum")));
     let mut hi = m.get("maximum").and_then(Value::as_f64).map(|x| (x, !flag("exclusiveMaximum")));

@@ -48,12 +48,14 @@ pub fn string_pattern(min: u64, max: Option<u64>) -> String {
     }
 }
 
+/// JSON integers. Not `-0`: serde_json reads it as the float `-0.0`, which `jsonschema` does
+/// not count as an integer.
 pub fn integer_pattern() -> String {
-    format!("-?(?:0|[1-9][0-9]{{0,{}}})", MAX_INT_DIGITS - 1)
+    format!("(?:0|-?[1-9][0-9]{{0,{}}})", MAX_INT_DIGITS - 1)
 }
 
 pub fn number_pattern() -> String {
-    format!("{}(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]{{1,2}})?", integer_pattern())
+    format!("-?(?:0|[1-9][0-9]{{0,{}}})(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]{{1,2}})?", MAX_INT_DIGITS - 1)
 }
 
 /// JSON whitespace, `0..=max` bytes.
@@ -212,7 +214,11 @@ fn frac_set(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>, max_digits: Op
         if h.is_empty() {
             // Only an all-zero rest stays below an exhausted upper bound (and only if inclusive).
             let lo_ok = lo.is_none_or(|(l, incl)| incl && l.iter().all(|&d| d == b'0'));
-            return if h_incl && lo_ok { (true, (max_digits != Some(0)).then(|| zeros(max_digits))) } else { (false, None) };
+            return if h_incl && lo_ok {
+                (true, (max_digits != Some(0)).then(|| zeros(max_digits)))
+            } else {
+                (false, None)
+            };
         }
     }
     if let (Some((l, false)), None) = (lo, hi) {
@@ -407,16 +413,33 @@ pub fn number_range_pattern(
 /// Formats the `jsonschema` crate asserts. Those with a pattern here are compiled; the rest
 /// are reported unsupported. Any other format name is an annotation (constrains nothing).
 pub const ASSERTED_FORMATS: &[&str] = &[
-    "date", "date-time", "time", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
-    "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
-    "uuid", "duration",
+    "date",
+    "date-time",
+    "time",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+    "uuid",
+    "duration",
 ];
 
 /// The regex (over the decoded string, all ASCII) for a supported format.
 pub fn format_pattern(format: &str) -> Option<String> {
     let date = "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))";
     let time = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
-    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?";
+    // Single inner hyphens only: IDNA rejects `--` in the third and fourth places.
+    let label = "[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}";
     let h16 = "[0-9a-fA-F]{1,4}";
     let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
     let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
@@ -439,7 +462,9 @@ pub fn format_pattern(format: &str) -> Option<String> {
         ]
         .join("|"),
         "hostname" => format!("{label}(?:\\.{label}){{0,8}}"),
-        "email" => format!("[A-Za-z0-9_+-]{{1,32}}(?:\\.[A-Za-z0-9_+-]{{1,32}}){{0,4}}@{label}(?:\\.{label}){{1,4}}"),
+        // Conservative: dot-separated atoms, then alphanumeric labels (single inner hyphens)
+        // and an alphabetic top-level label.
+        "email" => "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
         "uri" => format!(
             "[A-Za-z][A-Za-z0-9+.-]{{0,15}}:(?://(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{{2}})+(?::[0-9]{{1,5}})?(?:/{pchar}*)*|(?:/{pchar}+)(?:/{pchar}*)*|{pchar}+(?:/{pchar}*)*)?(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
         ),
@@ -512,7 +537,7 @@ fn encode_class(cls: &ClassUnicode) -> Hir {
     let mut escaped = cls.clone();
     escaped.intersect(&forbidden);
     let mut alts = Vec::new();
-    if raw.ranges().first().is_some() {
+    if !raw.ranges().is_empty() {
         alts.push(Hir::class(Class::Unicode(raw)));
     }
     for r in escaped.ranges() {
@@ -636,8 +661,25 @@ pub fn translate_ecma(pattern: &str) -> Result<String, String> {
     while let Some(c) = chars.next() {
         match c {
             '\\' => {
-                let Some(e) = chars.next() else { return Err("pattern ends with a lone backslash".into()) };
+                let Some(e) = chars.next() else {
+                    return Err("pattern ends with a lone backslash".into());
+                };
+                // `\s`: the characters both ECMA and Unicode call white space (so the
+                // grammar is a subset whichever definition the validator uses).
+                const SPACE: &str =
+                    r"\t\n\x0B\x0C\r \u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}";
+                const NOT_SPACE: &str = r"\t\n\x0B\x0C\r \u{85}\u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}\u{FEFF}";
+                let space_class;
                 let repl: Option<&str> = match (e, in_class) {
+                    ('s', false) => {
+                        space_class = format!("[{SPACE}]");
+                        Some(&space_class)
+                    }
+                    ('s', true) => Some(SPACE),
+                    ('S', _) => {
+                        space_class = format!("[^{NOT_SPACE}]");
+                        Some(&space_class)
+                    }
                     ('d', false) => Some("[0-9]"),
                     ('D', false) => Some("[^0-9]"),
                     ('w', false) => Some("[A-Za-z0-9_]"),
@@ -710,8 +752,16 @@ pub fn translate_ecma(pattern: &str) -> Result<String, String> {
                     _ => return Err("unknown group syntax (?".into()),
                 }
             }
-            '&' | '~' | '-' if in_class => {
-                // regex-syntax treats `&&`, `--`, `~~` as class set operators; escape them.
+            '&' | '~' | '-' if in_class && chars.peek() == Some(&c) => {
+                // regex-syntax reads `&&`, `--`, `~~` as class set operators; ECMA as two
+                // literal characters.
+                chars.next();
+                out.push('\\');
+                out.push(c);
+                out.push('\\');
+                out.push(c);
+            }
+            '&' | '~' if in_class => {
                 out.push('\\');
                 out.push(c);
             }
@@ -732,7 +782,15 @@ mod tests {
 
     #[test]
     fn integer_ranges_are_exact() {
-        for (lo, hi) in [(Some(0), Some(0)), (Some(-15), Some(7)), (Some(3), Some(117)), (Some(-250), Some(-13)), (Some(10), None), (None, Some(-3)), (Some(99), Some(1000))] {
+        for (lo, hi) in [
+            (Some(0), Some(0)),
+            (Some(-15), Some(7)),
+            (Some(3), Some(117)),
+            (Some(-250), Some(-13)),
+            (Some(10), None),
+            (None, Some(-3)),
+            (Some(99), Some(1000)),
+        ] {
             let re = full(&integer_range_pattern(lo, hi).unwrap());
             for x in -1200i128..1200 {
                 let want = lo.is_none_or(|l| x >= l) && hi.is_none_or(|h| x <= h);
@@ -805,5 +863,7 @@ mod tests {
         assert!(!has_look(&h));
         let t = translate_ecma(r"[\w-]+").unwrap();
         assert!(full(&t).is_match("a-b_c"));
+        let t = translate_ecma(r"^[a-c_]+$").unwrap();
+        assert!(full(&t).is_match("ab_c") && !full(&t).is_match("-"));
     }
 }

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{is_keyword, is_trivially_true, join_ptr, ty, Compiler, ANNOTATIONS};
+use super::{ANNOTATIONS, Compiler, is_keyword, is_trivially_true, join_ptr, ty};
 use crate::grammar::GrammarError;
 
 fn all_of(a: Value, b: Value) -> Value {
@@ -72,14 +72,22 @@ fn unsupported(ptr: &str, msg: impl Into<String>) -> GrammarError {
 fn types_of(m: &Map<String, Value>) -> Option<u8> {
     match m.get("type") {
         Some(Value::String(t)) => ty::from_name(t),
-        Some(Value::Array(ts)) => Some(ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b)),
+        Some(Value::Array(ts)) => {
+            Some(ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b))
+        }
         _ => None,
     }
 }
 
 fn type_value(set: u8) -> Value {
     let mut names = Vec::new();
-    for (bit, name) in [(ty::NULL, "null"), (ty::BOOL, "boolean"), (ty::OBJECT, "object"), (ty::ARRAY, "array"), (ty::STRING, "string")] {
+    for (bit, name) in [
+        (ty::NULL, "null"),
+        (ty::BOOL, "boolean"),
+        (ty::OBJECT, "object"),
+        (ty::ARRAY, "array"),
+        (ty::STRING, "string"),
+    ] {
         if set & bit != 0 {
             names.push(Value::String(name.into()));
         }
@@ -112,19 +120,32 @@ fn extra_schema(m: &Map<String, Value>, k: &str) -> Value {
     m.get("additionalProperties").cloned().unwrap_or(Value::Bool(true))
 }
 
-fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, GrammarError> {
-    let (mut a, b) = match (a, b) {
+fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, GrammarError> {
+    let (mut a, mut b) = match (a, b) {
         (Value::Bool(true), x) | (x, Value::Bool(true)) => return Ok(x),
         (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
         (Value::Object(a), Value::Object(b)) => (a, b),
-        _ => return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "an `allOf` branch is not a schema")),
+        _ => {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "an `allOf` branch is not a schema"));
+        }
     };
     // anyOf / oneOf on both sides: multiply out (anyOf) or refuse (oneOf).
     if a.contains_key("oneOf") && b.contains_key("oneOf") {
-        return Err(unsupported(ptr, "both sides have `oneOf`"));
+        // One of them provably disjoint is an anyOf, which multiplies out below.
+        let disjoint = |c: &Compiler<'_>, m: &Map<String, Value>| {
+            m.get("oneOf").and_then(Value::as_array).is_some_and(|bs| provably_disjoint(c, bs, ptr).is_ok())
+        };
+        let side = if disjoint(c, &b) && !b.contains_key("anyOf") {
+            &mut b
+        } else if disjoint(c, &a) && !a.contains_key("anyOf") {
+            &mut a
+        } else {
+            return Err(unsupported(ptr, "both sides have `oneOf`"));
+        };
+        let list = side.remove("oneOf").expect("checked above");
+        side.insert("anyOf".into(), list);
     }
     let a_any = a.remove("anyOf");
-    let mut b = b;
     let b_any = b.remove("anyOf");
     let any = match (a_any, b_any) {
         (Some(Value::Array(x)), Some(Value::Array(y))) => {
@@ -141,11 +162,15 @@ fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value,
         }
         (Some(x), None) | (None, Some(x)) => Some(x),
         (None, None) => None,
-        _ => return Err(GrammarError::at_pointer(join_ptr(ptr, "anyOf"), "`anyOf` must be an array")),
+        _ => {
+            return Err(GrammarError::at_pointer(join_ptr(ptr, "anyOf"), "`anyOf` must be an array"));
+        }
     };
     // Object member keywords, handled together.
-    let a_obj = a.contains_key("properties") || a.contains_key("additionalProperties") || a.contains_key("patternProperties");
-    let b_obj = b.contains_key("properties") || b.contains_key("additionalProperties") || b.contains_key("patternProperties");
+    let a_obj =
+        a.contains_key("properties") || a.contains_key("additionalProperties") || a.contains_key("patternProperties");
+    let b_obj =
+        b.contains_key("properties") || b.contains_key("additionalProperties") || b.contains_key("patternProperties");
     if a_obj && b_obj {
         let a_pp = a.contains_key("patternProperties");
         let b_pp = b.contains_key("patternProperties");
@@ -225,11 +250,23 @@ fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value,
                 Value::Array(va.as_array().cloned().unwrap_or_default().into_iter().filter(|v| y.contains(v)).collect())
             }
             "const" => return Ok(Value::Bool(false)),
-            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties" if va.is_number() && vb.is_number() => {
-                if va.as_f64() >= vb.as_f64() { va } else { vb }
+            "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties"
+                if va.is_number() && vb.is_number() =>
+            {
+                if va.as_f64() >= vb.as_f64() {
+                    va
+                } else {
+                    vb
+                }
             }
-            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties" if va.is_number() && vb.is_number() => {
-                if va.as_f64() <= vb.as_f64() { va } else { vb }
+            "maximum" | "exclusiveMaximum" | "maxLength" | "maxItems" | "maxProperties"
+                if va.is_number() && vb.is_number() =>
+            {
+                if va.as_f64() <= vb.as_f64() {
+                    va
+                } else {
+                    vb
+                }
             }
             "items" if va.is_object() || va.is_boolean() => all_of(va, vb),
             "additionalItems" => all_of(va, vb),
@@ -244,7 +281,9 @@ fn merge2(_c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value,
                     return Err(unsupported(ptr, format!("`multipleOf` {x} and {y}")));
                 }
             }
-            other => return Err(unsupported(ptr, format!("`{other}` on both sides with different values"))),
+            other => {
+                return Err(unsupported(ptr, format!("`{other}` on both sides with different values")));
+            }
         };
         a.insert(k, merged);
     }
@@ -269,10 +308,19 @@ struct Shape {
     discriminators: Vec<(String, Vec<Value>)>,
     /// `Some(names)` when only these property names are allowed (additionalProperties false).
     closed: Option<Vec<String>>,
+    /// For strings: a full-match regex (over the decoded string) every valid string matches.
+    string_regex: Option<regex_syntax::hir::Hir>,
 }
 
 fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
-    let mut out = Shape { types: ty::ALL, consts: None, required: Vec::new(), discriminators: Vec::new(), closed: None };
+    let mut out = Shape {
+        types: ty::ALL,
+        consts: None,
+        required: Vec::new(),
+        discriminators: Vec::new(),
+        closed: None,
+        string_regex: None,
+    };
     let m = match s {
         Value::Bool(false) => {
             out.types = 0;
@@ -300,6 +348,9 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             }
             if out.closed.is_none() {
                 out.closed = sb.closed;
+            }
+            if out.string_regex.is_none() {
+                out.string_regex = sb.string_regex;
             }
         }
     }
@@ -337,8 +388,23 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             }
         }
     }
+    if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+        let parsed = super::lexical::translate_ecma(p)
+            .ok()
+            .and_then(|t| regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t).ok());
+        if let Some(h) = parsed {
+            let h = super::lexical::anchor_search(&h, &super::lexical::hir("(?s:.)*"));
+            if !super::lexical::has_look(&h) {
+                out.string_regex = Some(h);
+            }
+        }
+    } else if let Some(f) = m.get("format").and_then(Value::as_str).and_then(super::lexical::format_pattern) {
+        out.string_regex = Some(super::lexical::hir(&f));
+    }
     if m.get("additionalProperties") == Some(&Value::Bool(false)) && !m.contains_key("patternProperties") {
-        out.closed = Some(m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default());
+        out.closed = Some(
+            m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default(),
+        );
     }
     out
 }
@@ -350,6 +416,13 @@ fn shapes_disjoint(a: &Shape, b: &Shape) -> bool {
     if let (Some(x), Some(y)) = (&a.consts, &b.consts) {
         if !x.iter().any(|v| y.contains(v)) {
             return true;
+        }
+    }
+    if (a.types & b.types) & !ty::STRING == 0 {
+        if let (Some(x), Some(y)) = (&a.string_regex, &b.string_regex) {
+            if regexes_disjoint(x, y) == Some(true) {
+                return true;
+            }
         }
     }
     // Objects are the only overlap left? Then object-level arguments apply.
@@ -386,4 +459,112 @@ pub(super) fn provably_disjoint(c: &Compiler<'_>, branches: &[Value], ptr: &str)
         }
     }
     Ok(())
+}
+
+/// Whether two regexes (full match, over bytes) have no string in common, by a walk over
+/// the product of their DFAs. `None` when the DFAs or the product are too large.
+fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> Option<bool> {
+    use regex_automata::dfa::{Automaton, StartKind, dense};
+    use regex_automata::util::start;
+    use regex_automata::{Anchored, MatchKind, nfa::thompson};
+    let build = |h: &regex_syntax::hir::Hir| -> Option<dense::DFA<Vec<u32>>> {
+        let nfa = thompson::Compiler::new().configure(thompson::Config::new().utf8(false)).build_from_hir(h).ok()?;
+        dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .start_kind(StartKind::Anchored)
+                    .match_kind(MatchKind::All)
+                    .dfa_size_limit(Some(8 << 20)),
+            )
+            .build_from_nfa(&nfa)
+            .ok()
+    };
+    let (dx, dy) = (build(x)?, build(y)?);
+    let cfg = start::Config::new().anchored(Anchored::Yes);
+    let s0 = (dx.start_state(&cfg).ok()?, dy.start_state(&cfg).ok()?);
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![s0];
+    seen.insert(s0);
+    while let Some((p, q)) = stack.pop() {
+        if dx.is_match_state(dx.next_eoi_state(p)) && dy.is_match_state(dy.next_eoi_state(q)) {
+            return Some(false);
+        }
+        for b in 0..=255u8 {
+            let (np, nq) = (dx.next_state(p, b), dy.next_state(q, b));
+            if dx.is_dead_state(np) || dy.is_dead_state(nq) {
+                continue;
+            }
+            if seen.insert((np, nq)) {
+                if seen.len() > 200_000 {
+                    return None;
+                }
+                stack.push((np, nq));
+            }
+        }
+    }
+    Some(true)
+}
+
+/// For a `oneOf` branch with no type information at all (no `type`, `enum`, `const`, `$ref`
+/// or combinator), the one type family its keywords are about (`properties` → object, ...).
+fn implied_type(b: &Value) -> Option<&'static str> {
+    let m = b.as_object()?;
+    if ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"].iter().any(|k| m.contains_key(*k)) {
+        return None;
+    }
+    let mut family = None;
+    for k in m.keys() {
+        let f = match k.as_str() {
+            "properties"
+            | "required"
+            | "additionalProperties"
+            | "patternProperties"
+            | "minProperties"
+            | "maxProperties"
+            | "dependencies"
+            | "dependentRequired"
+            | "propertyNames" => "object",
+            "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems" | "contains" => {
+                "array"
+            }
+            "pattern" | "format" | "minLength" | "maxLength" => "string",
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
+            _ => continue,
+        };
+        if family.is_some_and(|x| x != f) {
+            return None;
+        }
+        family = Some(f);
+    }
+    family
+}
+
+/// `oneOf` branches with untyped branches restricted to the type family their keywords are
+/// about, when that is exact: every untyped branch is about the same family F and every
+/// other branch admits only types in F. Then an instance outside F satisfies every untyped
+/// branch vacuously (and no typed one): with two or more untyped branches it was invalid,
+/// so removing it changes nothing; with one, it was valid and is lost (a subset). Inside F
+/// nothing changes. `None` when no branch is untyped or the condition fails.
+pub(super) fn restrict_implied_types(c: &Compiler<'_>, branches: &[Value], ptr: &str) -> Option<Vec<Value>> {
+    if branches.len() < 2 {
+        return None;
+    }
+    let implied: Vec<Option<&'static str>> = branches.iter().map(implied_type).collect();
+    let family = implied.iter().flatten().next().copied()?;
+    if implied.iter().flatten().any(|f| *f != family) {
+        return None;
+    }
+    let bits = ty::from_name(family)?;
+    for (b, imp) in branches.iter().zip(&implied) {
+        if imp.is_none() && shape(c, b, ptr, 0).types & !bits != 0 {
+            return None;
+        }
+    }
+    let mut out = branches.to_vec();
+    for (b, imp) in out.iter_mut().zip(&implied) {
+        if let (Some(t), Some(m)) = (imp, b.as_object_mut()) {
+            m.insert("type".into(), Value::String((*t).into()));
+        }
+    }
+    Some(out)
 }
