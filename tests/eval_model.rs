@@ -26,8 +26,27 @@ fn eval_gsm8k(out: &Path, resume: bool) -> std::process::Output {
     let model = common::require_default_model();
     let out = out.to_str().unwrap();
     let mut args = vec![
-        "eval", "gsm8k", "--limit", "2", "--shots", "1", "--max-tokens", "6", "--methods", METHODS, "--out", out, "--quiet",
-        "--format", "json", "-m", model.to_str().unwrap(), "--ctx", "2048", "--threads", "2",
+        "eval",
+        "gsm8k",
+        "--limit",
+        "2",
+        "--shots",
+        "1",
+        "--max-tokens",
+        "6",
+        "--methods",
+        METHODS,
+        "--out",
+        out,
+        "--quiet",
+        "--format",
+        "json",
+        "-m",
+        model.to_str().unwrap(),
+        "--ctx",
+        "2048",
+        "--threads",
+        "2",
     ];
     if resume {
         args.push("--resume");
@@ -41,7 +60,11 @@ fn without_timings(v: &Value) -> Value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(k, _)| {
-                    !(k.ends_with("_ms") || k.ends_with("_seconds") || k.contains("per_second") || k.contains("performance") || *k == "command")
+                    !(k.ends_with("_ms")
+                        || k.ends_with("_seconds")
+                        || k.contains("per_second")
+                        || k.contains("performance")
+                        || *k == "command")
                 })
                 .map(|(k, v)| (k.clone(), without_timings(v)))
                 .collect(),
@@ -162,8 +185,18 @@ fn retokenize_spells_the_text_and_starts_with_the_model_preferred_token() {
     let model = common::require_default_model();
     let text = "{\n    \"name\" : \"Alice\" }";
     let out = domino(&[
-        "eval", "retokenize", "--prompt", "Q: Give a person as JSON.\nA:", "--text", text, "--format", "json", "-m",
-        model.to_str().unwrap(), "--threads", "2",
+        "eval",
+        "retokenize",
+        "--prompt",
+        "Q: Give a person as JSON.\nA:",
+        "--text",
+        text,
+        "--format",
+        "json",
+        "-m",
+        model.to_str().unwrap(),
+        "--threads",
+        "2",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();

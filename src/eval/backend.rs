@@ -57,9 +57,9 @@ pub fn decoder_config(method: Method, source: GrammarSource) -> anyhow::Result<O
         Method::Naive => DecoderConfig { method: DecodeMethod::Naive, k: Some(0), draft: 0, ..base },
         Method::Template => DecoderConfig { method: DecodeMethod::Template, k: None, draft: 0, ..base },
         Method::LlamaGrammar => DecoderConfig { method: DecodeMethod::LlamaGrammar, draft: 0, ..base },
-        Method::Llguidance => bail!(crate::cli::UsageError(
-            "method `llguidance` is not available: this build of domino has no llguidance engine".into()
-        )),
+        Method::Llguidance => {
+            bail!(crate::cli::UsageError("method `llguidance` is not available: this build of domino has no llguidance engine".into()))
+        }
     }))
 }
 
@@ -105,8 +105,8 @@ impl<'m> LlamaEvalBackend<'m> {
         if !self.decoders.contains_key(&key) {
             let source = GrammarSource::from_path(grammar)?;
             let config = decoder_config(method, source)?.expect("constrained method");
-            let decoder = Decoder::new(&config, self.model)
-                .with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
+            let decoder =
+                Decoder::new(&config, self.model).with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
             self.decoders.insert(key.clone(), decoder);
         }
         Ok(self.decoders.get_mut(&key))
@@ -286,4 +286,41 @@ pub fn score_continuation(session: &mut Session<'_>, context: &[TokenId], contin
 pub fn perplexity(logprobs: &[f32]) -> f64 {
     let total: f64 = logprobs.iter().map(|&l| l as f64).sum();
     (-total / logprobs.len() as f64).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(method: &str) -> anyhow::Result<Option<DecoderConfig>> {
+        decoder_config(method.parse().unwrap(), GrammarSource::Json)
+    }
+
+    #[test]
+    fn eval_methods_map_to_decoder_configurations() {
+        assert!(config("none").unwrap().is_none());
+        let d = config("domino").unwrap().unwrap();
+        assert_eq!((d.method, d.k, d.opportunistic, d.draft), (DecodeMethod::Domino, None, true, 0));
+        let d = config("domino-k1-s4").unwrap().unwrap();
+        assert_eq!((d.method, d.k, d.opportunistic, d.draft), (DecodeMethod::Domino, Some(1), true, 4));
+        let d = config("naive").unwrap().unwrap();
+        assert_eq!((d.method, d.k, d.draft), (DecodeMethod::Naive, Some(0), 0));
+        assert_eq!(config("template").unwrap().unwrap().method, DecodeMethod::Template);
+        assert_eq!(config("llama-grammar").unwrap().unwrap().method, DecodeMethod::LlamaGrammar);
+        let err = config("llguidance").unwrap_err();
+        assert_eq!(crate::cli::exit_code_for(&err), 2, "{err:#}");
+    }
+
+    #[test]
+    fn finish_reasons_map_to_the_harness_names() {
+        assert_eq!(finish_reason(DecodeFinish::Eos), FinishReason::Eos);
+        assert_eq!(finish_reason(DecodeFinish::Length), FinishReason::MaxTokens);
+        assert_eq!(finish_reason(DecodeFinish::GrammarEnd), FinishReason::GrammarEnd);
+    }
+
+    #[test]
+    fn perplexity_is_exp_of_the_mean_negative_logprob() {
+        assert!((perplexity(&[-1.0, -3.0]) - 2f64.exp()).abs() < 1e-9);
+        assert!(perplexity(&[]).is_nan());
+    }
 }
