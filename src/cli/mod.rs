@@ -6,6 +6,8 @@
 
 pub mod args;
 pub mod bench;
+#[cfg(feature = "bench-llguidance")]
+pub mod bench_llguidance;
 pub mod generate;
 pub mod grammar;
 pub mod mask;
