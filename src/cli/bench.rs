@@ -261,6 +261,7 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             let (times, llg_first, diverged) = llg::time_documents(&g, &docs, args.repeat)?;
             let theirs = Stats::of(times);
             let ours = Stats::of(warm.clone());
+            let ours_uncached = Stats::of(uncached.clone());
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
             serde_json::json!({
                 "engine": "llguidance",
@@ -271,6 +272,8 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
                 "ratio_p50": ratio(theirs.p50, ours.p50),
                 "ratio_p99": ratio(theirs.p99, ours.p99),
                 "ratio_mean": ratio(theirs.mean, ours.mean),
+                "ratio_p50_uncached": ratio(theirs.p50, ours_uncached.p50),
+                "ratio_p99_uncached": ratio(theirs.p99, ours_uncached.p99),
             })
         }
         None => serde_json::Value::Null,
@@ -358,6 +361,11 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
                     v["compile_ms"].as_f64().unwrap_or(0.0),
                     v["first_mask_us"].as_f64().unwrap_or(0.0),
                     v["diverged_docs"]
+                );
+                println!(
+                    "llguidance/uncached: p50 {:.2}x, p99 {:.2}x",
+                    v["ratio_p50_uncached"].as_f64().unwrap_or(f64::NAN),
+                    v["ratio_p99_uncached"].as_f64().unwrap_or(f64::NAN)
                 );
             }
             println!(
