@@ -95,8 +95,12 @@ pub fn grammar_for_source(source: &GrammarSource, opts: &CompileOptions) -> anyh
         let guidance = match opts.whitespace {
             WhitespacePolicy::Flexible => serde_json::json!({
                 "whitespace_pattern": format!(r"[\x20\x0A\x0D\x09]{{1,{}}}", opts.max_whitespace.max(1)),
+                "json_allow_general_unicode_escapes": true,
             }),
-            WhitespacePolicy::Compact => serde_json::json!({ "whitespace_flexible": false }),
+            WhitespacePolicy::Compact => serde_json::json!({
+                "whitespace_flexible": false,
+                "json_allow_general_unicode_escapes": true,
+            }),
             other => {
                 return Err(UsageError(format!(
                     "--vs llguidance: whitespace policy {other:?} has no llguidance equivalent (use flexible or compact)"
