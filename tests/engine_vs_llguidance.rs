@@ -82,6 +82,7 @@ fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize
     let mut theirs = TokenSet::new(vocab.len());
     let mut samples_other: Vec<String> = Vec::new();
     let mut samples_theirs: Vec<String> = Vec::new();
+    let mut samples_forced: Vec<String> = Vec::new();
     for _ in 0..walks {
         let mut c = base.clone();
         let mut m = llg.matcher().unwrap();
@@ -158,6 +159,14 @@ fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize
                     }
                 } else {
                     counts.forced_literal_only_ours += 1;
+                    if samples_forced.len() < 6 {
+                        samples_forced.push(format!(
+                            "after {:?} (forced {:?}): {:?}",
+                            String::from_utf8_lossy(&text),
+                            String::from_utf8_lossy(&forced),
+                            String::from_utf8_lossy(tb)
+                        ));
+                    }
                 }
             }
             if same {
@@ -187,6 +196,9 @@ fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize
     eprintln!("{name}: {counts:?}");
     for s in &samples_other {
         eprintln!("{name}: only ours, no literal forced: {s}");
+    }
+    for s in &samples_forced {
+        eprintln!("{name}: only ours, literal forced: {s}");
     }
     for s in &samples_theirs {
         eprintln!("{name}: only llguidance: {s}");
