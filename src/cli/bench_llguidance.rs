@@ -147,9 +147,10 @@ pub struct LlgMatcher {
 
 /// A compiled llguidance grammar: clone-able starting point for [`LlgMatcher`]s.
 pub struct LlgGrammar {
-    factory: ParserFactory,
+    /// Compiled once; matchers are shallow clones, which share llguidance's lexer state
+    /// (its lazily built lexer DFA), as a server reusing one compiled grammar would.
+    parser: llguidance::TokenParser,
     vocab: Arc<Vocabulary>,
-    grammar: TopLevelGrammar,
 }
 
 impl LlgGrammar {
@@ -157,17 +158,15 @@ impl LlgGrammar {
         let env = tok_env(vocab)?;
         let mut factory = ParserFactory::new_simple(&env)?;
         factory.quiet();
-        // Compile once now so grammar errors surface here, not at the first document.
-        factory
-            .create_parser(grammar.clone())
+        let parser = factory
+            .create_parser(grammar)
             .map_err(|e| anyhow::anyhow!("llguidance rejected the grammar: {e}"))?;
-        Ok(LlgGrammar { factory, vocab: vocab.clone(), grammar })
+        Ok(LlgGrammar { parser, vocab: vocab.clone() })
     }
 
     /// A fresh parser at the start of the grammar.
     pub fn matcher(&self) -> anyhow::Result<LlgMatcher> {
-        let parser = self.factory.create_parser(self.grammar.clone())?;
-        Ok(LlgMatcher { matcher: Matcher::new(Ok(parser)), vocab: self.vocab.clone() })
+        Ok(LlgMatcher { matcher: Matcher::new(Ok(self.parser.clone())), vocab: self.vocab.clone() })
     }
 }
 
