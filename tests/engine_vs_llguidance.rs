@@ -39,7 +39,9 @@ fn shared(rel: &str) -> PathBuf {
 }
 
 fn smollm2() -> Arc<Vocabulary> {
-    Arc::new(tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap())
+    Arc::new(
+        tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+    )
 }
 
 struct Rng(u64);
@@ -67,13 +69,27 @@ struct Counts {
     only_llguidance: usize,
 }
 
-fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize, seed: u64) -> Counts {
+fn cross_check(
+    name: &str,
+    source: GrammarSource,
+    walks: usize,
+    max_steps: usize,
+    seed: u64,
+) -> Counts {
     let vocab = smollm2();
     let opts = CompileOptions::default();
     let ir = source.compile(&opts).unwrap();
     let reference = ReferenceRecognizer::new(&ir).unwrap();
     let grammar = CompiledGrammar::new(ir).unwrap();
-    let base = Constraint::new(&grammar, &vocab, Options { lookahead: None, ..Default::default() }).unwrap();
+    let base = Constraint::new(
+        &grammar,
+        &vocab,
+        Options {
+            lookahead: None,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let llg = LlgGrammar::new(&vocab, grammar_for_source(&source, &opts).unwrap()).unwrap();
 
     let mut rng = Rng(seed);
@@ -132,11 +148,16 @@ fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize
                         String::from_utf8_lossy(&text)
                     );
                 } else {
-                    assert!(reference.accepts(&text), "{name}: EOG allowed on an unfinished document");
+                    assert!(
+                        reference.accepts(&text),
+                        "{name}: EOG allowed on an unfinished document"
+                    );
                 }
                 let is_ws = |b: &u8| b" \t\n\r".contains(b);
                 let tb = vocab.bytes(t);
-                if (text.iter().all(is_ws) || reference.accepts(&text)) && tb.first().is_some_and(is_ws) {
+                if (text.iter().all(is_ws) || reference.accepts(&text))
+                    && tb.first().is_some_and(is_ws)
+                {
                     // Our flexible policy allows whitespace before and after the document;
                     // llguidance's JSON grammar has none there (a grammar difference).
                     counts.edge_whitespace_only_ours += 1;
@@ -184,9 +205,16 @@ fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize
                 break;
             }
             // Mostly skip pure-whitespace tokens so walks reach structure, not just padding.
-            let solid: Vec<TokenId> =
-                texty.iter().copied().filter(|&t| !vocab.bytes(t).iter().all(|b| b" \t\n\r".contains(b))).collect();
-            let pool = if !solid.is_empty() && rng.below(4) != 0 { &solid } else { &texty };
+            let solid: Vec<TokenId> = texty
+                .iter()
+                .copied()
+                .filter(|&t| !vocab.bytes(t).iter().all(|b| b" \t\n\r".contains(b)))
+                .collect();
+            let pool = if !solid.is_empty() && rng.below(4) != 0 {
+                &solid
+            } else {
+                &texty
+            };
             let t = pool[rng.below(pool.len())];
             c.commit(t).unwrap();
             m.commit(t).unwrap();
@@ -210,17 +238,93 @@ fn cross_check(name: &str, source: GrammarSource, walks: usize, max_steps: usize
 fn json_masks_match_llguidance_up_to_principled_differences() {
     let c = cross_check("json", GrammarSource::Json, 30, 60, 0x9E3779B97F4A7C15);
     assert!(c.steps > 100, "walks too short to mean anything: {c:?}");
-    assert_eq!(c.only_llguidance, 0, "llguidance allows tokens our engine blocks: {c:?}");
-    assert_eq!(c.other_only_ours, 0, "unclassified differences (printed above): {c:?}");
+    assert_eq!(
+        c.only_llguidance, 0,
+        "llguidance allows tokens our engine blocks: {c:?}"
+    );
+    assert_eq!(
+        c.other_only_ours, 0,
+        "unclassified differences (printed above): {c:?}"
+    );
 }
 
 #[test]
 fn gsm8k_schema_masks_match_llguidance_up_to_principled_differences() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("grammars/gsm8k.schema.json")).expect("grammars/gsm8k.schema.json");
+    let text = std::fs::read_to_string(root.join("grammars/gsm8k.schema.json"))
+        .expect("grammars/gsm8k.schema.json");
     let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let c = cross_check("gsm8k-schema", GrammarSource::JsonSchema(schema), 30, 60, 0xD1B54A32D192ED03);
+    let c = cross_check(
+        "gsm8k-schema",
+        GrammarSource::JsonSchema(schema),
+        30,
+        60,
+        0xD1B54A32D192ED03,
+    );
     assert!(c.steps > 100, "walks too short to mean anything: {c:?}");
-    assert_eq!(c.only_llguidance, 0, "llguidance allows tokens our engine blocks: {c:?}");
-    assert_eq!(c.other_only_ours, 0, "unclassified differences (printed above): {c:?}");
+    assert_eq!(
+        c.only_llguidance, 0,
+        "llguidance allows tokens our engine blocks: {c:?}"
+    );
+    assert_eq!(
+        c.other_only_ours, 0,
+        "unclassified differences (printed above): {c:?}"
+    );
+}
+
+#[test]
+fn gbnf_and_pretty_json_are_usage_errors_for_llguidance() {
+    let gbnf = grammar_for_source(
+        &GrammarSource::Gbnf("root ::= \"a\"".into()),
+        &CompileOptions::default(),
+    );
+    let err = gbnf.err().expect("GBNF must be refused");
+    assert!(
+        err.downcast_ref::<domino::cli::UsageError>().is_some(),
+        "{err:#}"
+    );
+    assert!(err.to_string().contains(".lark"), "{err:#}");
+    let opts = CompileOptions {
+        whitespace: domino::grammar::WhitespacePolicy::Pretty,
+        ..Default::default()
+    };
+    let pretty = grammar_for_source(&GrammarSource::Json, &opts);
+    assert!(
+        pretty
+            .err()
+            .expect("pretty must be refused")
+            .downcast_ref::<domino::cli::UsageError>()
+            .is_some()
+    );
+}
+
+#[test]
+fn llguidance_rejects_what_the_grammar_rejects() {
+    // The adapter is live, not a pass-through: a token outside the grammar is refused by
+    // llguidance, a token inside it is taken.
+    let vocab = smollm2();
+    let llg = LlgGrammar::new(
+        &vocab,
+        grammar_for_source(
+            &GrammarSource::Regex("ab+".into()),
+            &CompileOptions::default(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let a = vocab.tokenize("a").unwrap();
+    let b = vocab.tokenize("b").unwrap();
+    let mut m = llg.matcher().unwrap();
+    let mut mask = TokenSet::new(vocab.len());
+    m.mask_into(&mut mask).unwrap();
+    assert!(mask.contains(a[0]) && !mask.contains(b[0]));
+    assert!(
+        !mask.contains(vocab.eog_tokens()[0]),
+        "EOS before the regex matched"
+    );
+    m.commit(a[0]).unwrap();
+    m.commit(b[0]).unwrap();
+    m.mask_into(&mut mask).unwrap();
+    assert!(mask.contains(vocab.eog_tokens()[0]), "EOS after `ab`");
+    assert!(m.is_accepting());
 }

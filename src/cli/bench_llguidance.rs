@@ -22,7 +22,21 @@
 //! when the grammar can end). Principled difference (DESIGN.md invariant 2): where a grammar
 //! forces a literal (a key name in a schema), llguidance admits only tokens that keep the
 //! canonical tokenisation reachable, while our engine admits every token whose bytes the
-//! grammar can still accept, so our mask is a superset there.
+//! grammar can still accept, so our mask is a superset there. The cross-check test also finds
+//! and classifies differences of the two *grammars* (not engines): our flexible JSON allows
+//! whitespace before/after the document, unescaped U+007F and the `\/` escape in strings; our
+//! JSON numbers bound their digit counts (llguidance's do not).
+//!
+//! # Timing
+//! `--vs llguidance` times `Matcher::compute_mask_or_eos` at every step of the same documents,
+//! fresh matcher per document (a clone of one compiled parser, sharing its lexer cache), best
+//! of `--repeat` per step. Compare it with our `uncached` row (llguidance keeps no finished-mask
+//! cache keyed by parser state; our `warm` row hits ours, a copy of the mask).
+//! ```text
+//! cargo build --features bench-llguidance
+//! domino bench masks --tokenizer ../shared/tokenizers/SmolLM2-135M-Instruct.tokenizer.json \
+//!     --schema grammars/gsm8k.schema.json --docs DOCS.jsonl --vs llguidance --repeat 3
+//! ```
 
 use crate::cli::UsageError;
 use crate::cli::args::ConstraintArgs;
@@ -46,7 +60,10 @@ impl TokenizerEnv for DominoTokEnv {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
-        match std::str::from_utf8(s).ok().map(|text| self.vocab.tokenize(text)) {
+        match std::str::from_utf8(s)
+            .ok()
+            .map(|text| self.vocab.tokenize(text))
+        {
             Some(Ok(toks)) => toks.into_iter().map(|t| t.0).collect(),
             // Not UTF-8 (a partial character) or no tokenizer attached: llguidance's own
             // greedy tokenisation over the same trie.
@@ -77,20 +94,26 @@ pub fn tok_env(vocab: &Arc<Vocabulary>) -> anyhow::Result<TokEnv> {
         .collect();
     let info = TokRxInfo::new(vocab.len() as u32, eos.0);
     let trie = TokTrie::from(&info, &words);
-    Ok(Arc::new(DominoTokEnv { trie, vocab: vocab.clone() }))
+    Ok(Arc::new(DominoTokEnv {
+        trie,
+        vocab: vocab.clone(),
+    }))
 }
 
 /// llguidance's grammar for the constraint chosen on the command line (see the module doc).
 pub fn top_level_grammar(args: &ConstraintArgs) -> anyhow::Result<TopLevelGrammar> {
-    let source = args
-        .source()?
-        .ok_or_else(|| UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into()))?;
+    let source = args.source()?.ok_or_else(|| {
+        UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into())
+    })?;
     grammar_for_source(&source, &args.compile_options())
 }
 
 /// llguidance's grammar for one of our grammar sources, with the same options (see the
 /// module doc).
-pub fn grammar_for_source(source: &GrammarSource, opts: &CompileOptions) -> anyhow::Result<TopLevelGrammar> {
+pub fn grammar_for_source(
+    source: &GrammarSource,
+    opts: &CompileOptions,
+) -> anyhow::Result<TopLevelGrammar> {
     let json = |schema: &serde_json::Value| -> anyhow::Result<TopLevelGrammar> {
         let guidance = match opts.whitespace {
             WhitespacePolicy::Flexible => serde_json::json!({
@@ -126,14 +149,17 @@ pub fn grammar_for_source(source: &GrammarSource, opts: &CompileOptions) -> anyh
             if let Some(start) = &opts.start {
                 anyhow::ensure!(
                     start == "start",
-                    UsageError(format!("--vs llguidance: Lark grammars must start at `start`, not `{start}`"))
+                    UsageError(format!(
+                        "--vs llguidance: Lark grammars must start at `start`, not `{start}`"
+                    ))
                 );
             }
             Ok(TopLevelGrammar::from_lark(text.clone()))
         }
         GrammarSource::Regex(pattern) => Ok(TopLevelGrammar::from_regex(pattern)),
         GrammarSource::Gbnf(_) => Err(UsageError(
-            "--vs llguidance: llguidance has no GBNF front end; give the grammar as a .lark file".into(),
+            "--vs llguidance: llguidance has no GBNF front end; give the grammar as a .lark file"
+                .into(),
         )
         .into()),
     }
@@ -161,12 +187,18 @@ impl LlgGrammar {
         let parser = factory
             .create_parser(grammar)
             .map_err(|e| anyhow::anyhow!("llguidance rejected the grammar: {e}"))?;
-        Ok(LlgGrammar { parser, vocab: vocab.clone() })
+        Ok(LlgGrammar {
+            parser,
+            vocab: vocab.clone(),
+        })
     }
 
     /// A fresh parser at the start of the grammar.
     pub fn matcher(&self) -> anyhow::Result<LlgMatcher> {
-        Ok(LlgMatcher { matcher: Matcher::new(Ok(self.parser.clone())), vocab: self.vocab.clone() })
+        Ok(LlgMatcher {
+            matcher: Matcher::new(Ok(self.parser.clone())),
+            vocab: self.vocab.clone(),
+        })
     }
 }
 
@@ -196,7 +228,11 @@ impl LlgMatcher {
     }
 
     pub fn commit(&mut self, t: TokenId) -> anyhow::Result<()> {
-        let t = if self.vocab.is_eog(t) { self.vocab.eog_tokens()[0] } else { t };
+        let t = if self.vocab.is_eog(t) {
+            self.vocab.eog_tokens()[0]
+        } else {
+            t
+        };
         self.matcher.consume_token(t.0)
     }
 
@@ -209,7 +245,11 @@ impl LlgMatcher {
 /// `bench masks`: mask, then commit the document's token), one thread. Returns each step's
 /// fastest time over `repeat` passes (µs), the first pass's very first mask, and how many
 /// documents llguidance stopped accepting part-way (their remaining steps are not timed).
-pub fn time_documents(g: &LlgGrammar, docs: &[Vec<TokenId>], repeat: usize) -> anyhow::Result<(Vec<f64>, f64, usize)> {
+pub fn time_documents(
+    g: &LlgGrammar,
+    docs: &[Vec<TokenId>],
+    repeat: usize,
+) -> anyhow::Result<(Vec<f64>, f64, usize)> {
     let mut best: Vec<f64> = Vec::new();
     let mut first = 0.0;
     let mut diverged = 0;
@@ -225,7 +265,11 @@ pub fn time_documents(g: &LlgGrammar, docs: &[Vec<TokenId>], repeat: usize) -> a
                     first = us;
                 }
                 times.push(us);
-                let tl = if g.vocab.is_eog(t) { g.vocab.eog_tokens()[0] } else { t };
+                let tl = if g.vocab.is_eog(t) {
+                    g.vocab.eog_tokens()[0]
+                } else {
+                    t
+                };
                 if !mask.is_allowed(tl.0) || m.commit(t).is_err() {
                     if r == 0 {
                         diverged += 1;
