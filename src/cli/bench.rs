@@ -147,6 +147,9 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             )
             .into());
         }
+        // Refuse grammars llguidance cannot take (GBNF, pretty JSON) before the long passes.
+        #[cfg(feature = "bench-llguidance")]
+        crate::cli::bench_llguidance::top_level_grammar(&args.constraint)?;
     }
     let vocab = args.vocab.load()?;
     let mut texts = read_json_lines(&args.docs)?;
