@@ -57,6 +57,11 @@ pub struct MasksArgs {
     /// Use at most this many documents.
     #[arg(long, value_name = "N")]
     pub max_docs: Option<usize>,
+    /// Also time another engine on the same vocabulary, grammar and documents, in this
+    /// process, and print its row and the ratio (`llguidance`; needs a build with
+    /// `--features bench-llguidance`).
+    #[arg(long, value_name = "ENGINE")]
+    pub vs: Option<String>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
 }
@@ -132,6 +137,20 @@ fn pass(base: &Constraint, docs: &[Vec<TokenId>], uncached: bool, first: &mut Op
 
 fn masks(args: MasksArgs) -> anyhow::Result<()> {
     let k = lookahead(&args.k)?;
+    if let Some(other) = &args.vs {
+        if other != "llguidance" {
+            return Err(crate::cli::UsageError(format!("--vs: unknown engine `{other}` (expected `llguidance`)")).into());
+        }
+        if !cfg!(feature = "bench-llguidance") {
+            return Err(crate::cli::UsageError(
+                "--vs llguidance: this domino was built without llguidance; rebuild with `cargo build --features bench-llguidance`".into(),
+            )
+            .into());
+        }
+        // Refuse grammars llguidance cannot take (GBNF, pretty JSON) before the long passes.
+        #[cfg(feature = "bench-llguidance")]
+        crate::cli::bench_llguidance::top_level_grammar(&args.constraint)?;
+    }
     let vocab = args.vocab.load()?;
     let mut texts = read_json_lines(&args.docs)?;
     if let Some(m) = args.max_docs {
@@ -235,6 +254,36 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
         None => None,
     };
 
+    #[cfg(feature = "bench-llguidance")]
+    let vs = match &args.vs {
+        Some(_) => {
+            use crate::cli::bench_llguidance as llg;
+            let t0 = Instant::now();
+            let g = llg::LlgGrammar::new(&vocab, llg::top_level_grammar(&args.constraint)?)?;
+            let llg_compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let (times, llg_first, diverged) = llg::time_documents(&g, &docs, args.repeat)?;
+            let theirs = Stats::of(times);
+            let ours = Stats::of(warm.clone());
+            let ours_uncached = Stats::of(uncached.clone());
+            let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+            serde_json::json!({
+                "engine": "llguidance",
+                "compile_ms": llg_compile_ms,
+                "first_mask_us": llg_first,
+                "diverged_docs": diverged,
+                "mask_us": theirs,
+                "ratio_p50": ratio(theirs.p50, ours.p50),
+                "ratio_p99": ratio(theirs.p99, ours.p99),
+                "ratio_mean": ratio(theirs.mean, ours.mean),
+                "ratio_p50_uncached": ratio(theirs.p50, ours_uncached.p50),
+                "ratio_p99_uncached": ratio(theirs.p99, ours_uncached.p99),
+            })
+        }
+        None => serde_json::Value::Null,
+    };
+    #[cfg(not(feature = "bench-llguidance"))]
+    let vs = serde_json::Value::Null;
+
     let report = serde_json::json!({
         "docs": docs.len(),
         "rejected_docs": rejected,
@@ -256,6 +305,7 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
         "memory_bytes": stats.memory_bytes + stats.trie_bytes,
         "tree_bytes": stats.memory_bytes,
         "trie_bytes": stats.trie_bytes,
+        "vs": vs,
     });
     match args.format {
         OutputFormat::Json => println!("{report}"),
@@ -292,6 +342,33 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
                     s["p90"].as_f64().unwrap_or(0.0),
                     s["p99"].as_f64().unwrap_or(0.0),
                     s["max"].as_f64().unwrap_or(0.0)
+                );
+            }
+            if let Some(v) = r["vs"].as_object() {
+                let s = &v["mask_us"];
+                println!(
+                    "{:<10} {:>8} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+                    "llguidance",
+                    s["n"],
+                    s["mean"].as_f64().unwrap_or(0.0),
+                    s["p50"].as_f64().unwrap_or(0.0),
+                    s["p90"].as_f64().unwrap_or(0.0),
+                    s["p99"].as_f64().unwrap_or(0.0),
+                    s["max"].as_f64().unwrap_or(0.0)
+                );
+                println!(
+                    "llguidance/warm: mean {:.2}x, p50 {:.2}x, p99 {:.2}x (llguidance compile {:.2} ms, first mask {:.1} µs, {} docs diverged)",
+                    v["ratio_mean"].as_f64().unwrap_or(f64::NAN),
+                    v["ratio_p50"].as_f64().unwrap_or(f64::NAN),
+                    v["ratio_p99"].as_f64().unwrap_or(f64::NAN),
+                    v["compile_ms"].as_f64().unwrap_or(0.0),
+                    v["first_mask_us"].as_f64().unwrap_or(0.0),
+                    v["diverged_docs"]
+                );
+                println!(
+                    "llguidance/uncached: p50 {:.2}x, p99 {:.2}x",
+                    v["ratio_p50_uncached"].as_f64().unwrap_or(f64::NAN),
+                    v["ratio_p99_uncached"].as_f64().unwrap_or(f64::NAN)
                 );
             }
             println!(

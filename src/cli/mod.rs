@@ -7,6 +7,8 @@
 pub mod args;
 pub mod bench;
 pub mod decode_args;
+#[cfg(feature = "bench-llguidance")]
+pub mod bench_llguidance;
 pub mod generate;
 pub mod grammar;
 pub mod mask;
