@@ -26,12 +26,12 @@ use crate::vocab::TokenId;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The default speculative draft length. Measured with `scripts/bench-decode` (SmolLM2, one
-/// thread, CPU-time ratios to unconstrained decoding, greedy): S = 2 / 4 / 8 gave
-/// XML 1.32 / 1.38 / 1.49, C 1.16 / 1.29 / 1.32, RPG template 1.22 / 1.32 / 1.45,
-/// GSM8K schema 1.10 / 1.08 / 1.01, JSON 1.06 / 1.04 / 1.04. Longer drafts only grow
-/// while the chain's count probability stays above the threshold, so S is a cap, not a
-/// length: 8 wins where the grammar is predictable and costs little elsewhere.
+/// The default speculative draft length. Measured with `scripts/bench-decode --reps 3`
+/// (SmolLM2, one thread, CPU-time ratios to unconstrained decoding, greedy, opportunistic):
+/// S = 2 / 4 / 8 gave XML 1.33 / 1.45 / 1.65, C 1.20 / 1.37 / 1.39, RPG template
+/// 1.27 / 1.39 / 1.58, GSM8K schema 1.23 / 1.31 / 1.35, JSON (28 tokens) 1.19 / 1.06 / 1.01.
+/// Drafts only grow while the chain's count probability stays above the threshold, so S is
+/// a cap, not a length: 8 wins where the grammar is predictable and costs little elsewhere.
 pub const DEFAULT_DRAFT: usize = 8;
 /// The default smallest count probability for a drafted token.
 pub const DEFAULT_DRAFT_THRESHOLD: f32 = 0.8;
