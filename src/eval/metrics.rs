@@ -14,8 +14,8 @@
 //! - **intervention rate**: `Σ interventions / Σ generated tokens`, an intervention being a step
 //!   where the model's top token was blocked.
 //! - **exact match with `none`**: share of samples (completed by both) where the method
-//!   produced the same output as `none` — see [`same_output`]: equal token ids, or one a prefix
-//!   of the other where the shorter one holds a complete JSON document. (A constrained run stops
+//!   produced the same output as `none` — see [`same_output`]: equal token ids, or equal ids
+//!   until both had written the same complete JSON document. (A constrained run stops
 //!   when the document is complete, while `none` often writes on: `\n\nQ: …`. By the paper's
 //!   claim, and this project's invariant, k = ∞ DOMINO with greedy decoding reproduces `none`'s
 //!   tokens exactly up to the end of a valid document.) **Mean first divergence**: over the
@@ -157,18 +157,27 @@ pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
 }
 
 /// Whether `result` is the same output as `reference` (`none`'s on the same sample): equal
-/// tokens, or one a prefix of the other where the shorter output contains a complete JSON
-/// document (it stopped because its answer was complete, not because it was cut short).
+/// tokens, or the same tokens until both had written the same complete JSON document — what
+/// follows the document (a constrained run's trailing whitespace or end of text, `none`'s
+/// `\n\nQ: …`) does not count. A run cut off before its document was complete is not the same
+/// output.
 pub fn same_output(result: &SampleResult, reference: &SampleResult) -> bool {
-    let (a, b) = (&result.tokens, &reference.tokens);
-    match first_divergence(a, b) {
-        None => true,
-        Some(i) if i == a.len().min(b.len()) => {
-            let shorter = if a.len() <= b.len() { result } else { reference };
-            super::extract::first_json_document(&shorter.output_text).is_ok()
-        }
-        Some(_) => false,
+    if first_divergence(&result.tokens, &reference.tokens).is_none() {
+        return true;
     }
+    // Identical tokens give identical text, so the divergence in text is at or after the
+    // divergence in tokens: the common text prefix holds everything both outputs agree on.
+    let common = common_prefix(&result.output_text, &reference.output_text);
+    super::extract::first_json_document(common).is_ok()
+}
+
+/// The longest common prefix of two strings, cut at a character boundary.
+fn common_prefix<'a>(a: &'a str, b: &str) -> &'a str {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(n) {
+        n -= 1;
+    }
+    &a[..n]
 }
 
 /// A method's correctness against `none`'s on the same samples.
@@ -380,6 +389,10 @@ mod tests {
         assert!(!same_output(&record(Method::DOMINO, "{\"answer\": 2}"), &none));
         assert!(!same_output(&record(Method::DOMINO, "{\"answer\""), &none), "a cut-off prefix is not the same output");
         assert!(!same_output(&record(Method::DOMINO, ""), &none));
+        // Diverging only after the document (the grammar's trailing whitespace then EOS, where
+        // `none` writes on into the next few-shot question) is the same output.
+        assert!(same_output(&record(Method::DOMINO, "{\"answer\": 1}\n\n\n"), &none));
+        assert!(!same_output(&record(Method::DOMINO, "{\"answer\": 1 }\n\nQ: next"), &none));
         let summary = summarize(
             &[none.clone(), record(Method::DOMINO, "{\"answer\": 1}"), record(Method::Naive, "{\"answer\":1}")],
             &[Method::None, Method::DOMINO, Method::Naive],
