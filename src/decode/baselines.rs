@@ -131,13 +131,7 @@ pub fn generate_llama_grammar(
         stats.forward_passes += 1;
         logits_index = 0;
     };
-    stats.generated_tokens = tokens.len();
-    stats.decode_ms = decode_start.elapsed().as_secs_f64() * 1000.0;
-    stats.tokens_per_s = if stats.decode_ms > 0.0 {
-        tokens.len() as f64 / (stats.decode_ms / 1000.0)
-    } else {
-        0.0
-    };
+    stats.finish_decode(tokens.len(), decode_start);
     Ok(GenerationResult {
         tokens,
         bytes,

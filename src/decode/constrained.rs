@@ -390,13 +390,7 @@ pub fn generate_constrained(
 
     let c = run.chooser.stats;
     let mut stats = run.stats;
-    stats.generated_tokens = run.tokens.len();
-    stats.decode_ms = ms_since(decode_start);
-    stats.tokens_per_s = if stats.decode_ms > 0.0 {
-        stats.generated_tokens as f64 / (stats.decode_ms / 1000.0)
-    } else {
-        0.0
-    };
+    stats.finish_decode(run.tokens.len(), decode_start);
     stats.masks_computed = c.masks_computed;
     stats.mask_us_total = c.mask_us_total;
     stats.interventions = c.interventions;

@@ -89,6 +89,15 @@ pub struct GenerationStats {
     pub forced_tokens: usize,
 }
 
+impl GenerationStats {
+    /// Close the decode phase: `generated` tokens were produced since `decode_start`.
+    pub fn finish_decode(&mut self, generated: usize, decode_start: Instant) {
+        self.generated_tokens = generated;
+        self.decode_ms = decode_start.elapsed().as_secs_f64() * 1000.0;
+        self.tokens_per_s = if self.decode_ms > 0.0 { generated as f64 / (self.decode_ms / 1000.0) } else { 0.0 };
+    }
+}
+
 /// The outcome of [`generate`].
 #[derive(Clone, Debug)]
 pub struct GenerationResult {
@@ -173,13 +182,7 @@ pub fn generate(
         stats.forward_passes += 1;
         logits_index = 0;
     };
-    stats.generated_tokens = tokens.len();
-    stats.decode_ms = ms_since(decode_start);
-    stats.tokens_per_s = if stats.decode_ms > 0.0 {
-        tokens.len() as f64 / (stats.decode_ms / 1000.0)
-    } else {
-        0.0
-    };
+    stats.finish_decode(tokens.len(), decode_start);
     Ok(GenerationResult {
         tokens,
         bytes,
