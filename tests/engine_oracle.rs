@@ -169,47 +169,80 @@ fn k_infinity_masks_equal_the_oracle_on_random_walks() {
     let mut rng = Rng(0x9E3779B97F4A7C15);
     let mut checked = 0;
     for (name, text) in GRAMMARS {
-        let grammar = compile(text);
-        let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
-        for walk in 0..120 {
-            let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
-            let mut state = r.start();
-            let mut text: Vec<u8> = Vec::new();
-            let mut mask = TokenSet::new(vocab.len());
-            for _step in 0..25 {
-                c.compute_mask(&mut mask);
-                let want = oracle_mask(&r, &state, &vocab);
-                assert!(
-                    mask == want,
-                    "{name} walk {walk} after {:?}: {}",
-                    String::from_utf8_lossy(&text),
-                    diff(&mask, &want, &vocab)
-                );
-                checked += 1;
-                assert_eq!(
-                    c.is_accepting(),
-                    r.is_accepting(&state),
-                    "{name}: accepting after {text:?}"
-                );
-                // allows(t) agrees with the mask on a sample of tokens.
-                for _ in 0..20 {
-                    let t = TokenId(rng.below(vocab.len()) as u32);
-                    assert_eq!(c.allows(t), mask.contains(t), "{name}: allows({t:?}) after {text:?}");
-                }
-                let allowed: Vec<TokenId> = mask.iter().filter(|t| !vocab.is_eog(*t)).collect();
-                if allowed.is_empty() {
-                    assert!(c.is_finished());
-                    break;
-                }
-                assert!(!c.is_finished());
-                let t = allowed[rng.below(allowed.len())];
-                c.commit(t).unwrap();
-                text.extend_from_slice(vocab.bytes(t));
-                state = feed_all(&r, &state, vocab.bytes(t));
-            }
-        }
+        checked += random_walks_match_the_oracle(name, &compile(text), &vocab, &mut rng, 120);
     }
     assert!(checked > 2000, "only {checked} masks checked");
+}
+
+/// Terminals with constraints (JSON Schema `pattern` ∧ length bounds, `format` ∧ `pattern`,
+/// pattern keys minus the named properties, `not: {enum}`, `multipleOf`): the lexer's
+/// product automaton against the reference recognizer's own product.
+#[test]
+fn constrained_terminal_masks_equal_the_oracle_on_random_walks() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng(0xD1B54A32D192ED03);
+    let schemas = [
+        ("pattern-maxLength", serde_json::json!({"type": "array", "items": {"type": "string", "pattern": "^(?:[a-z]+ ){0,2}[a-z]+$", "maxLength": 7}})),
+        ("format-pattern", serde_json::json!({"type": "string", "format": "date", "pattern": "^20(?:19|2)"})),
+        ("keys-minus-named", serde_json::json!({"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^(?!x)[a-z]{1,3}$": {"type": "boolean"}}, "additionalProperties": false})),
+        ("not-enum", serde_json::json!({"type": "array", "items": {"type": "string", "not": {"enum": ["a", "ab", "é"]}, "maxLength": 3}})),
+        ("multipleOf", serde_json::json!({"type": "array", "items": {"anyOf": [{"type": "integer", "multipleOf": 3, "minimum": -40, "maximum": 400}, {"type": "number", "multipleOf": 0.25}]}})),
+    ];
+    let mut checked = 0;
+    for (name, schema) in schemas {
+        let opts = domino::grammar::CompileOptions { whitespace: domino::grammar::WhitespacePolicy::Compact, ..Default::default() };
+        let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
+        assert!(g.terminals.iter().any(|t| !t.constraints.is_empty()), "{name}: expected a constrained terminal");
+        checked += random_walks_match_the_oracle(name, &CompiledGrammar::new(g).unwrap(), &vocab, &mut rng, 60);
+    }
+    assert!(checked > 1000, "only {checked} masks checked");
+}
+
+/// Random walks (each step a random allowed token) comparing every mask with the oracle's.
+/// Returns the number of masks compared.
+fn random_walks_match_the_oracle(
+    name: &str,
+    grammar: &Arc<CompiledGrammar>,
+    vocab: &Arc<Vocabulary>,
+    rng: &mut Rng,
+    walks: usize,
+) -> usize {
+    let mut checked = 0;
+    let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
+    for walk in 0..walks {
+        let mut c = Constraint::new(grammar, vocab, Options::default()).unwrap();
+        let mut state = r.start();
+        let mut text: Vec<u8> = Vec::new();
+        let mut mask = TokenSet::new(vocab.len());
+        for _step in 0..25 {
+            c.compute_mask(&mut mask);
+            let want = oracle_mask(&r, &state, vocab);
+            assert!(
+                mask == want,
+                "{name} walk {walk} after {:?}: {}",
+                String::from_utf8_lossy(&text),
+                diff(&mask, &want, vocab)
+            );
+            checked += 1;
+            assert_eq!(c.is_accepting(), r.is_accepting(&state), "{name}: accepting after {text:?}");
+            // allows(t) agrees with the mask on a sample of tokens.
+            for _ in 0..20 {
+                let t = TokenId(rng.below(vocab.len()) as u32);
+                assert_eq!(c.allows(t), mask.contains(t), "{name}: allows({t:?}) after {text:?}");
+            }
+            let allowed: Vec<TokenId> = mask.iter().filter(|t| !vocab.is_eog(*t)).collect();
+            if allowed.is_empty() {
+                assert!(c.is_finished());
+                break;
+            }
+            assert!(!c.is_finished());
+            let t = allowed[rng.below(allowed.len())];
+            c.commit(t).unwrap();
+            text.extend_from_slice(vocab.bytes(t));
+            state = feed_all(&r, &state, vocab.bytes(t));
+        }
+    }
+    checked
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //! `lowered_grammars_agree_with_the_schema` runs the same check through lowering
 //! (`grammar::lower`) and the byte-level `ReferenceRecognizer`, the engine's oracle.
 
+mod common;
+
 use std::collections::{BTreeSet, HashMap};
 
 use domino::grammar::expr::{Expr, GrammarDef};
@@ -103,6 +105,9 @@ impl<'g> Matcher<'g> {
                     out.insert(input.len());
                 }
                 out
+            }
+            Expr::Constrained { hir, constraints } => {
+                (pos + 1..=input.len()).filter(|&q| common::constrained_match(hir, constraints, &input[pos..q])).collect()
             }
             Expr::Ref(r) => self.rule(r.0 as usize, input, pos, memo),
             Expr::Seq(parts) => {
@@ -359,6 +364,87 @@ fn corpus() -> Vec<(&'static str, Value)> {
                 ]}
             }),
         ),
+        // Intersections: a pattern with length bounds it does not imply, a format with a
+        // pattern, `not: {enum}` of strings (every escape form excluded).
+        (
+            "pattern-and-lengths-exact",
+            json!({
+                "type": "array",
+                "items": {"anyOf": [
+                    {"type": "string", "pattern": "^(?:[a-z]+ ){0,2}[a-z]+$", "minLength": 3, "maxLength": 7},
+                    {"type": "string", "format": "date", "pattern": "^20(?:19|2)"},
+                    {"type": "string", "not": {"enum": ["ab", "a/b", "q\"", "é"]}, "maxLength": 3}
+                ]},
+                "maxItems": 4
+            }),
+        ),
+        // Pattern keys minus the named properties they match, a leading negative look-ahead,
+        // and minProperties met by the first extra member.
+        (
+            "pattern-keys-minus-named",
+            json!({
+                "type": "object",
+                "properties": {"ab": {"type": "integer"}},
+                "patternProperties": {"^(?!x)[a-z]{1,3}$": {"type": ["boolean", "integer"]}},
+                "additionalProperties": false,
+                "minProperties": 1,
+                "maxProperties": 3
+            }),
+        ),
+        (
+            "min-properties-extra",
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}, "minProperties": 1, "maxProperties": 2}),
+        ),
+        // if/then/else on a discriminator, required and not.
+        (
+            "discriminated-conditionals",
+            json!({
+                "type": "object",
+                "properties": {"kind": {"enum": ["a", "b", "c"]}, "x": {"type": "integer"}, "y": {"type": "string"}},
+                "required": ["kind"],
+                "additionalProperties": false,
+                "allOf": [
+                    {"if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["x"]}},
+                    {"if": {"properties": {"kind": {"const": "b"}}}, "then": {"required": ["y"]}, "else": {"properties": {"y": {"maxLength": 1}}}}
+                ]
+            }),
+        ),
+        (
+            "optional-discriminator",
+            json!({
+                "type": "object",
+                "properties": {"kind": {"type": "string"}, "x": {"type": "integer"}},
+                "if": {"properties": {"kind": {"const": "big"}}},
+                "then": {"properties": {"x": {"minimum": 100}}},
+                "else": {"properties": {"x": {"maximum": 9}}}
+            }),
+        ),
+        (
+            "multiples",
+            json!({
+                "type": "array",
+                "items": {"anyOf": [
+                    {"type": "integer", "multipleOf": 3, "minimum": -20, "maximum": 50},
+                    {"type": "number", "multipleOf": 0.25},
+                    {"type": "integer", "multipleOf": 20},
+                    {"type": "integer", "multipleOf": 6, "minimum": 0, "maximum": 9999}
+                ]},
+                "maxItems": 3
+            }),
+        ),
+        // oneOf proved disjoint by members: A requires `t` as a string, B allows `t` only
+        // as an integer; refs to untyped object branches are restricted to objects.
+        (
+            "one-of-by-members",
+            json!({
+                "$defs": {"b": {"properties": {"t": {"type": "integer"}, "u": {"type": "boolean"}}}},
+                "type": "object",
+                "oneOf": [
+                    {"properties": {"t": {"type": "string", "pattern": "^a"}}, "required": ["t"]},
+                    {"$ref": "#/$defs/b"}
+                ]
+            }),
+        ),
         (
             "nullable-integers",
             json!({
@@ -569,7 +655,7 @@ fn pointer_of(e: &domino::grammar::GrammarError) -> String {
 
 #[test]
 fn unsupported_keywords_are_named_with_their_pointer() {
-    let schema = json!({"type": "object", "properties": {"x": {"type": "string", "not": {"const": "a"}}}});
+    let schema = json!({"type": "object", "properties": {"x": {"type": "string", "not": {"minLength": 3}}}});
     let e = json_schema::compile(&schema, &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unsupported);
     assert_eq!(e.feature.as_deref(), Some("not"));
@@ -766,6 +852,7 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             out.push_str(&g.sample(h));
             true
         }
+        Expr::Constrained { hir, constraints } => sample_constrained(g, hir, constraints, out),
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
         Expr::Alt(alts) => {
@@ -782,6 +869,24 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
         }
     }
+}
+
+/// A string of a constrained terminal: samples of its base language until one satisfies the
+/// constraints (rejection sampling; `false` when none does within the budget).
+fn sample_constrained(
+    g: &mut Generator,
+    hir: &regex_syntax::hir::Hir,
+    constraints: &domino::grammar::ir::Constraints,
+    out: &mut String,
+) -> bool {
+    for _ in 0..400 {
+        let x = g.sample(hir);
+        if common::constrained_match(hir, constraints, x.as_bytes()) {
+            out.push_str(&x);
+            return true;
+        }
+    }
+    false
 }
 
 /// Soundness, directly: every document the grammar generates validates with `jsonschema`.

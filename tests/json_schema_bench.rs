@@ -6,6 +6,8 @@
 //!
 //! Run: `cargo test --test json_schema_bench -- --nocapture`
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -120,9 +122,9 @@ fn jsonschemabench_dev_subset_compiles() {
         eprintln!("  {f}");
     }
     assert!(n >= 800, "expected the whole development subset, got {n} schemas");
-    // The project's target is 95 %; this floor keeps regressions visible.
+    // The project's target is 95 % (reached: 829 of 872); this ratchet keeps it.
     let rate = total.ok as f64 / n as f64;
-    assert!(rate >= 0.85, "ok rate {:.1}% fell below the floor", 100.0 * rate);
+    assert!(rate >= 0.95, "ok rate {:.1}% fell below the floor", 100.0 * rate);
 }
 
 /// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
@@ -139,6 +141,17 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
         Expr::Regex(h) => {
             out.push_str(&g.sample(h));
             true
+        }
+        Expr::Constrained { hir, constraints } => {
+            // Rejection sampling from the base language.
+            for _ in 0..400 {
+                let x = g.sample(hir);
+                if common::constrained_match(hir, constraints, x.as_bytes()) {
+                    out.push_str(&x);
+                    return true;
+                }
+            }
+            false
         }
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),

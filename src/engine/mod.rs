@@ -49,7 +49,7 @@
 //! use regex_syntax::hir::Hir;
 //!
 //! // root ::= "[" "a"* "]"   (hand-built IR; front ends produce this from GBNF/Lark/…)
-//! let lit = |s: &str| Terminal { name: format!("{s:?}"), hir: Hir::literal(s.as_bytes()), literal: Some(s.into()) };
+//! let lit = |s: &str| Terminal::new(format!("{s:?}"), Hir::literal(s.as_bytes()), Some(s.into()));
 //! let (open, a, close) = (Symbol::Terminal(TerminalId(0)), Symbol::Terminal(TerminalId(1)), Symbol::Terminal(TerminalId(2)));
 //! let (root, items) = (NonterminalId(0), NonterminalId(1));
 //! let g = Grammar {

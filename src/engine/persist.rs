@@ -53,6 +53,12 @@ pub fn grammar_hash(g: &ir::Grammar) -> u64 {
     for t in &g.terminals {
         eat(t.name.as_bytes());
         eat(t.hir.to_string().as_bytes());
+        for (tag, hs) in [(b"&", &t.constraints.and), (b"!", &t.constraints.and_not)] {
+            for h in hs {
+                eat(tag);
+                eat(h.to_string().as_bytes());
+            }
+        }
         eat(t.literal.as_deref().unwrap_or(b"-"));
     }
     for p in &g.productions {

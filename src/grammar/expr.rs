@@ -50,6 +50,10 @@ pub enum Expr {
     /// Any regular language, as `regex-syntax` HIR (classes, `.`, `/re/`, schema patterns).
     /// Must not contain look-around or anchors other than the implicit whole-match.
     Regex(Hir),
+    /// A regular language given as `hir` ∩ every `and` ∖ every `and_not`: always exactly one
+    /// terminal (never merged into a larger regular expression), see
+    /// [`crate::grammar::ir::Constraints`].
+    Constrained { hir: Hir, constraints: crate::grammar::ir::Constraints },
     /// A reference to another rule.
     Ref(RuleId),
     Seq(Vec<Expr>),

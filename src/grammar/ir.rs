@@ -7,7 +7,10 @@
 //!
 //! # Semantics (what the reference recognizer and the engine both implement)
 //! `L(G)` is the context-free language obtained by substituting, for every terminal `t`, the
-//! language `L(t) \ {ε}` of its regular expression. There is **no lexer policy**: no maximal
+//! language `L(t) \ {ε}` of its regular expression, where `L(t)` is `L(hir)` intersected
+//! with every `constraints.and` language and minus every `constraints.and_not` language
+//! (JSON Schema's `pattern` with `maxLength`, keys that match a pattern but are no named
+//! property: regular, but not writable as one regular expression of reasonable size). There is **no lexer policy**: no maximal
 //! munch, no priorities. A byte string is in `L(G)` if *any* split of it into terminal
 //! strings is a sentence of the productions. This is what makes masks minimally invasive.
 //!
@@ -42,6 +45,31 @@ pub struct Terminal {
     pub hir: Hir,
     /// `Some(bytes)` when the language is exactly one string.
     pub literal: Option<Vec<u8>>,
+    /// Further languages the terminal's strings must (not) belong to; usually empty.
+    pub constraints: Constraints,
+}
+
+/// Intersections and differences on a terminal's language (see the module doc). Both lists
+/// empty for every terminal a GBNF or Lark grammar produces.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Constraints {
+    /// The terminal's strings also match each of these.
+    pub and: Vec<Hir>,
+    /// The terminal's strings match none of these.
+    pub and_not: Vec<Hir>,
+}
+
+impl Constraints {
+    pub fn is_empty(&self) -> bool {
+        self.and.is_empty() && self.and_not.is_empty()
+    }
+}
+
+impl Terminal {
+    /// A terminal without constraints.
+    pub fn new(name: String, hir: Hir, literal: Option<Vec<u8>>) -> Self {
+        Terminal { name, hir, literal, constraints: Constraints::default() }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -21,6 +21,13 @@
 //!   spell a named key in disguise).
 //! - `$ref` targets become one rule each (recursion is just rule recursion); they are
 //!   compiled from a work list, so long reference chains use no stack.
+//! - Where one regular expression cannot say it, a terminal is an *intersection*
+//!   ([`ir::Constraints`], [`Expr::Constrained`]): a `pattern` (or `format`) with length
+//!   bounds it does not imply, a `pattern` with a `format`, a `patternProperties` key minus
+//!   the named keys it matches (and minus what a leading `(?!…)` excludes), a string minus
+//!   `not: {enum: [...]}`, a number that must also be a `multipleOf`. The lexer builds their
+//!   product automata; each is limited to [`MAX_CONSTRAINED_STATES`] states (every scanner
+//!   state costs the engine a token tree), beyond which the keyword is `Unsupported`.
 //!
 //! # Whitespace
 //! - `Flexible`: any JSON whitespace around structural characters and around the whole
@@ -34,17 +41,26 @@
 //! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`).
 //! - `anyOf` is an alternation; sibling keywords are merged into each branch.
 //! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
-//!   of different types, disjoint constants, a required discriminator property with
-//!   different constants, a required property another branch forbids, or string patterns /
-//!   formats whose regexes have an empty intersection (checked on their DFAs). Branches that
+//!   of different types, disjoint constants, a property one branch requires whose value
+//!   shape (type, constants, pattern, its own discriminators, a few levels deep) is disjoint
+//!   from what the other branch allows for that key (`properties`, `patternProperties`,
+//!   `additionalProperties`), a required property another branch forbids, string patterns /
+//!   formats whose regexes have an empty intersection (checked on their DFAs), or every
+//!   branch of an inner `anyOf`/`oneOf` disjoint from the other side. Branches that
 //!   only list `enum`/`const` values become the values listed exactly once. Branches that
 //!   only say which properties are `required` become a presence constraint (below).
 //!   Anything else is `Unsupported` naming `oneOf`.
 //! - Presence constraints — `oneOf`/`anyOf` of `required` sets, `dependencies` /
 //!   `dependentRequired` property lists, `not: {required: [...]}` — are exact: the member
 //!   chain tracks which of the (at most 12) properties concerned are present.
-//! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}` and
-//!   `{required: [...]}`; other forms are `Unsupported`.
+//! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}`,
+//!   `{required: [...]}` and `{enum|const: strings}` (every escape form of those strings is
+//!   removed from the string terminal); other forms are `Unsupported`.
+//! - `if`/`then`/`else` that test one property's value (`{"properties": {"D": {"const" |
+//!   "enum": …}}}`) on a `type: object` schema, alone or as `allOf` members (the
+//!   discriminated-union idiom), are rewritten exactly into an `anyOf` with one branch per
+//!   tested value, one for the other values and, unless `D` is required, one for objects
+//!   without `D`. Other conditionals are `Unsupported`.
 //!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
 //! Each is reported in [`GrammarDef::warnings`] where it applies.
@@ -54,15 +70,21 @@
 //!   generated even when `additionalProperties` would allow them.
 //! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
 //!   they would be ignored, so this is stricter there).
-//! - Length bounds on a `pattern` with several repeated parts split the length budget between
-//!   them; with one repeated part they are exact.
+//! - Length bounds on a `pattern` are exact (rewritten or intersected); only when the
+//!   intersection is too large and the pattern has several repeated parts is the length
+//!   budget split between them.
+//! - `format: email`/`idn-email` are a conservative ASCII subset of valid addresses; other
+//!   formats likewise (see [`lexical`]).
+//! - `multipleOf`: integers (any `k` up to 10^6 whose part coprime to 10 is at most 13),
+//!   `10^-n`, and `c/10^n` with `c` dividing `10^n` (0.25, 0.5, …); numbers without exponent.
 //! - Schema-valued `dependencies` of the form `{properties, required}`: the property schemas
 //!   apply whether or not the trigger property is present.
 //! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
 //!   that type (exact unless a single branch is untyped).
 //! - `uniqueItems: true` is compiled only when at most one item is possible.
-//! - Only named members (from `properties`, `required`, presence constraints) count towards
-//!   `minProperties`: extra members may repeat a key, which a JSON parser keeps once.
+//! - Named members (from `properties`, `required`, presence constraints) and the first extra
+//!   member count towards `minProperties`; further extra members may repeat a key, which a
+//!   JSON parser keeps once, so `minProperties` beyond that is unsupported.
 //!
 //! # Soundness tests
 //! `tests/json_schema.rs` checks generated instances both ways against the `jsonschema`
@@ -84,6 +106,7 @@ use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
 
 use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
+use super::ir;
 use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
 
 /// Subschemas nested deeper than this on one compile path are a `Limit` error.
@@ -98,6 +121,10 @@ pub const MAX_RULES: usize = 100_000;
 pub const MAX_MERGE_STEPS: usize = 20_000;
 /// Strings up to this many characters are one terminal; longer bounds are built from blocks.
 pub const STRING_BLOCK: u64 = 256;
+/// The most automaton states of one intersection terminal (a `pattern` with length bounds,
+/// a `pattern` with a `format`, a pattern key minus the named keys). Every scanner state
+/// costs the engine a token tree, so this stays small.
+pub const MAX_CONSTRAINED_STATES: usize = 6_000;
 /// `minProperties`/`maxProperties` counting states allowed per object.
 pub const MAX_COUNT_STATES: usize = 20_000;
 
@@ -342,7 +369,7 @@ fn is_trivially_true(v: &Value) -> bool {
     }
 }
 
-fn is_keyword(k: &str) -> bool {
+pub(super) fn is_keyword(k: &str) -> bool {
     HANDLED.contains(&k) || UNSUPPORTED.contains(&k)
 }
 
@@ -650,6 +677,10 @@ impl<'a> Compiler<'a> {
                 return Err(GrammarError::at_pointer(ptr, "a schema must be an object or a boolean"));
             }
         };
+        // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
+        if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
+            return self.value_inner(&rewritten, ptr, d);
+        }
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;
         // `not` forms compiled here: `not: {}` (nothing is valid), `not: false` (no
@@ -685,6 +716,10 @@ impl<'a> Compiler<'a> {
                     // Kept in the schema: `enum` filtering checks it with jsonschema.
                     not_handled = true;
                 }
+            } else if excluded_strings(n).is_some() {
+                // `not: {enum: [strings]}`: those strings are removed from the string
+                // terminal (see `string`); other types are unaffected.
+                not_handled = true;
             }
         }
         for k in obj.keys() {
@@ -1193,11 +1228,28 @@ impl<'a> Compiler<'a> {
         Ok((lo, hi))
     }
 
+    /// The `multipleOf` languages for `k` (see [`lexical::multiple_of_patterns`]); empty
+    /// after reporting `k` as unsupported.
+    fn multiple_patterns(&mut self, k: f64, ptr: &str) -> Result<Vec<String>, GrammarError> {
+        match lexical::multiple_of_patterns(k) {
+            Some(p) => Ok(p),
+            None => {
+                self.unsupported(
+                    ptr,
+                    "multipleOf",
+                    format!("multipleOf {k} (compiled: integers, 10^-n, and c/10^n where c divides 10^n)"),
+                )?;
+                Ok(Vec::new())
+            }
+        }
+    }
+
     fn number(&mut self, obj: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Expr, GrammarError> {
         let (lo, hi) = Self::bounds(obj, ptr)?;
         let mut integer = integer;
         let mut max_frac = None;
         let mut multiple_pow10 = None;
+        let mut multiple: Vec<String> = Vec::new();
         if let Some(m) = obj.get("multipleOf") {
             let Some(k) = m.as_f64().filter(|k| *k > 0.0) else {
                 return Err(GrammarError::at_pointer(
@@ -1211,11 +1263,7 @@ impl<'a> Compiler<'a> {
                     if 10f64.powi(n) == k && (1..=18).contains(&n) && lo.is_none() && hi.is_none() {
                         multiple_pow10 = Some(n as usize);
                     } else {
-                        self.unsupported(
-                            ptr,
-                            "multipleOf",
-                            format!("multipleOf {k} (only 1, powers of ten without bounds, and 10^-n are compiled)"),
-                        )?;
+                        multiple = self.multiple_patterns(k, ptr)?;
                     }
                 }
                 integer = true;
@@ -1226,14 +1274,26 @@ impl<'a> Compiler<'a> {
                 if (1..=9).contains(&n) && (10f64.powi(-n) - k).abs() < k * 1e-9 {
                     max_frac = Some(n as u32);
                 } else {
-                    self.unsupported(
-                        ptr,
-                        "multipleOf",
-                        format!("multipleOf {k} (only 1, powers of ten and 10^-n are compiled)"),
-                    )?;
+                    multiple = self.multiple_patterns(k, ptr)?;
                 }
             }
         }
+        // The number terminal, intersected with the `multipleOf` languages if any.
+        let multiple_key = multiple.join("\u{0}");
+        let mut finish = |c: &mut Self, name: &str, p: String| -> Result<Expr, GrammarError> {
+            if multiple.is_empty() {
+                return c.lex(name, p);
+            }
+            let and = std::mem::take(&mut multiple).iter().map(|m| lexical::hir(m)).collect();
+            let key = format!("{p}\u{0}{multiple_key}");
+            match c.constrained(name, key, lexical::hir(&p), ir::Constraints { and, and_not: Vec::new() })? {
+                Some(e) => Ok(e),
+                None => {
+                    c.unsupported(ptr, "multipleOf", format!("multipleOf with these bounds needs more than {MAX_CONSTRAINED_STATES} automaton states"))?;
+                    c.lex(name, p)
+                }
+            }
+        };
         if let Some(n) = multiple_pow10 {
             return self.lex(
                 "multiple",
@@ -1249,26 +1309,26 @@ impl<'a> Compiler<'a> {
         }
         if integer {
             if lo.is_none() && hi.is_none() {
-                return self.lex("integer", lexical::integer_pattern());
+                return finish(self, "integer", lexical::integer_pattern());
             }
             let big = 1e37;
             if lo.is_some_and(|(x, _)| x.abs() > big) || hi.is_some_and(|(x, _)| x.abs() > big) {
                 self.unsupported(ptr, "minimum", "integer bounds beyond 1e37")?;
-                return self.lex("integer", lexical::integer_pattern());
+                return finish(self, "integer", lexical::integer_pattern());
             }
             let ilo = lo.map(|(x, inc)| if inc { x.ceil() as i128 } else { x.floor() as i128 + 1 });
             let ihi = hi.map(|(x, inc)| if inc { x.floor() as i128 } else { x.ceil() as i128 - 1 });
             return match lexical::integer_range_pattern(ilo, ihi) {
-                Some(p) => self.lex("integer-range", p),
+                Some(p) => finish(self, "integer-range", p),
                 None => Err(GrammarError::at_pointer(ptr, "no integer satisfies minimum/maximum")),
             };
         }
         if lo.is_none() && hi.is_none() && max_frac.is_none() {
-            return self.lex("number", lexical::number_pattern());
+            return finish(self, "number", lexical::number_pattern());
         }
         let dec = |b: Option<(f64, bool)>| b.and_then(|(x, inc)| lexical::Decimal::from_f64(x).map(|d| (d, inc)));
         match lexical::number_range_pattern(dec(lo), dec(hi), max_frac) {
-            Some(p) => self.lex("number-range", p),
+            Some(p) => finish(self, "number-range", p),
             None => Err(GrammarError::at_pointer(ptr, "no number satisfies the numeric bounds")),
         }
     }
@@ -1280,6 +1340,15 @@ impl<'a> Compiler<'a> {
     fn string(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Expr, GrammarError> {
         let min = obj.get("minLength").map(|v| as_u64(v, ptr, "minLength")).transpose()?;
         let max = obj.get("maxLength").map(|v| as_u64(v, ptr, "maxLength")).transpose()?;
+        // `not: {enum: [...]}` of strings: every encoding of those strings is excluded.
+        let and_not: Vec<Hir> = match obj.get("not").and_then(excluded_strings) {
+            Some(words) if !words.is_empty() => {
+                let alts = words.iter().map(|w| lexical::literal_any_encoding(w)).collect();
+                vec![Hir::concat(vec![Hir::literal(b"\"".to_vec()), Hir::alternation(alts), Hir::literal(b"\"".to_vec())])]
+            }
+            _ => Vec::new(),
+        };
+        let exclusion_key = if and_not.is_empty() { String::new() } else { format!(":not:{}", obj["not"]) };
         if let (Some(a), Some(b)) = (min, max) {
             if a > b {
                 return Err(GrammarError::at_pointer(
@@ -1307,10 +1376,9 @@ impl<'a> Compiler<'a> {
                 format = None; // unknown formats are annotations
             }
         }
-        if pattern.is_some() && format.is_some() {
-            self.unsupported(ptr, "format", "`format` together with `pattern`; the format is dropped")?;
-            format = None;
-        }
+        // `format` together with `pattern`: the string must match both (an intersection).
+        let format_and = if pattern.is_some() { format.take() } else { None };
+
         let decoded: Option<(Hir, &str)> = if let Some(p) = &pattern {
             let translated = match lexical::translate_ecma(p) {
                 Ok(t) => t,
@@ -1343,37 +1411,124 @@ impl<'a> Compiler<'a> {
             format.as_ref().map(|f| (lexical::hir(&lexical::format_pattern(f).unwrap()), "format"))
         };
         let Some((h, kw)) = decoded else {
+            if !and_not.is_empty() {
+                return self.string_except(min, max, and_not, exclusion_key, ptr);
+            }
             return self.generic_string(min, max, ptr);
         };
-        // Length constraints on a pattern/format: compiled when the regex already implies them
-        // or when its one variable part is a repeated single-character class.
+        let quoted = |content: Hir| Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
+        let key = format!(
+            "{kw}:{}:{:?}:{:?}:{}{exclusion_key}",
+            pattern.as_deref().or(format.as_deref()).unwrap_or(""),
+            min,
+            max,
+            format_and.as_deref().unwrap_or("")
+        );
+        let mut and = Vec::new();
+        if let Some(f) = &format_and {
+            and.push(quoted(lexical::encode_for_json_string(&lexical::hir(&lexical::format_pattern(f).unwrap()))));
+        }
+        // Length bounds on a pattern/format: nothing to do when the regex already implies
+        // them, a rewrite of the regex when its one variable part is a repeated
+        // single-character class, else an intersection with "min..=max characters".
+        let mut split = None;
         let h = if min.is_some() || max.is_some() {
             match constrain_length(&h, min.unwrap_or(0), max) {
-                Some((h, exact)) => {
-                    if !exact {
-                        self.warnings.push(format!(
-                            "at {}: length bounds with `{kw}` are split between its repeated parts (a subset of the valid strings)",
-                            if ptr.is_empty() { "/" } else { ptr }
-                        ));
-                    }
-                    h
-                }
-                None => {
-                    self.unsupported(
-                        ptr,
-                        if max.is_some() { "maxLength" } else { "minLength" },
-                        format!("length bounds together with `{kw}`"),
-                    )?;
+                Some((h, true)) => h,
+                other => {
+                    split = other.map(|(h, _)| h);
+                    and.push(lexical::hir(&lexical::string_pattern(min.unwrap_or(0), max)));
                     h
                 }
             }
         } else {
             h
         };
-        let content = lexical::encode_for_json_string(&h);
-        let full = Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
-        let key = format!("{kw}:{}:{:?}:{:?}", pattern.as_deref().or(format.as_deref()).unwrap_or(""), min, max);
-        self.lex_hir(kw, key, full)
+        let full = quoted(lexical::encode_for_json_string(&h));
+        if and.is_empty() && and_not.is_empty() {
+            return self.lex_hir(kw, key, full);
+        }
+        let constraints = ir::Constraints { and, and_not };
+        match self.constrained(kw, key.clone(), full.clone(), constraints)? {
+            Some(e) => Ok(e),
+            None if format_and.is_none() && split.is_some() && exclusion_key.is_empty() => {
+                // Too many states for the exact intersection: split the length budget
+                // between the pattern's repeated parts (sound, but a subset).
+                self.warnings.push(format!(
+                    "at {}: length bounds with `{kw}` are split between its repeated parts (a subset of the valid strings)",
+                    if ptr.is_empty() { "/" } else { ptr }
+                ));
+                let full = quoted(lexical::encode_for_json_string(&split.unwrap()));
+                self.lex_hir(kw, key, full)
+            }
+            None => {
+                let feature = if format_and.is_some() {
+                    "format"
+                } else if max.is_some() {
+                    "maxLength"
+                } else {
+                    "minLength"
+                };
+                self.unsupported(
+                    ptr,
+                    feature,
+                    format!(
+                        "`{kw}` with {} has more than {MAX_CONSTRAINED_STATES} automaton states",
+                        if format_and.is_some() { "`format`" } else { "length bounds" }
+                    ),
+                )?;
+                self.lex_hir(kw, key, full)
+            }
+        }
+    }
+
+    /// A string with length bounds minus the strings in `and_not` (`not: {enum: [...]}`).
+    fn string_except(
+        &mut self,
+        min: Option<u64>,
+        max: Option<u64>,
+        and_not: Vec<Hir>,
+        exclusion_key: String,
+        ptr: &str,
+    ) -> Result<Expr, GrammarError> {
+        let (lo, hi) = (min.unwrap_or(0), max);
+        if lo > STRING_BLOCK || hi.is_some_and(|m| m > STRING_BLOCK) {
+            self.unsupported(ptr, "not", format!("`not` with strings longer than {STRING_BLOCK} characters"))?;
+            return self.generic_string(min, max, ptr);
+        }
+        let hir = lexical::hir(&lexical::string_pattern(lo, hi));
+        let key = format!("string:{lo}:{hi:?}{exclusion_key}");
+        match self.constrained("string", key, hir, ir::Constraints { and: Vec::new(), and_not })? {
+            Some(e) => Ok(e),
+            None => {
+                self.unsupported(ptr, "not", format!("the excluded strings need more than {MAX_CONSTRAINED_STATES} automaton states"))?;
+                self.generic_string(min, max, ptr)
+            }
+        }
+    }
+
+    /// One terminal for `hir` ∩ `constraints` (see [`ir::Constraints`]), or `None` when its
+    /// automaton would have more than [`MAX_CONSTRAINED_STATES`] states. An empty language
+    /// compiles to "never".
+    fn constrained(
+        &mut self,
+        name: &str,
+        key: String,
+        hir: Hir,
+        constraints: ir::Constraints,
+    ) -> Result<Option<Expr>, GrammarError> {
+        let key = format!("constrained:{key}");
+        if let Some(&id) = self.lexical.get(&key) {
+            return Ok(Some(Expr::Ref(id)));
+        }
+        match crate::lexer::TerminalDfa::product(&hir, &constraints, MAX_CONSTRAINED_STATES) {
+            Ok(_) => {}
+            Err(e) if e == "the terminal matches nothing" => return Ok(Some(Self::never())),
+            Err(_) => return Ok(None),
+        }
+        let id = self.add_rule(name, Expr::Constrained { hir, constraints }, RuleKind::Syntactic)?;
+        self.lexical.insert(key, id);
+        Ok(Some(Expr::Ref(id)))
     }
 
     /// A string with only length bounds. Up to [`STRING_BLOCK`] characters it is one terminal;
@@ -1612,9 +1767,13 @@ impl<'a> Compiler<'a> {
         let pp_ptr = join_ptr(ptr, "patternProperties");
         let mut matchers = Vec::with_capacity(patterns.len());
         for (p, _) in &patterns {
-            let re = lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
-            match re {
-                Some(re) => matchers.push(re),
+            let re = |p: &str| lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            let m = match lexical::split_leading_negative_lookahead(p) {
+                Some((neg, pos)) => re(&pos).zip(re(&neg)).map(|(pos, neg)| KeyMatcher { pos, neg: Some(neg) }),
+                None => re(p).map(|pos| KeyMatcher { pos, neg: None }),
+            };
+            match m {
+                Some(m) => matchers.push(m),
                 None => {
                     return Err(GrammarError::unsupported(
                         join_ptr(&pp_ptr, p),
@@ -1659,10 +1818,13 @@ impl<'a> Compiler<'a> {
             } else if let Some(a) = &additional {
                 a.clone()
             } else {
-                return Err(GrammarError::at_pointer(
-                    join_ptr(ptr, "required"),
-                    format!("required property `{r}` is not allowed by `properties`/`additionalProperties: false`"),
+                // Legal JSON Schema that no object satisfies (e.g. one branch of a
+                // discriminated union): this subschema matches nothing.
+                self.warnings.push(format!(
+                    "at {}: required property `{r}` is not allowed by `properties`/`additionalProperties: false`; no object satisfies this schema",
+                    join_ptr(ptr, "required")
                 ));
+                return Ok(Self::never());
             };
             named.push((r.clone(), s, true, join_ptr(ptr, "required")));
         }
@@ -1792,25 +1954,6 @@ impl<'a> Compiler<'a> {
 
         let min_p = obj.get("minProperties").map(|v| as_u64(v, ptr, "minProperties")).transpose()?.unwrap_or(0);
         let max_p = obj.get("maxProperties").map(|v| as_u64(v, ptr, "maxProperties")).transpose()?;
-        // Only named members count towards minProperties (see the member chain below).
-        let min_p = if min_p > named.len() as u64 {
-            self.unsupported(
-                ptr,
-                "minProperties",
-                format!("minProperties {min_p} needs extra members, whose keys a grammar cannot keep distinct"),
-            )?;
-            0
-        } else {
-            min_p
-        };
-        let n_required = named.iter().filter(|x| x.2).count() as u64;
-        if max_p.is_some_and(|m| min_p > m || n_required > m) {
-            return Err(GrammarError::at_pointer(
-                join_ptr(ptr, "maxProperties"),
-                "maxProperties is below minProperties or the number of required properties",
-            ));
-        }
-
         // Extra members: (key expression, value schema, pointer).
         let names: Vec<&str> = named.iter().map(|x| x.0.as_str()).collect();
         let mut extras: Vec<(Expr, Value, String)> = Vec::new();
@@ -1837,30 +1980,53 @@ impl<'a> Compiler<'a> {
                         self.key_except(&names, non_empty, ptr)?
                     }
                     None => {
-                        if names.iter().any(|k| matchers[i].is_match(k)) {
-                            self.unsupported(
-                                ptr,
-                                "patternProperties",
-                                format!("pattern `{p}` also matches a named property"),
-                            )?;
-                            continue;
-                        }
-                        let translated = lexical::translate_ecma(p).unwrap_or_default();
-                        let h = match regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&translated) {
-                            Ok(h) => lexical::anchor_search(&h, &lexical::hir("(?s:.)*")),
-                            Err(_) => {
-                                self.unsupported(ptr, "patternProperties", format!("pattern `{p}` is not supported"))?;
-                                continue;
-                            }
+                        // Keys the pattern shares with named properties are those properties
+                        // (whose schemas already include this pattern's): excluded here.
+                        let shared: Vec<&str> = names.iter().copied().filter(|k| matchers[i].is_match(k)).collect();
+                        // `^(?!X)REST`: REST minus the strings starting with a match of X.
+                        let (pos, neg) = match lexical::split_leading_negative_lookahead(p) {
+                            Some((neg, pos)) => (pos, Some(neg)),
+                            None => (p.clone(), None),
                         };
-                        if lexical::has_look(&h) {
-                            self.unsupported(ptr, "patternProperties", format!("pattern `{p}` has anchors inside"))?;
+                        let search_hir = |p: &str| -> Option<Hir> {
+                            let translated = lexical::translate_ecma(p).ok()?;
+                            let h = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&translated).ok()?;
+                            let h = lexical::anchor_search(&h, &lexical::hir("(?s:.)*"));
+                            (!lexical::has_look(&h)).then_some(h)
+                        };
+                        let (Some(h), Some(neg)) = (search_hir(&pos), neg.as_deref().map(search_hir).unwrap_or(Some(Hir::fail())))
+                        else {
+                            self.unsupported(ptr, "patternProperties", format!("pattern `{p}` is not supported"))?;
                             continue;
+                        };
+                        let quoted = |content: Hir| {
+                            Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())])
+                        };
+                        let full = quoted(lexical::encode_for_json_string(&h));
+                        let mut and_not = Vec::new();
+                        if !crate::grammar::lower::is_fail(&neg) {
+                            and_not.push(quoted(lexical::encode_for_json_string(&neg)));
                         }
-                        let content = lexical::encode_for_json_string(&h);
-                        let full =
-                            Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
-                        self.lex_hir("pattern-key", format!("key:{p}"), full)?
+                        if shared.is_empty() && and_not.is_empty() {
+                            self.lex_hir("pattern-key", format!("key:{p}"), full)?
+                        } else {
+                            let literals = Hir::alternation(shared.iter().map(|k| Hir::literal(k.as_bytes().to_vec())).collect());
+                            if !shared.is_empty() {
+                                and_not.push(quoted(lexical::encode_for_json_string(&literals)));
+                            }
+                            let key = format!("key:{p}:except:{}", shared.join("\u{0}"));
+                            match self.constrained("pattern-key", key, full, ir::Constraints { and: Vec::new(), and_not })? {
+                                Some(e) => e,
+                                None => {
+                                    self.unsupported(
+                                        ptr,
+                                        "patternProperties",
+                                        format!("pattern `{p}` minus the named properties it matches has more than {MAX_CONSTRAINED_STATES} automaton states"),
+                                    )?;
+                                    continue;
+                                }
+                            }
+                        }
                     }
                 };
                 extras.push((key, s.clone(), at));
@@ -1875,6 +2041,28 @@ impl<'a> Compiler<'a> {
                     }
                 }
             }
+        }
+
+        // Named members count towards minProperties, and so does the *first* extra member: its
+        // key is none of the named keys, so it is a distinct property. Later extra members may
+        // repeat a key (which a JSON parser keeps once), so they never count.
+        let countable = named.len() as u64 + u64::from(!extras.is_empty());
+        let min_p = if min_p > countable {
+            self.unsupported(
+                ptr,
+                "minProperties",
+                format!("minProperties {min_p} needs several extra members, whose keys a grammar cannot keep distinct"),
+            )?;
+            0
+        } else {
+            min_p
+        };
+        let n_required = named.iter().filter(|x| x.2).count() as u64;
+        if max_p.is_some_and(|m| min_p > m || n_required > m) {
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "maxProperties"),
+                "maxProperties is below minProperties or the number of required properties",
+            ));
         }
 
         let cd = self.child(d);
@@ -1910,7 +2098,7 @@ impl<'a> Compiler<'a> {
         let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
         let bit_of: Vec<u32> =
             named.iter().map(|x| tracked.iter().position(|t| *t == x.0).map_or(0, |i| 1u32 << i)).collect();
-        if (n + 1).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()).saturating_mul(min_p as usize + 1)
+        if (n + 2).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()).saturating_mul(min_p as usize + 1)
             > MAX_COUNT_STATES
         {
             return Err(GrammarError::at_pointer(
@@ -1919,8 +2107,9 @@ impl<'a> Compiler<'a> {
             )
             .with_kind(ErrorKind::Limit));
         }
-        // The fourth component counts *named* members (capped at minProperties): extra members
-        // may repeat a key, which a JSON parser keeps once, so they never count towards it.
+        // The fourth component counts members towards minProperties (capped there): every named
+        // member, and the first extra member only (k = n + 1 marks "an extra member was
+        // written"); later extra members may repeat a key, so they never count.
         type State = (usize, usize, u32, usize);
         // Explore: transitions (label: Some(member index) / None = extra member / end).
         enum Step {
@@ -1950,7 +2139,8 @@ impl<'a> Compiler<'a> {
                     out.push(Step::End);
                 }
                 if extra.is_some() && allowed(c) {
-                    out.push(Step::Extra((n, next(c), b, m)));
+                    let counted = if k == n { (m + 1).min(min_named) } else { m };
+                    out.push(Step::Extra((n + 1, next(c), b, counted)));
                 }
             }
             for step in &out {
@@ -2042,6 +2232,169 @@ impl<'a> Compiler<'a> {
         let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
+    }
+}
+
+/// `if`/`then`/`else` whose `if` only tests the value of one property `D`
+/// (`{"properties": {"D": {"const": v}}}` or `{"enum": [...]}`), on the schema
+/// itself and/or as members of its `allOf` (the usual "discriminated union" idiom), as an
+/// equivalent `anyOf` with one branch per tested value (that value for `D`, plus every `then`
+/// whose test it passes and every `else` whose test it fails) and one branch for the other
+/// values of `D` (every `else`), and, unless `D` is required, one for objects without `D`
+/// (every `then`: each test passes vacuously). `None` when the schema has no such
+/// conditionals, is not `type: object`, or has conditionals of another shape (they stay
+/// unsupported). Exact: each test is decided by `D`'s value (or absence) alone, and the
+/// branches partition the objects by it.
+fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value> {
+    struct Cond<'v> {
+        values: Vec<Value>,
+        then: Option<&'v Value>,
+        otherwise: Option<&'v Value>,
+    }
+    let pure_conditional = |m: &Map<String, Value>| {
+        m.contains_key("if") && m.keys().all(|k| !is_keyword(k) || matches!(k.as_str(), "if" | "then" | "else"))
+    };
+    let mut members: Vec<&Map<String, Value>> = Vec::new();
+    if obj.contains_key("if") {
+        members.push(obj);
+    }
+    let all_of = obj.get("allOf").and_then(Value::as_array);
+    for m in all_of.into_iter().flatten().filter_map(Value::as_object) {
+        if pure_conditional(m) {
+            members.push(m);
+        }
+    }
+    if members.is_empty() {
+        return None;
+    }
+    let mut discriminator: Option<&str> = None;
+    let mut conds = Vec::new();
+    for m in &members {
+        let test = m.get("if")?.as_object()?;
+        if test.keys().any(|k| is_keyword(k) && k != "properties" && k != "required") {
+            return None;
+        }
+        let props = test.get("properties")?.as_object()?;
+        if props.len() != 1 {
+            return None;
+        }
+        let (name, sub) = props.iter().next()?;
+        if let Some(r) = test.get("required") {
+            if r.as_array()?.iter().any(|x| x.as_str() != Some(name.as_str())) {
+                return None;
+            }
+        }
+        let sub = sub.as_object()?;
+        if sub.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "const" | "enum" | "type")) {
+            return None;
+        }
+        let values: Vec<Value> = match (sub.get("const"), sub.get("enum")) {
+            (Some(c), None) => vec![c.clone()],
+            (None, Some(Value::Array(list))) => list.clone(),
+            _ => return None,
+        };
+        // A `type` beside the values must hold for all of them (else the test is not just
+        // "D is one of these").
+        if let Some(t) = sub.get("type") {
+            let probe = serde_json::json!({"type": t});
+            let v = jsonschema::validator_for(&probe).ok()?;
+            if !values.iter().all(|x| v.is_valid(x)) {
+                return None;
+            }
+        }
+        if discriminator.is_some_and(|d| d != name) {
+            return None;
+        }
+        discriminator = Some(name);
+        conds.push(Cond { values, then: m.get("then"), otherwise: m.get("else") });
+    }
+    let name = discriminator?;
+    // Non-objects pass every `properties` test (so every `then` would apply to them): only
+    // object schemas are rewritten.
+    if obj.get("type").and_then(Value::as_str) != Some("object") {
+        return None;
+    }
+    let required = obj.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|x| x.as_str() == Some(name)));
+    let mut tested: Vec<Value> = Vec::new();
+    for c in &conds {
+        for v in &c.values {
+            if !tested.contains(v) {
+                tested.push(v.clone());
+            }
+        }
+    }
+    let words: Option<Vec<&str>> = tested.iter().map(Value::as_str).collect();
+    let words = words?; // "any other value" is compiled for strings only
+    // (Each value branch requires `D`: an object without it belongs to the "absent" branch.)
+    let prop = |schema: Value| -> Value { serde_json::json!({"properties": {name: schema}, "required": [name]}) };
+    // Each branch starts with the schema's own `properties`, so that merging keeps their order
+    // (member order in the grammar follows the first `properties` merged).
+    let order: Vec<Value> = obj.get("properties").map(|p| serde_json::json!({"properties": p})).into_iter().collect();
+    let mut branches = Vec::new();
+    for v in &tested {
+        let mut all = order.clone();
+        all.push(prop(serde_json::json!({"const": v})));
+        for c in &conds {
+            let part = if c.values.contains(v) { c.then } else { c.otherwise };
+            all.extend(part.cloned());
+        }
+        branches.push(serde_json::json!({"allOf": all}));
+    }
+    let mut others = order.clone();
+    others.push(prop(serde_json::json!({"not": {"enum": words}})));
+    others.extend(conds.iter().filter_map(|c| c.otherwise.cloned()));
+    branches.push(serde_json::json!({"allOf": others}));
+    if !required {
+        // `D` absent: every test passes vacuously, so every `then` applies.
+        let mut absent = order.clone();
+        absent.push(serde_json::json!({"not": {"required": [name]}}));
+        absent.extend(conds.iter().filter_map(|c| c.then.cloned()));
+        branches.push(serde_json::json!({"allOf": absent}));
+    }
+
+    let mut out = obj.clone();
+    out.remove("if");
+    out.remove("then");
+    out.remove("else");
+    let mut kept: Vec<Value> = all_of
+        .into_iter()
+        .flatten()
+        .filter(|m| !m.as_object().is_some_and(pure_conditional))
+        .cloned()
+        .collect();
+    kept.push(serde_json::json!({"anyOf": branches}));
+    out.insert("allOf".into(), Value::Array(kept));
+    Some(Value::Object(out))
+}
+
+/// The strings of `not: {enum: [...]}` / `not: {const: ...}` when that is all the `not`
+/// says and every excluded value is a string.
+fn excluded_strings(n: &Value) -> Option<Vec<String>> {
+    let m = n.as_object()?;
+    if m.keys().any(|k| is_keyword(k) && k != "enum" && k != "const" && k != "type") {
+        return None;
+    }
+    if m.get("type").is_some_and(|t| t != "string") {
+        return None;
+    }
+    let values: Vec<&Value> = match (m.get("enum"), m.get("const")) {
+        (Some(Value::Array(list)), None) => list.iter().collect(),
+        (None, Some(c)) => vec![c],
+        _ => return None,
+    };
+    values.iter().map(|v| v.as_str().map(str::to_string)).collect()
+}
+
+/// Does a key match a `patternProperties` pattern (`neg`: the strings a leading `(?!X)`
+/// excludes)?
+struct KeyMatcher {
+    pos: regex_automata::meta::Regex,
+    neg: Option<regex_automata::meta::Regex>,
+}
+
+impl KeyMatcher {
+    fn is_match(&self, key: &str) -> bool {
+        self.pos.is_match(key) && !self.neg.as_ref().is_some_and(|n| n.is_match(key))
     }
 }
 

@@ -47,7 +47,7 @@
 //! length over the grammar's alphabet.
 
 use super::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use super::ir::{Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
+use super::ir::{Constraints, Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use super::{ErrorKind, GrammarError};
 use regex_automata::dfa::dense;
 use regex_automata::nfa::thompson;
@@ -339,7 +339,7 @@ fn collect_refs(e: &Expr, f: &mut impl FnMut(RuleId)) {
         Expr::Ref(r) => f(*r),
         Expr::Seq(v) | Expr::Alt(v) => v.iter().for_each(|x| collect_refs(x, f)),
         Expr::Repeat { expr, .. } => collect_refs(expr, f),
-        Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) => {}
+        Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Constrained { .. } => {}
     }
 }
 
@@ -350,6 +350,8 @@ fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir>
         Expr::Empty => Hir::empty(),
         Expr::Bytes(b) => Hir::literal(b.clone()),
         Expr::Regex(h) => normalize(h),
+        // Not one regular expression: stays its own terminal.
+        Expr::Constrained { .. } => return None,
         Expr::Ref(r) => lookup(*r)?,
         Expr::Seq(v) => concat(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
         Expr::Alt(v) => alternation(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
@@ -459,7 +461,7 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
 fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => hir_size(h),
+        Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_size(h),
         Expr::Ref(r) => sizes[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |acc, x| acc.saturating_add(expr_size(x, sizes))),
         Expr::Repeat { expr, .. } => expr_size(expr, sizes).saturating_add(1),
@@ -494,7 +496,7 @@ fn may_blow_up(h: &Hir, est_size: usize) -> bool {
 fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => hir_depth(h),
+        Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_depth(h),
         Expr::Ref(r) => depths[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v.iter().map(|x| expr_depth(x, depths)).max().unwrap_or(0).saturating_add(1),
         Expr::Repeat { expr, .. } => expr_depth(expr, depths).saturating_add(1),
@@ -552,7 +554,7 @@ fn has_structural_keyword(e: &Expr) -> bool {
         Expr::Bytes(b) => b.len() >= 2,
         Expr::Seq(v) | Expr::Alt(v) => v.iter().any(has_structural_keyword),
         Expr::Repeat { expr, max: Some(1), .. } => has_structural_keyword(expr),
-        Expr::Repeat { .. } | Expr::Empty | Expr::Regex(_) | Expr::Ref(_) => false,
+        Expr::Repeat { .. } | Expr::Empty | Expr::Regex(_) | Expr::Constrained { .. } | Expr::Ref(_) => false,
     }
 }
 
@@ -601,7 +603,29 @@ impl<'a> Builder<'a> {
             Some(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
             None => name.to_string(),
         };
-        self.terminals.push(Terminal { name, hir, literal });
+        self.terminals.push(Terminal::new(name, hir, literal));
+        self.terminal_index.insert(key, id);
+        id
+    }
+
+    /// A terminal with constraints (the front end has checked that its language holds a
+    /// non-empty string and no `ε`), deduplicated like [`Builder::intern`].
+    fn intern_constrained(&mut self, hir: Hir, constraints: Constraints, name: &str) -> TerminalId {
+        if constraints.is_empty() {
+            return self.intern(hir, name);
+        }
+        let mut key = hir.to_string();
+        for h in &constraints.and {
+            key.push_str(&format!("\u{0}&{h}"));
+        }
+        for h in &constraints.and_not {
+            key.push_str(&format!("\u{0}!{h}"));
+        }
+        if let Some(&t) = self.terminal_index.get(&key) {
+            return t;
+        }
+        let id = TerminalId(self.terminals.len() as u32);
+        self.terminals.push(Terminal { name: name.to_string(), hir, literal: None, constraints });
         self.terminal_index.insert(key, id);
         id
     }
@@ -718,6 +742,10 @@ impl<'a> Builder<'a> {
                 let name = self.def.rules[r.0 as usize].name.clone();
                 return Ok(self.piece(hir, &name, false));
             }
+            Expr::Constrained { hir, constraints } => {
+                let name = self.helper_name(rule, "t");
+                return Ok(Some(Symbol::Terminal(self.intern_constrained(normalize(hir), constraints.clone(), &name))));
+            }
             Expr::Seq(_) => {}
             _ => {
                 if let Some(hir) = self.piece_hir(e) {
@@ -781,7 +809,9 @@ impl<'a> Builder<'a> {
                 self.productions.push(Production { lhs: nt, rhs });
                 Ok(Some(Symbol::Nonterminal(nt)))
             }
-            Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Ref(_) => unreachable!("handled above"),
+            Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Constrained { .. } | Expr::Ref(_) => {
+                unreachable!("handled above")
+            }
         }
     }
 

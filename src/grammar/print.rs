@@ -43,6 +43,9 @@ pub fn ir_to_gbnf(g: &Grammar) -> Result<String, GrammarError> {
     let names = unique_names(g.nonterminals.iter().map(|s| s.as_str()), g.start.0 as usize);
     let mut terms = Vec::with_capacity(g.terminals.len());
     for t in &g.terminals {
+        if !t.constraints.is_empty() {
+            return Err(constrained_error(&format!("terminal `{}`", t.name)));
+        }
         let mut s = String::new();
         print_hir(&t.hir, &mut s, Prec::Atom)?;
         terms.push(s);
@@ -99,6 +102,17 @@ fn unique_names<'a>(names: impl Iterator<Item = &'a str>, start: usize) -> Vec<S
         .collect()
 }
 
+/// GBNF has no intersection or difference: a constrained terminal (a `pattern` with length
+/// bounds, a key matching a pattern but no named property) cannot be printed.
+fn constrained_error(what: &str) -> GrammarError {
+    GrammarError::whole(format!(
+        "{what} is an intersection or difference of regular languages (a `pattern` with length \
+         bounds or a `format`, keys matching a pattern but no named property, `not: {{enum}}`, \
+         `multipleOf`), which GBNF cannot express"
+    ))
+    .with_kind(super::ErrorKind::Unsupported)
+}
+
 /// Binding strength of the context an expression is printed in.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Prec {
@@ -112,6 +126,7 @@ fn print_expr(e: &Expr, names: &[String], out: &mut String, ctx: Prec) -> Result
         Expr::Empty => out.push_str("\"\""),
         Expr::Bytes(b) => print_literal(&String::from_utf8_lossy(b), out),
         Expr::Regex(h) => print_hir(h, out, ctx)?,
+        Expr::Constrained { .. } => return Err(constrained_error("a string or key terminal")),
         Expr::Ref(r) => out.push_str(&names[r.0 as usize]),
         Expr::Seq(v) => {
             let paren = ctx > Prec::Seq && v.len() > 1;

@@ -6,7 +6,8 @@
 //! produced by a lexer but regular languages scanned byte by byte. Item set `S_i` holds the
 //! items `(production, dot, origin)` valid after `i` bytes. For every item in `S_i` whose
 //! next symbol is a terminal `t`, a *scan* `(t, DFA state, origin i)` starts; each byte
-//! advances every scan's DFA (a dense, anchored, all-matches DFA of `t`'s HIR). Whenever a
+//! advances every scan's DFA (a dense, anchored, all-matches DFA of `t`'s HIR; for a terminal
+//! with constraints, the explicit product of its parts' DFAs). Whenever a
 //! scan's bytes so far form a non-empty string of `L(t)`, the items of `S_origin` waiting for
 //! `t` advance into the next set. This implements the IR semantics exactly: any split of the
 //! input into terminal strings counts, there is no lexer policy, and `ε` never matches a
@@ -23,7 +24,7 @@
 //! [`ReferenceRecognizer::is_viable`] is exact, not an approximation.
 
 use super::GrammarError;
-use super::ir::{Grammar, Symbol, TerminalId};
+use super::ir::{Grammar, Symbol, Terminal, TerminalId};
 use super::lower::build_dfa;
 use regex_automata::Anchored;
 use regex_automata::dfa::{Automaton, dense};
@@ -44,7 +45,7 @@ struct Item {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Scan {
     terminal: TerminalId,
-    state: StateID,
+    state: u32,
     origin: u32,
 }
 
@@ -73,62 +74,99 @@ impl RefState {
     }
 }
 
+/// One terminal's language as an explicit automaton: states are tuples of DFA states, one
+/// per part (the terminal's HIR, each `constraints.and`, each `constraints.and_not`), numbered
+/// densely. A tuple matches when every positive part matches and no negated part does.
 struct TerminalAutomaton {
-    dfa: dense::DFA<Vec<u32>>,
-    start: StateID,
+    /// `next[s * 256 + b]`: the next state, or [`NO_STATE`] once a positive part is dead.
+    next: Vec<u32>,
+    /// Whether the bytes that led to each state form a match.
+    accept: Vec<bool>,
     /// States from which a match is reachable (with zero or more further bytes).
-    live: HashSet<StateID>,
+    live: Vec<bool>,
     /// Whether some non-empty string matches (IR invariant 1; checked, not assumed).
     nonempty: bool,
 }
 
+const NO_STATE: u32 = u32::MAX;
+const START_STATE: u32 = 0;
+
 impl TerminalAutomaton {
-    fn new(hir: &regex_syntax::hir::Hir) -> Result<Self, String> {
-        let dfa = build_dfa(hir, None)?;
-        let start = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes))
-            .map_err(|e| format!("cannot start terminal DFA: {e}"))?;
-        // Explore every state reachable from the start.
-        let mut index: HashMap<StateID, usize> = HashMap::new();
+    fn new(t: &Terminal) -> Result<Self, String> {
+        let mut parts: Vec<(dense::DFA<Vec<u32>>, bool)> = vec![(build_dfa(&t.hir, None)?, true)];
+        for h in &t.constraints.and {
+            parts.push((build_dfa(h, None)?, true));
+        }
+        for h in &t.constraints.and_not {
+            parts.push((build_dfa(h, None)?, false));
+        }
+        let mut start = Vec::with_capacity(parts.len());
+        for (dfa, _) in &parts {
+            start.push(
+                dfa.start_state(&start::Config::new().anchored(Anchored::Yes))
+                    .map_err(|e| format!("cannot start terminal DFA: {e}"))?,
+            );
+        }
+        // Explore every tuple reachable from the start.
+        let mut index: HashMap<Vec<StateID>, u32> = HashMap::new();
+        index.insert(start.clone(), START_STATE);
         let mut states = vec![start];
-        index.insert(start, 0);
-        let mut edges: Vec<(usize, usize)> = Vec::new();
+        let mut next: Vec<u32> = Vec::new();
+        let mut accept = Vec::new();
         let mut k = 0;
         while k < states.len() {
-            let s = states[k];
+            let tuple = states[k].clone();
             k += 1;
-            if dfa.is_dead_state(s) || dfa.is_quit_state(s) {
-                continue;
-            }
+            accept.push(
+                parts.iter().zip(&tuple).all(|((dfa, positive), &s)| Self::eof_match(dfa, s) == *positive),
+            );
             for b in 0..=255u8 {
-                let t = dfa.next_state(s, b);
-                let ti = *index.entry(t).or_insert_with(|| {
+                let t: Vec<StateID> = parts.iter().zip(&tuple).map(|((dfa, _), &s)| dfa.next_state(s, b)).collect();
+                let dead = parts.iter().zip(&t).any(|((dfa, positive), &s)| *positive && (dfa.is_dead_state(s) || dfa.is_quit_state(s)));
+                if dead {
+                    next.push(NO_STATE);
+                    continue;
+                }
+                let id = *index.entry(t.clone()).or_insert_with(|| {
                     states.push(t);
-                    states.len() - 1
+                    (states.len() - 1) as u32
                 });
-                edges.push((k - 1, ti));
+                next.push(id);
             }
         }
-        let mut rev: Vec<Vec<usize>> = vec![Vec::new(); states.len()];
-        for &(a, b) in &edges {
-            rev[b].push(a);
+        let n = states.len();
+        let mut rev: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, &t) in next.iter().enumerate() {
+            if t != NO_STATE {
+                rev[t as usize].push(i / 256);
+            }
         }
-        let mut live = vec![false; states.len()];
-        let mut stack: Vec<usize> = (0..states.len()).filter(|&i| Self::eof_match(&dfa, states[i])).collect();
+        let mut live = vec![false; n];
+        let mut stack: Vec<usize> = (0..n).filter(|&i| accept[i]).collect();
         while let Some(i) = stack.pop() {
             if std::mem::replace(&mut live[i], true) {
                 continue;
             }
             stack.extend(rev[i].iter().copied());
         }
-        let nonempty = edges.iter().any(|&(a, b)| a == 0 && live[b]);
-        let live = states.iter().zip(&live).filter(|(_, l)| **l).map(|(s, _)| *s).collect();
-        Ok(TerminalAutomaton { dfa, start, live, nonempty })
+        let nonempty = (0..256).any(|b| {
+            let t = next[START_STATE as usize * 256 + b];
+            t != NO_STATE && live[t as usize]
+        });
+        Ok(TerminalAutomaton { next, accept, live, nonempty })
     }
 
-    /// Do the bytes that led to `s` form a match?
+    /// Do the bytes that led to `s` form a match (for one part's DFA)?
     fn eof_match(dfa: &dense::DFA<Vec<u32>>, s: StateID) -> bool {
         dfa.is_match_state(dfa.next_eoi_state(s))
+    }
+
+    fn step(&self, s: u32, b: u8) -> u32 {
+        self.next[s as usize * 256 + b as usize]
+    }
+
+    fn is_live(&self, s: u32) -> bool {
+        s != NO_STATE && self.live[s as usize]
     }
 }
 
@@ -144,7 +182,7 @@ impl ReferenceRecognizer {
     pub fn new(grammar: &Grammar) -> Result<Self, GrammarError> {
         let mut automata = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
-            let a = TerminalAutomaton::new(&t.hir)
+            let a = TerminalAutomaton::new(t)
                 .map_err(|e| GrammarError::whole(format!("terminal {}: cannot build its DFA: {e}", t.name)))?;
             if !a.nonempty {
                 return Err(GrammarError::whole(format!("terminal {} matches no non-empty string (IR invariant 1)", t.name)));
@@ -221,7 +259,7 @@ impl ReferenceRecognizer {
                 let entry = waiting.entry(sym).or_default();
                 if entry.is_empty() {
                     if let Symbol::Terminal(t) = sym {
-                        scans.push(Scan { terminal: t, state: self.automata[t.0 as usize].start, origin: n });
+                        scans.push(Scan { terminal: t, state: START_STATE, origin: n });
                     }
                 }
                 entry.push(*item);
@@ -243,11 +281,11 @@ impl ReferenceRecognizer {
         let mut seed: Vec<Item> = Vec::new();
         for scan in &s.scans {
             let a = &self.automata[scan.terminal.0 as usize];
-            let next = a.dfa.next_state(scan.state, byte);
-            if !a.live.contains(&next) {
+            let next = a.step(scan.state, byte);
+            if !a.is_live(next) {
                 continue;
             }
-            if TerminalAutomaton::eof_match(&a.dfa, next) {
+            if a.accept[next as usize] {
                 if let Some(ws) = s.sets[scan.origin as usize].waiting.get(&Symbol::Terminal(scan.terminal)) {
                     seed.extend(ws.iter().map(|w| Item { dot: w.dot + 1, ..*w }));
                 }

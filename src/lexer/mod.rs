@@ -4,7 +4,8 @@
 //! Every terminal of an [`ir::Grammar`] is a regular language over bytes (HIR). We compile
 //! each one to an anchored dense DFA (`regex-automata`), copy it into a small table of our
 //! own ([`TerminalDfa`]) with dead states pruned (a state is *live* when it can still reach a
-//! match), and then run a subset/product construction over all of them at once: a
+//! match; a terminal with [`ir::Constraints`] is the product of its parts' DFAs, see
+//! [`TerminalDfa::for_terminal`]), and then run a subset/product construction over all of them at once: a
 //! [`Scanner`] state is the set of `(terminal, terminal-DFA state)` pairs that are still live
 //! after the bytes read since the last terminal boundary.
 //!
@@ -118,22 +119,95 @@ impl TerminalDfa {
             }
             i += 1;
         }
-        // Liveness: states that can reach an accepting state (reverse reachability).
-        let n = order.len();
-        let mut live = accept.clone();
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for s in 0..n {
-                if live[s] {
+        Self::pruned(raw_next, accept)
+    }
+
+    /// The most states [`TerminalDfa::for_terminal`] builds for a constrained terminal.
+    pub const MAX_PRODUCT_STATES: usize = 100_000;
+
+    /// The DFA of a terminal's whole language: its HIR intersected with every
+    /// `constraints.and` and minus every `constraints.and_not` (a product construction over
+    /// the parts' DFAs; an `and_not` part that has died no longer excludes anything).
+    pub fn for_terminal(t: &ir::Terminal) -> Result<Self, String> {
+        Self::product(&t.hir, &t.constraints, Self::MAX_PRODUCT_STATES)
+    }
+
+    /// See [`TerminalDfa::for_terminal`]; fails beyond `max_states` product states.
+    pub fn product(hir: &regex_syntax::hir::Hir, constraints: &ir::Constraints, max_states: usize) -> Result<Self, String> {
+        let base = TerminalDfa::new(hir)?;
+        if constraints.is_empty() {
+            return Ok(base);
+        }
+        let mut parts = vec![base];
+        for h in &constraints.and {
+            parts.push(TerminalDfa::new(h).map_err(|e| format!("intersected language: {e}"))?);
+        }
+        let n_pos = parts.len();
+        for h in &constraints.and_not {
+            match TerminalDfa::new(h) {
+                Ok(d) => parts.push(d),
+                // Matches nothing: excludes nothing.
+                Err(e) if e == "the terminal matches nothing" => {}
+                Err(e) => return Err(format!("excluded language: {e}")),
+            }
+        }
+        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let start = vec![0u32; parts.len()];
+        ids.insert(start.clone(), 0);
+        let mut order = vec![start];
+        let mut raw_next: Vec<u32> = Vec::new();
+        let mut accept = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            let tuple = order[i].clone();
+            let is_match = |k: usize| tuple[k] != DEAD && parts[k].is_accepting(tuple[k]);
+            accept.push((0..n_pos).all(is_match) && !(n_pos..parts.len()).any(is_match));
+            for b in 0..=255u8 {
+                let next: Vec<u32> =
+                    tuple.iter().zip(&parts).map(|(&s, d)| if s == DEAD { DEAD } else { d.next(s, b) }).collect();
+                if next[..n_pos].contains(&DEAD) {
+                    raw_next.push(DEAD);
                     continue;
                 }
-                if raw_next[s * 256..(s + 1) * 256]
-                    .iter()
-                    .any(|&t| t != DEAD && live[t as usize])
-                {
-                    live[s] = true;
-                    changed = true;
+                let id = match ids.get(&next) {
+                    Some(&id) => id,
+                    None => {
+                        if order.len() >= max_states {
+                            return Err(format!("the intersection has more than {max_states} states"));
+                        }
+                        let id = order.len() as u32;
+                        ids.insert(next.clone(), id);
+                        order.push(next);
+                        id
+                    }
+                };
+                raw_next.push(id);
+            }
+            i += 1;
+        }
+        Self::pruned(raw_next, accept)
+    }
+
+    /// Remove the states that cannot reach a match (their transitions go to [`DEAD`]).
+    fn pruned(raw_next: Vec<u32>, accept: Vec<bool>) -> Result<Self, String> {
+        // Liveness: states that can reach an accepting state (reverse reachability, one
+        // pass over the reversed edges: linear even for long chains like `.{0,500}`).
+        let n = accept.len();
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            let mut row: Vec<u32> = raw_next[s * 256..(s + 1) * 256].iter().copied().filter(|&t| t != DEAD).collect();
+            row.sort_unstable();
+            row.dedup();
+            for t in row {
+                preds[t as usize].push(s as u32);
+            }
+        }
+        let mut live = accept.clone();
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| accept[s as usize]).collect();
+        while let Some(t) = stack.pop() {
+            for &s in &preds[t as usize] {
+                if !std::mem::replace(&mut live[s as usize], true) {
+                    stack.push(s);
                 }
             }
         }
@@ -208,7 +282,7 @@ impl Scanner {
     pub fn new(grammar: &ir::Grammar) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
-            dfas.push(TerminalDfa::new(&t.hir).map_err(|message| LexerError::Terminal {
+            dfas.push(TerminalDfa::for_terminal(t).map_err(|message| LexerError::Terminal {
                 terminal: t.name.clone(),
                 message,
             })?);
@@ -440,11 +514,7 @@ mod tests {
             terminals: terms
                 .iter()
                 .enumerate()
-                .map(|(i, h)| ir::Terminal {
-                    name: format!("t{i}"),
-                    hir: h.clone(),
-                    literal: None,
-                })
+                .map(|(i, h)| ir::Terminal::new(format!("t{i}"), h.clone(), None))
                 .collect(),
             nonterminals: vec!["s".into()],
             productions: vec![],

@@ -46,11 +46,7 @@ pub(super) fn grammar(src: &str) -> Grammar {
     Grammar {
         terminals: terminals
             .iter()
-            .map(|n| Terminal {
-                name: n.clone(),
-                hir: Hir::literal(n.as_bytes()),
-                literal: Some(n.as_bytes().to_vec()),
-            })
+            .map(|n| Terminal::new(n.clone(), Hir::literal(n.as_bytes()), Some(n.as_bytes().to_vec())))
             .collect(),
         nonterminals: nts,
         productions,

@@ -464,7 +464,9 @@ pub fn format_pattern(format: &str) -> Option<String> {
         "hostname" => format!("{label}(?:\\.{label}){{0,8}}"),
         // Conservative: dot-separated atoms, then alphanumeric labels (single inner hyphens)
         // and an alphabetic top-level label.
-        "email" => "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
+        // Every address this writes is also a valid internationalized address (RFC 6531
+        // extends RFC 5321), so `idn-email` shares the conservative ASCII subset.
+        "email" | "idn-email" => "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
         "uri" => format!(
             "[A-Za-z][A-Za-z0-9+.-]{{0,15}}:(?://(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{{2}})+(?::[0-9]{{1,5}})?(?:/{pchar}*)*|(?:/{pchar}+)(?:/{pchar}*)*|{pchar}+(?:/{pchar}*)*)?(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
         ),
@@ -866,4 +868,179 @@ mod tests {
         let t = translate_ecma(r"^[a-c_]+$").unwrap();
         assert!(full(&t).is_match("ab_c") && !full(&t).is_match("-"));
     }
+}
+
+/// `^(?!X)REST` (a negative look-ahead at the start, the one look-around JSON Schema patterns
+/// commonly use) as `("^(?:X)", "^REST")`: a string matches the pattern exactly when it
+/// matches the second and not the first (both with search semantics). `None` for any other
+/// shape.
+pub fn split_leading_negative_lookahead(pattern: &str) -> Option<(String, String)> {
+    let body = pattern.strip_prefix("^(?!")?;
+    let mut depth = 1usize;
+    let mut in_class = false;
+    let mut chars = body.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class => {
+                depth -= 1;
+                if depth == 0 {
+                    let (x, rest) = (&body[..i], &body[i + 1..]);
+                    if x.contains("(?") || rest.contains("(?=") || rest.contains("(?!") || rest.contains("(?<") {
+                        return None; // nested look-arounds
+                    }
+                    return Some((format!("^(?:{x})"), format!("^{rest}")));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Every way to write the string `s` as JSON string content (between the quotes): each
+/// character raw (unless it must be escaped), as a short escape where one exists, or as a
+/// `\u` escape in any hex case (a surrogate pair beyond the BMP). For excluding values
+/// exactly from a language whose strings may use any escape.
+pub fn literal_any_encoding(s: &str) -> Hir {
+    let hex_ci = |d: char| {
+        if d.is_ascii_digit() { d.to_string() } else { format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase()) }
+    };
+    let u_escape = |unit: u32| -> String {
+        let h = format!("{unit:04x}");
+        format!("\\\\u{}", h.chars().map(hex_ci).collect::<String>())
+    };
+    let mut re = String::new();
+    for c in s.chars() {
+        let mut alts: Vec<String> = Vec::new();
+        if !needs_escape(c) {
+            alts.push(regex_syntax::escape(c.encode_utf8(&mut [0u8; 4])));
+        }
+        let short = match c {
+            '"' => Some("\\\\\""),
+            '\\' => Some("\\\\\\\\"),
+            '/' => Some("\\\\/"),
+            '\u{8}' => Some("\\\\b"),
+            '\u{c}' => Some("\\\\f"),
+            '\n' => Some("\\\\n"),
+            '\r' => Some("\\\\r"),
+            '\t' => Some("\\\\t"),
+            _ => None,
+        };
+        alts.extend(short.map(str::to_string));
+        let mut units = [0u16; 2];
+        alts.push(c.encode_utf16(&mut units).iter().map(|&u| u_escape(u as u32)).collect());
+        re.push_str(&format!("(?:{})", alts.join("|")));
+    }
+    hir(&re)
+}
+
+/// Regexes whose intersection is the JSON numbers (without exponent) that are multiples of
+/// `k`: `k = c / 10^n` exactly in decimal, with `c` an integer. Supported: integer `k` (the
+/// divisibility of the digit string by `c`'s factor coprime to 10 through its residue
+/// automaton, by `c`'s 2- and 5-part through the last digits) and fractional `k` whose `c`
+/// divides `10^n` (then only the first `n` fraction digits matter). `None` otherwise, or when
+/// the residue automaton's expression would be too large.
+pub fn multiple_of_patterns(k: f64) -> Option<Vec<String>> {
+    let text = format!("{k}");
+    if text.contains(['e', 'E']) || k <= 0.0 {
+        return None;
+    }
+    let (int_part, frac_part) = text.split_once('.').unwrap_or((&text, ""));
+    let n = frac_part.len() as u32;
+    let c: u64 = format!("{int_part}{frac_part}").trim_start_matches('0').parse().ok()?;
+    if c == 0 || n > 9 || c > 1_000_000 {
+        return None;
+    }
+    if n == 0 {
+        // Integers that are multiples of c: split c = 2^a 5^b m.
+        let (mut m, mut a, mut b) = (c, 0u32, 0u32);
+        while m % 2 == 0 {
+            m /= 2;
+            a += 1;
+        }
+        while m % 5 == 0 {
+            m /= 5;
+            b += 1;
+        }
+        let mut out = Vec::new();
+        let p = c / m; // 2^a 5^b
+        if p > 1 {
+            // Divisibility by p depends on the last t digits only.
+            let t = a.max(b);
+            let modulus = 10u64.pow(t);
+            if modulus / p > 1000 {
+                return None;
+            }
+            let mut alts = Vec::new();
+            for v in (0..modulus).step_by(p as usize) {
+                alts.push(format!("[0-9]*{v:0width$}", width = t as usize)); // at least t digits
+                alts.push(format!("{v}")); // fewer digits: the number itself
+            }
+            out.push(format!("-?(?:{})", alts.join("|")));
+        }
+        if m > 1 {
+            out.push(format!("-?(?:{})", digits_multiple_of(m)?));
+        }
+        return Some(out);
+    }
+    let scale = 10u64.pow(n);
+    if scale % c != 0 {
+        return None;
+    }
+    // x = D.F is a multiple of c/10^n iff F's first n digits (zero padded) are a multiple
+    // of c and the rest are zeros (10^n · D is always a multiple of c).
+    let mut alts = Vec::new();
+    for f in (0..scale).step_by(c as usize) {
+        let s = format!("{f:0width$}", width = n as usize);
+        let p = s.trim_end_matches('0');
+        alts.push(if p.is_empty() { "0+".to_string() } else { format!("{p}0*") });
+    }
+    Some(vec![format!("-?[0-9]+(?:\\.(?:{}))?", alts.join("|"))])
+}
+
+/// Regex over decimal digit strings whose value is a multiple of `m` (`gcd(m, 10) = 1`), by
+/// state elimination on the residue automaton (state `r` reading digit `d` goes to
+/// `(10 r + d) mod m`). `None` when the expression would be large.
+fn digits_multiple_of(m: u64) -> Option<String> {
+    const MAX_LEN: usize = 20_000;
+    if m > 13 {
+        return None;
+    }
+    let m = m as usize;
+    let class = |ds: &[usize]| -> Option<String> {
+        match ds.len() {
+            0 => None,
+            1 => Some(ds[0].to_string()),
+            _ => Some(format!("[{}]", ds.iter().map(|d| d.to_string()).collect::<String>())),
+        }
+    };
+    // r[i][j]: the expression for one step from i to j (None: no string).
+    let mut r: Vec<Vec<Option<String>>> = (0..m)
+        .map(|i| (0..m).map(|j| class(&(0..10).filter(|d| (10 * i + d) % m == j).collect::<Vec<_>>())).collect())
+        .collect();
+    let alt = |a: Option<String>, b: Option<String>| match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(x), Some(y)) => Some(format!("(?:{x}|{y})")),
+    };
+    for k in (1..m).rev() {
+        let loop_k = r[k][k].clone().map(|l| format!("(?:{l})*")).unwrap_or_default();
+        for i in 0..k {
+            for j in 0..k {
+                if let (Some(a), Some(b)) = (&r[i][k], &r[k][j]) {
+                    let through = Some(format!("{a}{loop_k}{b}"));
+                    r[i][j] = alt(r[i][j].take(), through);
+                    if r[i][j].as_ref().is_some_and(|s| s.len() > MAX_LEN) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    r[0][0].take().map(|x| format!("(?:{x})+"))
 }

@@ -299,17 +299,49 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
 }
 
 /// What a schema can say about its instances for disjointness proofs.
+#[derive(Clone)]
 struct Shape {
     types: u8,
     consts: Option<Vec<Value>>,
-    /// Required properties with their allowed constants (if constant) and whether the
-    /// property is allowed at all.
+    /// Required properties.
     required: Vec<String>,
-    discriminators: Vec<(String, Vec<Value>)>,
+    /// Required properties with the shape of their value (a few levels deep): two objects
+    /// that both require `k` with disjoint value shapes are disjoint (discriminators).
+    discriminators: Vec<(String, Shape)>,
     /// `Some(names)` when only these property names are allowed (additionalProperties false).
     closed: Option<Vec<String>>,
     /// For strings: a full-match regex (over the decoded string) every valid string matches.
     string_regex: Option<regex_syntax::hir::Hir>,
+    /// What a member named `k` must satisfy if present: `properties`, then the
+    /// `patternProperties` whose pattern matches `k`, else `additionalProperties`.
+    /// (One entry per `allOf` part that has member keywords; all of them apply.)
+    member_rules: Vec<MemberRules>,
+    /// Every instance satisfies one of these (the branches of an `anyOf`/`oneOf`); empty
+    /// when unknown.
+    any_of: Vec<Shape>,
+}
+
+/// The per-member part of an object schema, for "if present, `k` must be …" arguments.
+#[derive(Clone)]
+struct MemberRules {
+    properties: Vec<(String, Shape)>,
+    patterns: Vec<(regex_automata::meta::Regex, Shape)>,
+    additional: Option<Box<Shape>>,
+}
+
+impl MemberRules {
+    /// The shapes a present member `k` must satisfy (all of them).
+    fn constraints_on<'s>(&'s self, k: &str) -> Vec<&'s Shape> {
+        let mut out: Vec<&Shape> = self.properties.iter().filter(|(n, _)| n == k).map(|(_, s)| s).collect();
+        let named = !out.is_empty();
+        let by_pattern: Vec<&Shape> = self.patterns.iter().filter(|(re, _)| re.is_match(k)).map(|(_, s)| s).collect();
+        let matched = !by_pattern.is_empty();
+        out.extend(by_pattern);
+        if !named && !matched {
+            out.extend(self.additional.as_deref());
+        }
+        out
+    }
 }
 
 fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
@@ -320,6 +352,8 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
         discriminators: Vec::new(),
         closed: None,
         string_regex: None,
+        member_rules: Vec::new(),
+        any_of: Vec::new(),
     };
     let m = match s {
         Value::Bool(false) => {
@@ -352,15 +386,22 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             if out.string_regex.is_none() {
                 out.string_regex = sb.string_regex;
             }
+            out.member_rules.extend(sb.member_rules);
         }
     }
     for kw in ["anyOf", "oneOf"] {
         if let Some(Value::Array(list)) = m.get(kw) {
             let mut t = 0;
+            let mut branches = Vec::with_capacity(list.len());
             for b in list {
-                t |= shape(c, b, ptr, depth + 1).types;
+                let sb = shape(c, b, ptr, depth + 2);
+                t |= sb.types;
+                branches.push(sb);
             }
             out.types &= t;
+            if out.any_of.is_empty() && depth < 8 && list.len() <= 16 {
+                out.any_of = branches;
+            }
         }
     }
     if let Some(t) = types_of(m) {
@@ -381,9 +422,9 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
         for r in req.iter().filter_map(Value::as_str) {
             out.required.push(r.to_string());
             if let Some(ps) = props.and_then(|p| p.get(r)) {
-                let sp = shape(c, ps, ptr, depth + 1);
-                if let Some(cs) = sp.consts {
-                    out.discriminators.push((r.to_string(), cs));
+                // Bounded: property shapes nest at most a few levels (recursive schemas).
+                if depth < 6 {
+                    out.discriminators.push((r.to_string(), shape(c, ps, ptr, depth + 4)));
                 }
             }
         }
@@ -401,6 +442,35 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
     } else if let Some(f) = m.get("format").and_then(Value::as_str).and_then(super::lexical::format_pattern) {
         out.string_regex = Some(super::lexical::hir(&f));
     }
+    // Member rules, a few levels deep only (recursive schemas).
+    if depth < 6 && ["properties", "patternProperties", "additionalProperties"].iter().any(|k| m.contains_key(*k)) {
+        let mut rules = MemberRules { properties: Vec::new(), patterns: Vec::new(), additional: None };
+        if let Some(props) = m.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                rules.properties.push((k.clone(), shape(c, v, ptr, depth + 4)));
+            }
+        }
+        if let Some(pats) = m.get("patternProperties").and_then(Value::as_object) {
+            for (p, v) in pats {
+                let re = super::lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+                match re {
+                    Some(re) => rules.patterns.push((re, shape(c, v, ptr, depth + 4))),
+                    // A pattern we cannot read: give up on member arguments for this schema.
+                    None => rules.additional = None,
+                }
+            }
+        }
+        if let Some(a) = m.get("additionalProperties") {
+            rules.additional = Some(Box::new(shape(c, a, ptr, depth + 4)));
+        }
+        let unreadable = m
+            .get("patternProperties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.len() != rules.patterns.len());
+        if !unreadable {
+            out.member_rules.push(rules);
+        }
+    }
     if m.get("additionalProperties") == Some(&Value::Bool(false)) && !m.contains_key("patternProperties") {
         out.closed = Some(
             m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default(),
@@ -409,9 +479,51 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
     out
 }
 
+impl Shape {
+    /// What all of `shapes` say together (each field from the first shape that says
+    /// something, types intersected): weaker than the exact intersection, never stronger.
+    fn meet(shapes: &[&Shape]) -> Shape {
+        let mut out = shapes[0].clone();
+        for s in &shapes[1..] {
+            out.types &= s.types;
+            if out.consts.is_none() {
+                out.consts = s.consts.clone();
+            }
+            out.required.extend(s.required.iter().cloned());
+            out.discriminators.extend(s.discriminators.iter().cloned());
+            if out.closed.is_none() {
+                out.closed = s.closed.clone();
+            }
+            if out.string_regex.is_none() {
+                out.string_regex = s.string_regex.clone();
+            }
+            out.member_rules.extend(s.member_rules.iter().cloned());
+            if out.any_of.is_empty() {
+                out.any_of = s.any_of.clone();
+            }
+        }
+        out
+    }
+
+    /// Every shape a present member `k` must satisfy under this schema.
+    fn constraints_on<'s>(&'s self, k: &str) -> Vec<&'s Shape> {
+        let mut out: Vec<&Shape> = self.discriminators.iter().filter(|(n, _)| n == k).map(|(_, s)| s).collect();
+        for rules in &self.member_rules {
+            out.extend(rules.constraints_on(k));
+        }
+        out
+    }
+}
+
 fn shapes_disjoint(a: &Shape, b: &Shape) -> bool {
     if a.types & b.types == 0 {
         return true;
+    }
+    // An instance of `a` is an instance of one of its branches: disjoint when each is.
+    for (x, y) in [(a, b), (b, a)] {
+        if !x.any_of.is_empty() && x.any_of.iter().all(|xi| shapes_disjoint(xi, y)) {
+            return true;
+        }
     }
     if let (Some(x), Some(y)) = (&a.consts, &b.consts) {
         if !x.iter().any(|v| y.contains(v)) {
@@ -429,7 +541,20 @@ fn shapes_disjoint(a: &Shape, b: &Shape) -> bool {
     if (a.types & b.types) & !ty::OBJECT == 0 {
         for (k, xs) in &a.discriminators {
             for (k2, ys) in &b.discriminators {
-                if k == k2 && !xs.iter().any(|v| ys.contains(v)) {
+                if k == k2 && shapes_disjoint(xs, ys) {
+                    return true;
+                }
+            }
+        }
+        // `x` requires `k`, and what `x` says about `k`'s value contradicts what `y` says
+        // about it (whether `y` requires `k` or only constrains it when present).
+        for (x, y) in [(a, b), (b, a)] {
+            for k in &x.required {
+                let (on_x, on_y) = (x.constraints_on(k), y.constraints_on(k));
+                if on_x.is_empty() || on_y.is_empty() {
+                    continue;
+                }
+                if shapes_disjoint(&Shape::meet(&on_x), &Shape::meet(&on_y)) {
                     return true;
                 }
             }
@@ -549,7 +674,17 @@ pub(super) fn restrict_implied_types(c: &Compiler<'_>, branches: &[Value], ptr: 
     if branches.len() < 2 {
         return None;
     }
-    let implied: Vec<Option<&'static str>> = branches.iter().map(implied_type).collect();
+    // A branch that is only a `$ref` is about what its target is about.
+    let implied_of = |b: &Value| -> Option<&'static str> {
+        let m = b.as_object()?;
+        match m.get("$ref").and_then(Value::as_str) {
+            Some(r) if m.keys().all(|k| k == "$ref" || !super::is_keyword(k)) => {
+                implied_type(c.resolve_chain(r, ptr).ok()?.1)
+            }
+            _ => implied_type(b),
+        }
+    };
+    let implied: Vec<Option<&'static str>> = branches.iter().map(implied_of).collect();
     let family = implied.iter().flatten().next().copied()?;
     if implied.iter().flatten().any(|f| *f != family) {
         return None;
