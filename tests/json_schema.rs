@@ -445,6 +445,20 @@ fn corpus() -> Vec<(&'static str, Value)> {
                 ]
             }),
         ),
+        // oneOf where an enum branch shares values with another branch: those values match
+        // two branches and are invalid; the rest of the enum and of the other branches stay.
+        (
+            "one-of-overlapping-values",
+            json!({
+                "type": "array",
+                "items": {"oneOf": [
+                    {"enum": ["linux", "x", "yy"]},
+                    {"type": "string", "maxLength": 2},
+                    {"type": "integer"}
+                ]},
+                "maxItems": 4
+            }),
+        ),
         (
             "nullable-integers",
             json!({

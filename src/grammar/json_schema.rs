@@ -820,6 +820,11 @@ impl<'a> Compiler<'a> {
                     effective.push(b.clone());
                 }
             }
+            if kw == "oneOf" && effective.len() > 1 && !has_siblings {
+                if let Some(rewritten) = self.one_of_with_overlapping_values(branches, ptr)? {
+                    return self.value(&rewritten, ptr, d);
+                }
+            }
             if kw == "oneOf" && effective.len() > 1 {
                 if let Err(why) = merge::provably_disjoint(self, &effective, ptr) {
                     self.unsupported(ptr, "oneOf", format!("branches are not provably disjoint ({why}); compiled as anyOf would accept documents matching several"))?;
@@ -1029,6 +1034,79 @@ impl<'a> Compiler<'a> {
             }
         }
         Some(out)
+    }
+
+    /// `oneOf` of one `enum`/`const` branch of strings `E` and other branches that are
+    /// pairwise disjoint but may share values with `E` (`[{"enum": ["linux"]}, {"type":
+    /// "string"}]`): exactly one branch holds for the values of `E` no other branch accepts
+    /// (checked with the `jsonschema` crate) and for the other branches' values outside `E`.
+    /// Rewritten as that `anyOf`; `None` for other shapes or when the other branches may
+    /// overlap among themselves.
+    fn one_of_with_overlapping_values(&mut self, branches: &[Value], ptr: &str) -> Result<Option<Value>, GrammarError> {
+        let resolved = |b: &Value| -> Option<Value> {
+            match b.get("$ref").and_then(Value::as_str) {
+                Some(r) if b.as_object()?.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
+                    Some(self.resolve_chain(r, ptr).ok()?.1.clone())
+                }
+                _ => Some(b.clone()),
+            }
+        };
+        let mut enum_branch = None;
+        for (i, b) in branches.iter().enumerate() {
+            let Some(t) = resolved(b) else { return Ok(None) };
+            let Some(tm) = t.as_object() else { return Ok(None) };
+            if tm.keys().any(|k| is_keyword(k)) && tm.keys().all(|k| !is_keyword(k) || k == "enum" || k == "const") {
+                if enum_branch.is_some() {
+                    return Ok(None);
+                }
+                let values: Vec<Value> = match (tm.get("const"), tm.get("enum")) {
+                    (Some(c), None) => vec![c.clone()],
+                    (None, Some(Value::Array(list))) => list.clone(),
+                    _ => return Ok(None),
+                };
+                if !values.iter().all(Value::is_string) {
+                    return Ok(None);
+                }
+                enum_branch = Some((i, values));
+            }
+        }
+        let Some((e, values)) = enum_branch else { return Ok(None) };
+        let others: Vec<Value> = branches.iter().enumerate().filter(|(i, _)| *i != e).map(|(_, b)| b.clone()).collect();
+        if others.len() > 1 && merge::provably_disjoint(self, &others, ptr).is_err() {
+            return Ok(None);
+        }
+        // Which values another branch also accepts (with the document's definitions, so
+        // local references resolve).
+        let mut kept = Vec::new();
+        for v in &values {
+            let mut shared = false;
+            for b in &others {
+                let mut schema = match b {
+                    Value::Object(m) => m.clone(),
+                    _ => return Ok(None),
+                };
+                for defs in ["definitions", "$defs"] {
+                    if let Some(d) = self.root.get(defs) {
+                        schema.entry(defs).or_insert(d.clone());
+                    }
+                }
+                let Ok(validator) = jsonschema::options().should_validate_formats(true).build(&Value::Object(schema)) else {
+                    return Ok(None);
+                };
+                shared |= validator.is_valid(v);
+            }
+            if !shared && !kept.contains(v) {
+                kept.push(v.clone());
+            }
+        }
+        let mut alts = Vec::new();
+        if !kept.is_empty() {
+            alts.push(serde_json::json!({"enum": kept}));
+        }
+        for b in others {
+            alts.push(serde_json::json!({"allOf": [b, {"not": {"enum": values}}]}));
+        }
+        Ok(Some(serde_json::json!({"anyOf": alts})))
     }
 
     pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
@@ -1432,12 +1510,20 @@ impl<'a> Compiler<'a> {
         // them, a rewrite of the regex when its one variable part is a repeated
         // single-character class, else an intersection with "min..=max characters".
         let mut split = None;
+        let mut too_long = false;
         let h = if min.is_some() || max.is_some() {
             match constrain_length(&h, min.unwrap_or(0), max) {
                 Some((h, true)) => h,
                 other => {
                     split = other.map(|(h, _)| h);
-                    and.push(lexical::hir(&lexical::string_pattern(min.unwrap_or(0), max)));
+                    // A bound the regex does not imply needs a length counter up to it: past
+                    // the state limit the intersection cannot fit (and its DFA is costly).
+                    let bound = max.unwrap_or(0).max(min.unwrap_or(0));
+                    if bound > MAX_CONSTRAINED_STATES as u64 {
+                        too_long = true;
+                    } else {
+                        and.push(lexical::hir(&lexical::string_pattern(min.unwrap_or(0), max)));
+                    }
                     h
                 }
             }
@@ -1445,11 +1531,12 @@ impl<'a> Compiler<'a> {
             h
         };
         let full = quoted(lexical::encode_for_json_string(&h));
-        if and.is_empty() && and_not.is_empty() {
+        if and.is_empty() && and_not.is_empty() && !too_long {
             return self.lex_hir(kw, key, full);
         }
         let constraints = ir::Constraints { and, and_not };
-        match self.constrained(kw, key.clone(), full.clone(), constraints)? {
+        let built = if too_long { None } else { self.constrained(kw, key.clone(), full.clone(), constraints)? };
+        match built {
             Some(e) => Ok(e),
             None if format_and.is_none() && split.is_some() && exclusion_key.is_empty() => {
                 // Too many states for the exact intersection: split the length budget
