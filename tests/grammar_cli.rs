@@ -35,6 +35,29 @@ fn check_shipped_grammars_is_all_ok() {
     assert!(stdout.contains("8 checked: 8 ok, 0 unsupported, 0 error"), "{stdout}");
 }
 
+/// `domino grammar check grammars/*` as the shell expands it: every shipped grammar and
+/// schema, plus the `examples` directory (which holds no grammar files: a note, no error).
+#[test]
+fn check_every_entry_of_the_grammars_directory() {
+    let mut cmd = domino();
+    cmd.current_dir(root()).args(["grammar", "check"]);
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(root().join("grammars")).unwrap().map(|f| f.unwrap().path()).collect();
+    entries.sort();
+    let n_files = entries.iter().filter(|p| p.is_file()).count();
+    cmd.args(&entries);
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("{n_files} checked: {n_files} ok, 0 unsupported, 0 error")), "{stdout}");
+    assert!(stderr.contains("examples: no grammar files"), "{stderr}");
+    // The directory itself checks the same files.
+    let out = domino().current_dir(root()).args(["grammar", "check", "grammars"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout).unwrap().contains(&format!("{n_files} checked: {n_files} ok")));
+}
+
 #[test]
 fn check_reports_grammar_errors_with_position_and_exit_2() {
     let d = temp_dir("bad");

@@ -29,7 +29,7 @@ pub enum GrammarCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// Grammar files: .gbnf, .lark, or .json (JSON Schema).
+    /// Grammar files (.gbnf, .lark, or .json for JSON Schema), or directories: the grammar files under them.
     pub files: Vec<PathBuf>,
     /// A JSONL file of `{"id": ..., "schema": {...}}` lines (JSONSchemaBench format).
     #[arg(long, value_name = "FILE")]
@@ -262,6 +262,37 @@ impl Summary {
     }
 }
 
+/// Directory arguments stand for the grammar files under them (`.gbnf`, `.lark`, `.json`,
+/// recursively, sorted); other files there (examples, READMEs) are skipped. Files named
+/// directly are kept whatever their extension, so a wrong one is reported.
+fn expand_directories(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let mut entries: Vec<std::path::PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|e| e == "gbnf" || e == "lark" || e == "json") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let before = out.len();
+            walk(p, &mut out);
+            if out.len() == before {
+                eprintln!("note: {}: no grammar files (.gbnf, .lark, .json) in this directory", p.display());
+            }
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
 fn check(args: CheckArgs) -> anyhow::Result<()> {
     if args.files.is_empty() && args.schema_jsonl.is_none() {
         return Err(UsageError("give grammar files to check, or --schema-jsonl FILE".into()).into());
@@ -278,7 +309,8 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     let mut summary = Summary::default();
     let mut first_failure: Option<anyhow::Error> = None;
 
-    for path in &args.files {
+    let files = expand_directories(&args.files);
+    for path in &files {
         let name = path.display().to_string();
         let started = Instant::now();
         let outcome = match GrammarSource::from_path(path) {
@@ -370,7 +402,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
 
     if json_out {
         writeln!(out, "{}", summary.json())?;
-    } else if args.files.len() > 1 {
+    } else if files.len() > 1 || files.len() != args.files.len() {
         writeln!(
             out,
             "{} checked: {} ok, {} unsupported, {} error",
