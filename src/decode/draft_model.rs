@@ -63,6 +63,9 @@ impl ContextCounts {
 pub struct DraftModel {
     key: u64,
     contexts: HashMap<u64, ContextCounts>,
+    /// Frozen: [`DraftModel::observe`] changes nothing (the paper's protocol: priors learned
+    /// during warm-up, then fixed for the measured repetitions).
+    frozen: bool,
 }
 
 impl DraftModel {
@@ -71,6 +74,7 @@ impl DraftModel {
         DraftModel {
             key,
             contexts: HashMap::new(),
+            frozen: false,
         }
     }
 
@@ -87,8 +91,20 @@ impl DraftModel {
         self.contexts.is_empty()
     }
 
-    /// Record that `token` was chosen in context `ctx`.
+    /// Stop learning: later [`DraftModel::observe`] calls are ignored.
+    pub fn freeze(&mut self) {
+        self.frozen = true;
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
+    }
+
+    /// Record that `token` was chosen in context `ctx` (nothing once frozen).
     pub fn observe(&mut self, ctx: u64, token: TokenId) {
+        if self.frozen {
+            return;
+        }
         if self.contexts.len() >= MAX_CONTEXTS && !self.contexts.contains_key(&ctx) {
             return;
         }
@@ -213,6 +229,20 @@ mod tests {
         assert_eq!(m.propose(1, 0.6), Some(TokenId(6)));
         assert_eq!(m.propose(1, 0.61), None);
         assert_eq!(m.propose(2, 0.0), None);
+    }
+
+    #[test]
+    fn a_frozen_model_keeps_its_counts() {
+        let mut m = DraftModel::new(0);
+        m.observe(1, TokenId(5));
+        m.freeze();
+        assert!(m.is_frozen());
+        m.observe(1, TokenId(6));
+        m.observe(1, TokenId(6));
+        m.observe(2, TokenId(6));
+        assert_eq!(m.best(1), Some((TokenId(5), 1.0)));
+        assert_eq!(m.best(2), None);
+        assert_eq!(m.len(), 1);
     }
 
     #[test]

@@ -228,6 +228,11 @@ impl Decoder {
         &self.drafts
     }
 
+    /// Keep the draft counts as they are from now on (see [`DraftModel::freeze`]).
+    pub fn freeze_drafts(&mut self) {
+        self.drafts.freeze();
+    }
+
     /// A fresh constraint for this decoder's grammar (engine methods only).
     pub fn constraint(&self, model: &Model) -> anyhow::Result<Option<Constraint>> {
         match &self.kind {

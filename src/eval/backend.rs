@@ -84,12 +84,15 @@ pub struct LlamaEvalBackend<'m> {
     session: Session<'m>,
     decoders: HashMap<(String, PathBuf, Method), Decoder>,
     prefix: Option<CachedPrefix>,
+    /// The current throughput workload's warm-up is over: decoders built from now on start
+    /// frozen too (so `--warmup 0` measures methods without learned priors).
+    drafts_frozen: bool,
 }
 
 impl<'m> LlamaEvalBackend<'m> {
     pub fn new(model: &'m Model, options: SessionOptions) -> anyhow::Result<Self> {
         let session = model.session(options)?;
-        Ok(LlamaEvalBackend { model, session, decoders: HashMap::new(), prefix: None })
+        Ok(LlamaEvalBackend { model, session, decoders: HashMap::new(), prefix: None, drafts_frozen: false })
     }
 
     /// The session's context size in tokens.
@@ -105,8 +108,11 @@ impl<'m> LlamaEvalBackend<'m> {
         if !self.decoders.contains_key(&key) {
             let source = GrammarSource::from_path(grammar)?;
             let config = decoder_config(method, source)?.expect("constrained method");
-            let decoder =
+            let mut decoder =
                 Decoder::new(&config, self.model).with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
+            if self.drafts_frozen {
+                decoder.freeze_drafts();
+            }
             self.decoders.insert(key.clone(), decoder);
         }
         Ok(self.decoders.get_mut(&key))
@@ -186,6 +192,15 @@ impl EvalBackend for LlamaEvalBackend<'_> {
     /// A new throughput workload: drop the decoders (and their draft counts) of the others.
     fn begin_workload(&mut self, workload: &str) {
         self.decoders.retain(|(task, _, _), _| task == workload);
+        self.drafts_frozen = false;
+    }
+
+    /// Warm-up of the current workload is over: its decoders' draft counts stay as learned.
+    fn end_warmup(&mut self) {
+        self.drafts_frozen = true;
+        for decoder in self.decoders.values_mut() {
+            decoder.freeze_drafts();
+        }
     }
 }
 
