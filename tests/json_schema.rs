@@ -373,7 +373,8 @@ fn corpus() -> Vec<(&'static str, Value)> {
                 "items": {"anyOf": [
                     {"type": "string", "pattern": "^(?:[a-z]+ ){0,2}[a-z]+$", "minLength": 3, "maxLength": 7},
                     {"type": "string", "format": "date", "pattern": "^20(?:19|2)"},
-                    {"type": "string", "not": {"enum": ["ab", "a/b", "q\"", "é"]}, "maxLength": 3}
+                    {"type": "string", "not": {"enum": ["ab", "a/b", "q\"", "é"]}, "maxLength": 3},
+                    {"type": "string", "format": "uri", "minLength": 1, "maxLength": 65536}
                 ]},
                 "maxItems": 4
             }),

@@ -74,7 +74,8 @@
 //!   intersection is too large and the pattern has several repeated parts is the length
 //!   budget split between them.
 //! - `format: email`/`idn-email` are a conservative ASCII subset of valid addresses; other
-//!   formats likewise (see [`lexical`]).
+//!   formats likewise (see [`lexical`]). A `format` with a `maxLength` too long to count up
+//!   to within [`MAX_CONSTRAINED_STATES`] is generated up to 128, 64 or 32 characters.
 //! - `multipleOf`: integers (any `k` up to 10^6 whose part coprime to 10 is at most 13),
 //!   `10^-n`, and `c/10^n` with `c` dividing `10^n` (0.25, 0.5, …); numbers without exponent.
 //! - Schema-valued `dependencies` of the form `{properties, required}`: the property schemas
@@ -125,6 +126,9 @@ pub const STRING_BLOCK: u64 = 256;
 /// a `pattern` with a `format`, a pattern key minus the named keys). Every scanner state
 /// costs the engine a token tree, so this stays small.
 pub const MAX_CONSTRAINED_STATES: usize = 6_000;
+/// Shorter maxima tried, longest first, for a `format` whose own `maxLength` makes the
+/// intersection too large (see `string`).
+const FORMAT_LENGTH_CAPS: [u64; 3] = [128, 64, 32];
 /// `minProperties`/`maxProperties` counting states allowed per object.
 pub const MAX_COUNT_STATES: usize = 20_000;
 
@@ -1546,6 +1550,32 @@ impl<'a> Compiler<'a> {
                     if ptr.is_empty() { "/" } else { ptr }
                 ));
                 let full = quoted(lexical::encode_for_json_string(&split.unwrap()));
+                self.lex_hir(kw, key, full)
+            }
+            None if kw == "format" && exclusion_key.is_empty() && max.is_some() => {
+                // A format (already a conservative regex) whose maximum is too long to count
+                // up to: generate its strings up to a shorter maximum (sound, but a subset).
+                for cap in FORMAT_LENGTH_CAPS {
+                    let lo = min.unwrap_or(0);
+                    if lo > cap || max.is_some_and(|m| m < cap) {
+                        continue;
+                    }
+                    let and = vec![lexical::hir(&lexical::string_pattern(lo, Some(cap)))];
+                    let constraints = ir::Constraints { and, and_not: Vec::new() };
+                    if let Some(e) = self.constrained(kw, format!("{key}:cap{cap}"), full.clone(), constraints)? {
+                        self.warnings.push(format!(
+                            "at {}: `format` with maxLength {}: strings longer than {cap} characters are not generated (a subset of the valid strings)",
+                            if ptr.is_empty() { "/" } else { ptr },
+                            max.unwrap()
+                        ));
+                        return Ok(e);
+                    }
+                }
+                self.unsupported(
+                    ptr,
+                    "maxLength",
+                    format!("`format` with length bounds has more than {MAX_CONSTRAINED_STATES} automaton states"),
+                )?;
                 self.lex_hir(kw, key, full)
             }
             None => {
