@@ -152,3 +152,20 @@ fn check_time_limit_reports_timeout() {
     assert_eq!(first["error"], "timeout");
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// A schema whose terminals are intersections: GBNF cannot say them (exit 2, named), the IR
+/// view shows them with their constraints.
+#[test]
+fn convert_of_a_constrained_terminal() {
+    let d = temp_dir("constrained");
+    let schema = d.join("s.json");
+    std::fs::write(&schema, r#"{"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 9}"#).unwrap();
+    let out = domino().args(["grammar", "convert", "--schema"]).arg(&schema).args(["--to", "gbnf"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("GBNF cannot express"), "{stderr}");
+    let out = domino().args(["grammar", "convert", "--schema"]).arg(&schema).args(["--to", "ir"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("NOT equivalent GBNF") && stdout.contains("-constrained ::= ") && stdout.contains("#   and: "), "{stdout}");
+}

@@ -97,7 +97,7 @@ fn convert(args: ConvertArgs) -> anyhow::Result<()> {
             for w in g.warnings.iter().skip(def.warnings.len()) {
                 eprintln!("warning: {w}");
             }
-            print::ir_to_gbnf(&g)?
+            print::ir_to_annotated_text(&g)?
         }
     };
     let mut out = std::io::stdout().lock();

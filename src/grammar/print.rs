@@ -38,19 +38,56 @@ pub fn to_gbnf(def: &GrammarDef) -> Result<String, GrammarError> {
     Ok(out)
 }
 
-/// Print a lowered grammar as GBNF (terminals inlined).
+/// Print a lowered grammar as GBNF (terminals inlined). A grammar with constrained terminals
+/// (see [`crate::grammar::ir::Constraints`]) has no GBNF equivalent: an error.
 pub fn ir_to_gbnf(g: &Grammar) -> Result<String, GrammarError> {
+    ir_to_text(g, false)
+}
+
+/// Print a lowered grammar for reading (`domino grammar convert --to ir`): GBNF, except that
+/// a constrained terminal is a rule `<name> ::= <base>` followed by a comment line per
+/// constraint (`# and: …`, `# and not: …`), and a first comment says the text is then not
+/// equivalent GBNF.
+pub fn ir_to_annotated_text(g: &Grammar) -> Result<String, GrammarError> {
+    ir_to_text(g, true)
+}
+
+fn ir_to_text(g: &Grammar, annotate: bool) -> Result<String, GrammarError> {
     let names = unique_names(g.nonterminals.iter().map(|s| s.as_str()), g.start.0 as usize);
     let mut terms = Vec::with_capacity(g.terminals.len());
+    let mut constrained = String::new();
+    let mut used: HashSet<String> = names.iter().cloned().collect();
     for t in &g.terminals {
-        if !t.constraints.is_empty() {
-            return Err(constrained_error(&format!("terminal `{}`", t.name)));
-        }
         let mut s = String::new();
         print_hir(&t.hir, &mut s, Prec::Atom)?;
-        terms.push(s);
+        if t.constraints.is_empty() {
+            terms.push(s);
+            continue;
+        }
+        if !annotate {
+            return Err(constrained_error(&format!("terminal `{}`", t.name)));
+        }
+        let base: String = t.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+        let mut name = format!("{base}-constrained");
+        let mut k = 1;
+        while !used.insert(name.clone()) {
+            name = format!("{base}-constrained-{k}");
+            k += 1;
+        }
+        writeln!(constrained, "{name} ::= {s}").unwrap();
+        for (label, hs) in [("and", &t.constraints.and), ("and not", &t.constraints.and_not)] {
+            for h in hs {
+                let mut c = String::new();
+                print_hir(h, &mut c, Prec::Atom)?;
+                writeln!(constrained, "#   {label}: {c}").unwrap();
+            }
+        }
+        terms.push(name);
     }
     let mut out = String::new();
+    if !constrained.is_empty() {
+        out.push_str("# Rules marked `-constrained` are intersections (`and`) and differences (`and not`) of\n# the languages below them: this text is NOT equivalent GBNF.\n");
+    }
     let mut order: Vec<usize> = (0..g.nonterminals.len()).collect();
     order.sort_by_key(|&i| i != g.start.0 as usize);
     for i in order {
@@ -74,6 +111,7 @@ pub fn ir_to_gbnf(g: &Grammar) -> Result<String, GrammarError> {
             .collect();
         writeln!(out, "{} ::= {}", names[i], alts.join(" | ")).unwrap();
     }
+    out.push_str(&constrained);
     Ok(out)
 }
 
