@@ -18,7 +18,11 @@ use domino::grammar::json_schema::{self, instances::Generator};
 use domino::grammar::{CompileOptions, ErrorKind, WhitespacePolicy};
 use serde_json::Value;
 
+/// Compile + lower + scanner within this, or the schema counts as a limit (a schema that
+/// never finishes would still fail the test: see `HANG`).
 const PER_SCHEMA_LIMIT: Duration = Duration::from_secs(10);
+/// Past this, a schema is a hang: a test failure.
+const HANG: Duration = Duration::from_secs(120);
 
 fn data_dir() -> PathBuf {
     // `../shared/data` from the repository root; a worktree one level deeper (`wt/<name>`)
@@ -63,24 +67,37 @@ fn jsonschemabench_dev_subset_compiles() {
             let item: Value = serde_json::from_str(line).expect("data line is JSON");
             let id = item["id"].as_str().unwrap_or("?").to_string();
             let schema = item["schema"].clone();
-            // Compile in a worker thread (panics are caught; a hang trips the time bound).
+            // Compile, lower and build the engine's scanner in a worker thread (panics are
+            // caught; a hang trips the time bound). "ok" means the engine can run the grammar.
             let (tx, rx) = mpsc::channel();
             let started = Instant::now();
             std::thread::Builder::new()
                 .stack_size(8 << 20)
                 .spawn(move || {
-                    let r = std::panic::catch_unwind(|| json_schema::compile(&schema, &CompileOptions::default()));
-                    let _ = tx.send(r.map(|r| r.map(|def| def.rules.len())));
+                    let r = std::panic::catch_unwind(|| {
+                        let def = json_schema::compile(&schema, &CompileOptions::default())?;
+                        let g = domino::grammar::lower::lower(&def)?;
+                        domino::lexer::Scanner::new(&g).map_err(|e| {
+                            domino::grammar::GrammarError::whole(format!("scanner: {e}")).with_kind(ErrorKind::Limit)
+                        })?;
+                        Ok::<usize, domino::grammar::GrammarError>(def.rules.len())
+                    });
+                    let _ = tx.send(r);
                 })
                 .unwrap();
-            let result = rx.recv_timeout(PER_SCHEMA_LIMIT);
+            let result = rx.recv_timeout(HANG);
             let took = started.elapsed();
             if took > slowest.0 {
                 slowest = (took, format!("{subset}/{id}"));
             }
+            if result.is_ok() && took > PER_SCHEMA_LIMIT {
+                counts.limit += 1;
+                failures.push(format!("{subset}/{id}: limit: took {took:?}"));
+                continue;
+            }
             match result {
                 Err(_) => {
-                    panic!("{subset}/{id}: compile did not finish within {PER_SCHEMA_LIMIT:?} (or its thread died)")
+                    panic!("{subset}/{id}: compile did not finish within {HANG:?} (or its thread died)")
                 }
                 Ok(Err(_)) => panic!("{subset}/{id}: compile panicked"),
                 Ok(Ok(Ok(_rules))) => counts.ok += 1,
@@ -122,9 +139,11 @@ fn jsonschemabench_dev_subset_compiles() {
         eprintln!("  {f}");
     }
     assert!(n >= 800, "expected the whole development subset, got {n} schemas");
-    // The project's target is 95 % (reached: 829 of 872); this ratchet keeps it.
+    // "ok" = the engine can run it (compiled, lowered, scanner built): 800 of 872 (91.7 %).
+    // The target is 95 %; 832 compile, and 32 of those exceed the eager scanner's state limit
+    // (its product over every terminal). This ratchet keeps what we have.
     let rate = total.ok as f64 / n as f64;
-    assert!(rate >= 0.95, "ok rate {:.1}% fell below the floor", 100.0 * rate);
+    assert!(rate >= 0.915, "ok rate {:.1}% fell below the floor", 100.0 * rate);
 }
 
 /// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).

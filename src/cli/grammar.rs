@@ -130,17 +130,22 @@ pub enum Outcome {
     Panic(String),
 }
 
-/// Parse + lower, collecting statistics.
+/// Parse, lower and build the scanner (the engine's lexer over every terminal), collecting
+/// statistics. A grammar whose scanner exceeds its limits is a [`ErrorKind::Limit`] error:
+/// the engine could not run it, so it is not "ok".
 pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<Stats, GrammarError> {
     let def = source.parse(opts)?;
     let g = crate::grammar::lower::lower(&def)?;
+    let scanner = crate::lexer::Scanner::new(&g).map_err(|e| {
+        GrammarError::whole(format!("the engine cannot build this grammar's scanner: {e}")).with_kind(ErrorKind::Limit)
+    })?;
     Ok(Stats {
         rules: def.rules.len(),
         terminals: g.terminals.len(),
         nonterminals: g.nonterminals.len(),
         productions: g.productions.len(),
         warnings: g.warnings,
-        scanner_states: None,
+        scanner_states: Some(scanner.num_states()),
     })
 }
 
