@@ -178,8 +178,8 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
             claims.push(Claim {
                 claim: "DOMINO is faster than unconstrained generation".into(),
                 paper: "1.66–2.71× (Table 2, with speculative decoding)".into(),
-                ours: format!("{p:.2}×"),
-                holds: Some(p > 1.0),
+                ours: speed_text(p),
+                holds: speed_verdict(p, true),
                 p_value: None,
             });
         }
@@ -211,12 +211,33 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
         claims.push(Claim {
             claim: "llama.cpp's grammar sampler slows generation".into(),
             paper: "0.80–0.86× (Table 2)".into(),
-            ours: format!("{p:.2}×"),
-            holds: Some(p < 1.0),
+            ours: speed_text(p),
+            holds: speed_verdict(p, false),
             p_value: None,
         });
     }
     claims
+}
+
+/// Speed ratios within this of 1 are no measured difference (timing noise on a shared machine
+/// is several percent): the claim is then neither confirmed nor refuted.
+const SPEED_NOISE: f64 = 0.05;
+
+fn speed_text(ratio: f64) -> String {
+    if (ratio - 1.0).abs() < SPEED_NOISE {
+        format!("{ratio:.2}× (within ±{:.0} %: no difference measured)", SPEED_NOISE * 100.0)
+    } else {
+        format!("{ratio:.2}×")
+    }
+}
+
+/// Does a speed ratio confirm "faster" (`faster`) or "slower"? `None` within the noise band.
+fn speed_verdict(ratio: f64, faster: bool) -> Option<bool> {
+    if (ratio - 1.0).abs() < SPEED_NOISE {
+        None
+    } else {
+        Some((ratio > 1.0) == faster)
+    }
 }
 
 fn opt(x: Option<f64>, decimals: usize) -> String {
@@ -441,4 +462,20 @@ pub fn write_task_report(report: &TaskReport, out_dir: &Path) -> anyhow::Result<
     write("report.json", serde_json::to_string_pretty(report)? + "\n")?;
     write("accuracy.svg", accuracy_chart(report).render())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_claims_need_a_difference_beyond_the_noise_band() {
+        assert_eq!(speed_verdict(1.03, true), None);
+        assert_eq!(speed_verdict(0.97, false), None);
+        assert_eq!(speed_verdict(1.2, true), Some(true));
+        assert_eq!(speed_verdict(0.8, true), Some(false));
+        assert_eq!(speed_verdict(0.8, false), Some(true));
+        assert!(speed_text(1.01).contains("no difference measured"));
+        assert_eq!(speed_text(1.5), "1.50×");
+    }
 }
