@@ -867,7 +867,7 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             out.push_str(&g.sample(h));
             true
         }
-        Expr::Constrained { hir, constraints } => sample_constrained(g, hir, constraints, out),
+        Expr::Constrained { hir, constraints } => common::sample_constrained(g, hir, constraints).map(|x| out.push_str(&x)).is_some(),
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
         Expr::Alt(alts) => {
@@ -884,24 +884,6 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
         }
     }
-}
-
-/// A string of a constrained terminal: samples of its base language until one satisfies the
-/// constraints (rejection sampling; `false` when none does within the budget).
-fn sample_constrained(
-    g: &mut Generator,
-    hir: &regex_syntax::hir::Hir,
-    constraints: &domino::grammar::ir::Constraints,
-    out: &mut String,
-) -> bool {
-    for _ in 0..400 {
-        let x = g.sample(hir);
-        if common::constrained_match(hir, constraints, x.as_bytes()) {
-            out.push_str(&x);
-            return true;
-        }
-    }
-    false
 }
 
 /// Soundness, directly: every document the grammar generates validates with `jsonschema`.

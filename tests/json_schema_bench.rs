@@ -161,17 +161,7 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             out.push_str(&g.sample(h));
             true
         }
-        Expr::Constrained { hir, constraints } => {
-            // Rejection sampling from the base language.
-            for _ in 0..400 {
-                let x = g.sample(hir);
-                if common::constrained_match(hir, constraints, x.as_bytes()) {
-                    out.push_str(&x);
-                    return true;
-                }
-            }
-            false
-        }
+        Expr::Constrained { hir, constraints } => common::sample_constrained(g, hir, constraints).map(|x| out.push_str(&x)).is_some(),
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
         Expr::Alt(alts) => {

@@ -1426,7 +1426,7 @@ impl<'a> Compiler<'a> {
         let and_not: Vec<Hir> = match obj.get("not").and_then(excluded_strings) {
             Some(words) if !words.is_empty() => {
                 let alts = words.iter().map(|w| lexical::literal_any_encoding(w)).collect();
-                vec![Hir::concat(vec![Hir::literal(b"\"".to_vec()), Hir::alternation(alts), Hir::literal(b"\"".to_vec())])]
+                vec![quoted(Hir::alternation(alts))]
             }
             _ => Vec::new(),
         };
@@ -1498,7 +1498,6 @@ impl<'a> Compiler<'a> {
             }
             return self.generic_string(min, max, ptr);
         };
-        let quoted = |content: Hir| Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())]);
         let key = format!(
             "{kw}:{}:{:?}:{:?}:{}{exclusion_key}",
             pattern.as_deref().or(format.as_deref()).unwrap_or(""),
@@ -2116,9 +2115,6 @@ impl<'a> Compiler<'a> {
                             self.unsupported(ptr, "patternProperties", format!("pattern `{p}` is not supported"))?;
                             continue;
                         };
-                        let quoted = |content: Hir| {
-                            Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())])
-                        };
                         let full = quoted(lexical::encode_for_json_string(&h));
                         let mut and_not = Vec::new();
                         if !crate::grammar::lower::is_fail(&neg) {
@@ -2482,6 +2478,11 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
     kept.push(serde_json::json!({"anyOf": branches}));
     out.insert("allOf".into(), Value::Array(kept));
     Some(Value::Object(out))
+}
+
+/// A whole JSON string: `"` + `content` (raw string content) + `"`.
+fn quoted(content: Hir) -> Hir {
+    Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())])
 }
 
 /// The strings of `not: {enum: [...]}` / `not: {const: ...}` when that is all the `not`

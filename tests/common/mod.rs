@@ -94,3 +94,13 @@ pub fn constrained_match(
         && constraints.and.iter().all(|h| full_match(h, bytes))
         && !constraints.and_not.iter().any(|h| full_match(h, bytes))
 }
+
+/// A string of a constrained terminal: samples of its base language (from `generator`) until
+/// one satisfies the constraints (rejection sampling; `None` when none does within the budget).
+pub fn sample_constrained(
+    generator: &mut domino::grammar::json_schema::instances::Generator,
+    hir: &regex_syntax::hir::Hir,
+    constraints: &domino::grammar::ir::Constraints,
+) -> Option<String> {
+    (0..400).map(|_| generator.sample(hir)).find(|x| constrained_match(hir, constraints, x.as_bytes()))
+}
