@@ -169,3 +169,34 @@ fn convert_of_a_constrained_terminal() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("NOT equivalent GBNF") && stdout.contains("-constrained ::= ") && stdout.contains("#   and: "), "{stdout}");
 }
+
+/// Scanner states are counted by building them up to 20,000; a larger scanner (built lazily
+/// by the engine) is still ok, and says so.
+#[test]
+fn check_reports_scanner_states_exactly_or_as_built_on_demand() {
+    let out = domino()
+        .current_dir(root())
+        .args(["grammar", "check", "--format", "json", "grammars/json.gbnf", "grammars/person.schema.json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["status"], "ok");
+    assert_eq!(lines[0]["scanner_complete"], true);
+    assert!(lines[0]["scanner_states"].as_u64().unwrap() > 10);
+    assert_eq!(lines[1]["status"], "ok");
+    assert_eq!(lines[1]["scanner_complete"], false);
+    assert_eq!(lines[1]["scanner_states"], 20_000);
+    assert!(lines[1]["scanner_components"].as_u64().unwrap() > 1_000);
+    let text = domino()
+        .current_dir(root())
+        .args(["grammar", "check", "grammars/person.schema.json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(text.stdout).unwrap();
+    assert!(stdout.contains("scanner states >20000 (built on demand)"), "{stdout}");
+}

@@ -124,7 +124,7 @@ fn random_expr(rng: &mut Rng, depth: u32, rules: usize) -> String {
             _ => format!("r{}", rng.below(rules as u64)),
         };
     }
-    let mut sub = |rng: &mut Rng| random_expr(rng, depth - 1, rules);
+    let sub = |rng: &mut Rng| random_expr(rng, depth - 1, rules);
     match rng.below(5) {
         0 => format!("{} {}", sub(rng), sub(rng)),
         1 => format!("({} | {})", sub(rng), sub(rng)),

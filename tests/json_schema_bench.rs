@@ -139,11 +139,12 @@ fn jsonschemabench_dev_subset_compiles() {
         eprintln!("  {f}");
     }
     assert!(n >= 800, "expected the whole development subset, got {n} schemas");
-    // "ok" = the engine can run it (compiled, lowered, scanner built): 800 of 872 (91.7 %).
-    // The target is 95 %; 832 compile, and 32 of those exceed the eager scanner's state limit
-    // (its product over every terminal). This ratchet keeps what we have.
+    // "ok" = the engine can run it (compiled, lowered, scanner built): 831 of 872 (95.3 %).
+    // The scanner is lazy, so schemas whose full product has millions of states run too
+    // (`jsonschemabench_grammar_samples_validate` pushes samples through the engine).
+    // This ratchet keeps what we have.
     let rate = total.ok as f64 / n as f64;
-    assert!(rate >= 0.915, "ok rate {:.1}% fell below the floor", 100.0 * rate);
+    assert!(rate >= 0.952, "ok rate {:.1}% fell below the floor", 100.0 * rate);
 }
 
 /// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
@@ -190,8 +191,11 @@ fn jsonschemabench_grammar_samples_validate() {
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect();
     files.sort();
-    let (mut checked, mut docs, mut skipped) = (0usize, 0usize, 0usize);
+    let (mut checked, mut docs, mut skipped, mut engine_docs) = (0usize, 0usize, 0usize, 0usize);
     let mut failures = Vec::new();
+    let vocab = std::sync::Arc::new(
+        domino::vocab::tokenizer_json::load(&dir.join("../../tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+    );
     for file in &files {
         let subset = file.file_stem().unwrap().to_string_lossy().to_string();
         for line in std::fs::read_to_string(file).unwrap().lines().filter(|l| !l.trim().is_empty()) {
@@ -209,6 +213,10 @@ fn jsonschemabench_grammar_samples_validate() {
                 continue;
             };
             checked += 1;
+            // The engine itself (lazy scanner + Earley parser) must accept every sample.
+            let engine = domino::grammar::lower::lower(&def)
+                .ok()
+                .and_then(|ir| domino::engine::CompiledGrammar::new(ir).ok());
             let mut g = Generator::new(schema, 3);
             for _ in 0..20 {
                 let mut out = String::new();
@@ -217,7 +225,18 @@ fn jsonschemabench_grammar_samples_validate() {
                 }
                 docs += 1;
                 match serde_json::from_str::<Value>(&out) {
-                    Ok(doc) if validator.is_valid(&doc) => {}
+                    Ok(doc) if validator.is_valid(&doc) => {
+                        let Some(engine) = &engine else { continue };
+                        let mut c = domino::engine::Constraint::new(engine, &vocab, Default::default()).unwrap();
+                        if c.commit_bytes(out.as_bytes()).is_err() || !c.is_accepting() {
+                            failures.push(format!(
+                                "{subset}/{id}: the engine rejects the sample {}",
+                                &out.chars().take(300).collect::<String>()
+                            ));
+                            break;
+                        }
+                        engine_docs += 1;
+                    }
                     Ok(doc) => {
                         let why: Vec<String> = validator
                             .iter_errors(&doc)
@@ -241,7 +260,11 @@ fn jsonschemabench_grammar_samples_validate() {
             }
         }
     }
-    eprintln!("sampled {docs} documents from {checked} compiled schemas ({skipped} skipped: no jsonschema validator)");
+    eprintln!(
+        "sampled {docs} documents from {checked} compiled schemas ({skipped} skipped: no jsonschema validator); \
+         the engine accepted {engine_docs} valid ones"
+    );
+    assert!(engine_docs > 5_000, "too few samples went through the engine: {engine_docs}");
     for f in &failures {
         eprintln!("  {f}");
     }

@@ -325,7 +325,7 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             println!("first mask {:.1} µs", first.unwrap_or(0.0));
             println!(
                 "{:<10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
-                "pass", "n", "mean", "p50", "p90", "p99", "max"
+                "pass (µs)", "n", "mean", "p50", "p90", "p99", "max"
             );
             for (name, key) in [
                 ("cold", "cold_mask_us"),

@@ -114,10 +114,17 @@ pub struct Stats {
     pub nonterminals: usize,
     pub productions: usize,
     pub warnings: Vec<String>,
-    /// Scanner DFA states over all terminals. `None` until the lexer step adds it here
-    /// (compile `crate::lexer`'s scanner from the lowered grammar in [`compile_stats`]).
+    /// Scanner states over all terminals, counted by building them up to
+    /// [`SCANNER_STATES_COUNTED`] (the engine builds them lazily, only those tokens reach).
     pub scanner_states: Option<usize>,
+    /// Whether `scanner_states` is every state (false: there are more than that).
+    pub scanner_complete: bool,
+    /// `(terminal, DFA state)` pairs: the most subterminal trees the engine may build.
+    pub scanner_components: usize,
 }
+
+/// How many scanner states `grammar check` builds to count them.
+pub const SCANNER_STATES_COUNTED: usize = 20_000;
 
 /// Outcome of checking one item.
 #[derive(Debug, Clone)]
@@ -139,13 +146,17 @@ pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<St
     let scanner = crate::lexer::Scanner::new(&g).map_err(|e| {
         GrammarError::whole(format!("the engine cannot build this grammar's scanner: {e}")).with_kind(ErrorKind::Limit)
     })?;
+    let (states, complete) = scanner.explore(SCANNER_STATES_COUNTED);
     Ok(Stats {
         rules: def.rules.len(),
         terminals: g.terminals.len(),
         nonterminals: g.nonterminals.len(),
         productions: g.productions.len(),
         warnings: g.warnings,
-        scanner_states: Some(scanner.num_states()),
+        // Beyond the count: "more than SCANNER_STATES_COUNTED".
+        scanner_states: Some(if complete { states } else { SCANNER_STATES_COUNTED }),
+        scanner_complete: complete,
+        scanner_components: scanner.num_components(),
     })
 }
 
@@ -199,6 +210,8 @@ fn outcome_json(key: &str, name: &str, o: &Outcome, ms: f64) -> Value {
             m.insert("nonterminals".into(), json!(s.nonterminals));
             m.insert("productions".into(), json!(s.productions));
             m.insert("scanner_states".into(), json!(s.scanner_states));
+            m.insert("scanner_complete".into(), json!(s.scanner_complete));
+            m.insert("scanner_components".into(), json!(s.scanner_components));
             m.insert("warnings".into(), json!(s.warnings));
         }
         Outcome::Failed(e) => {
@@ -229,8 +242,10 @@ fn outcome_text(name: &str, o: &Outcome) -> String {
                 s.productions,
                 s.warnings.len()
             );
-            if let Some(n) = s.scanner_states {
-                line.push_str(&format!(", scanner states {n}"));
+            match s.scanner_states {
+                Some(n) if s.scanner_complete => line.push_str(&format!(", scanner states {n}")),
+                Some(n) => line.push_str(&format!(", scanner states >{n} (built on demand)")),
+                None => {}
             }
             line.push(')');
             for w in &s.warnings {

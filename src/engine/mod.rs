@@ -170,7 +170,6 @@ pub struct CompiledGrammar {
     grammar: ir::Grammar,
     scanner: Scanner,
     follow: Follow,
-    live_follow: Option<tree::LiveFollow>,
     tables: Arc<ParserTables>,
     caches: Mutex<Vec<(u64, Arc<TreeCache>)>>,
 }
@@ -186,15 +185,15 @@ impl std::fmt::Debug for CompiledGrammar {
 
 impl CompiledGrammar {
     pub fn new(g: ir::Grammar) -> Result<Arc<Self>, EngineError> {
-        let scanner = Scanner::new(&g)?;
         let follow = Follow::new(&g);
-        let live_follow = follow.live_table(&scanner, 64 << 20);
+        // The scanner keeps, per live set, which terminals it may follow: tree walks prune
+        // pieces that could never become a terminal allowed after the one just ended.
+        let scanner = Scanner::with_follow(&g, Some(&|t, u| follow.can_follow(t, u)))?;
         let tables = Arc::new(ParserTables::new(&g));
         Ok(Arc::new(CompiledGrammar {
             grammar: g,
             scanner,
             follow,
-            live_follow,
             tables,
             caches: Mutex::new(Vec::new()),
         }))
@@ -265,7 +264,6 @@ impl TreeCache {
             Arc::new(SubterminalTree::build_component(
                 &grammar.scanner,
                 &grammar.follow,
-                grammar.live_follow.as_ref(),
                 &self.trie,
                 self.vocab_len,
                 c,
@@ -288,8 +286,7 @@ impl TreeCache {
         for &c in sc.components(Scanner::START) {
             visit(c, &mut seen, &mut queue);
         }
-        let mut state_seen = vec![false; sc.num_states()];
-        state_seen[0] = true;
+        let mut state_seen = std::collections::HashSet::from([Scanner::START]);
         let mut n = 0;
         while let Some(c) = queue.pop() {
             n += 1;
@@ -298,7 +295,7 @@ impl TreeCache {
                 visit(e, &mut seen, &mut queue);
             }
             for &q in t.end_states() {
-                if !std::mem::replace(&mut state_seen[q.0 as usize], true) {
+                if state_seen.insert(q) {
                     for &e in sc.components(q) {
                         visit(e, &mut seen, &mut queue);
                     }
@@ -543,6 +540,7 @@ impl Constraint {
         if self.ended {
             return Err(EngineError::Finished);
         }
+        self.check_scanner_limit()?;
         if t.index() >= self.vocab.len() {
             return Err(EngineError::TokenOutOfRange(t));
         }
@@ -578,6 +576,7 @@ impl Constraint {
         if self.ended {
             return Err(EngineError::Finished);
         }
+        self.check_scanner_limit()?;
         match self.advance(b, u32::MAX) {
             Ok(next) => {
                 self.save();
@@ -589,6 +588,16 @@ impl Constraint {
                 after_commits: self.history.len(),
             }),
         }
+    }
+
+    /// The scanner refused a state for its size limit: masks may have forbidden tokens the
+    /// grammar allows (never the reverse), so decoding stops with an error rather than
+    /// silently losing minimal invasiveness.
+    fn check_scanner_limit(&self) -> Result<(), EngineError> {
+        if self.grammar.scanner.overflowed() {
+            return Err(EngineError::Lexer(LexerError::TooManyStates(crate::lexer::MAX_SCANNER_STATES)));
+        }
+        Ok(())
     }
 
     /// Undo the last `n` commits (all of them if `n` is larger).

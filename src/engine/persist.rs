@@ -4,8 +4,10 @@
 //! them in the next process instead of walking the vocabulary again. The file is a flat
 //! little-endian `u32`/`u64` stream: magic, format version, the grammar hash
 //! ([`grammar_hash`]: terminals' regexes, productions, start — everything the scanner and
-//! trees are a function of), the vocabulary fingerprint, each built component tree, and an
-//! FNV-1a checksum of everything before it.
+//! trees are a function of), the vocabulary fingerprint, the live sets and scanner states the
+//! trees mention (by content: sorted terminal ids and sorted component ids, because the lazy
+//! scanner numbers them in the order a process happens to reach them), each built component
+//! tree (naming those by table index), and an FNV-1a checksum of everything before it.
 //! Loading checks the key and every index against the current scanner and vocabulary, so a
 //! stale or corrupt file is an error value, never a wrong mask or a panic.
 
@@ -14,11 +16,12 @@ use super::{CompiledGrammar, TreeCache};
 use crate::grammar::ir;
 use crate::lexer::{ComponentId, LiveSetId, ScanState};
 use crate::vocab::Vocabulary;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 const MAGIC: u64 = 0x444f_4d49_4e4f_5452; // "DOMINOTR"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// Why a tree cache file could not be used.
 #[derive(Debug)]
@@ -130,6 +133,37 @@ impl TreeCache {
             .enumerate()
             .filter_map(|(i, t)| t.get().map(|t| (i, t)))
             .collect();
+        // Tables of the live sets and states the trees mention, by content.
+        let sc = grammar.scanner();
+        let mut live_index: HashMap<LiveSetId, u32> = HashMap::new();
+        let mut state_index: HashMap<ScanState, u32> = HashMap::new();
+        let (mut lives, mut states) = (Vec::new(), Vec::new());
+        for (_, t) in &built {
+            for &s in t.end_states() {
+                state_index.entry(s).or_insert_with(|| {
+                    states.push(s);
+                    (states.len() - 1) as u32
+                });
+            }
+            for g in t.parts().2 {
+                live_index.entry(g.live).or_insert_with(|| {
+                    lives.push(g.live);
+                    (lives.len() - 1) as u32
+                });
+            }
+        }
+        w.len(lives.len());
+        for &l in &lives {
+            let ts = sc.live_terminals(l);
+            w.len(ts.len());
+            ts.iter().for_each(|t| w.u32(t.0));
+        }
+        w.len(states.len());
+        for &q in &states {
+            let cs = sc.components(q);
+            w.len(cs.len());
+            cs.iter().for_each(|c| w.u32(c.0));
+        }
         w.len(built.len());
         for (i, t) in &built {
             w.len(*i);
@@ -137,7 +171,7 @@ impl TreeCache {
             w.len(ec.len());
             ec.iter().for_each(|c| w.u32(c.0));
             w.len(es.len());
-            es.iter().for_each(|s| w.u32(s.0));
+            es.iter().for_each(|s| w.u32(state_index[s]));
             let (nodes, children, groups) = t.parts();
             w.len(nodes.len());
             for n in nodes {
@@ -153,7 +187,7 @@ impl TreeCache {
             children.iter().for_each(|&c| w.u32(c));
             w.len(groups.len());
             for g in groups {
-                w.u32(g.live.0);
+                w.u32(live_index[&g.live]);
                 match &g.tokens {
                     TokenList::Sparse(ids) => {
                         w.u32(0);
@@ -191,8 +225,23 @@ impl TreeCache {
             return Err(PersistError::KeyMismatch);
         }
         let sc = grammar.scanner();
-        let num_live = sc.num_live_sets();
         let words = vocab.len().div_ceil(64);
+        let mut lives = Vec::new();
+        for _ in 0..r.len(4)? {
+            let mut ts = Vec::new();
+            for _ in 0..r.len(4)? {
+                ts.push(ir::TerminalId(r.u32()?));
+            }
+            lives.push(sc.live_set_of(&ts).ok_or(PersistError::Corrupt("live set"))?);
+        }
+        let mut states = Vec::new();
+        for _ in 0..r.len(4)? {
+            let mut cs = Vec::new();
+            for _ in 0..r.len(4)? {
+                cs.push(ComponentId(r.u32()?));
+            }
+            states.push(sc.state_of_components(&cs).ok_or(PersistError::Corrupt("scanner state"))?);
+        }
         let mut trees = Vec::new();
         for _ in 0..r.len(4)? {
             let id = r.u32()? as usize;
@@ -209,11 +258,8 @@ impl TreeCache {
             }
             let mut end_states = Vec::new();
             for _ in 0..r.len(4)? {
-                let s = r.u32()?;
-                if s as usize >= sc.num_states() {
-                    return Err(PersistError::Corrupt("scanner state"));
-                }
-                end_states.push(ScanState(s));
+                let s = r.u32()? as usize;
+                end_states.push(*states.get(s).ok_or(PersistError::Corrupt("scanner state"))?);
             }
             let num_nodes = r.len(24)?;
             let mut raw_nodes = Vec::with_capacity(num_nodes);
@@ -234,10 +280,7 @@ impl TreeCache {
             }
             let mut groups = Vec::new();
             for _ in 0..r.len(8)? {
-                let live = r.u32()?;
-                if live as usize >= num_live {
-                    return Err(PersistError::Corrupt("live set"));
-                }
+                let live = *lives.get(r.u32()? as usize).ok_or(PersistError::Corrupt("live set"))?;
                 let tokens = match r.u32()? {
                     0 => {
                         let mut ids = Vec::new();
@@ -264,7 +307,7 @@ impl TreeCache {
                     _ => return Err(PersistError::Corrupt("token list kind")),
                 };
                 groups.push(Group {
-                    live: LiveSetId(live),
+                    live,
                     tokens,
                 });
             }

@@ -163,44 +163,9 @@ impl Follow {
         }
     }
 
-    /// The table "after terminal `t`, may a piece in scanner state `q` still become a terminal
-    /// that can follow `t`?" for every (t, q); `None` when it would exceed `max_bits`.
-    pub fn live_table(&self, scanner: &Scanner, max_bits: usize) -> Option<LiveFollow> {
-        let nt = scanner.num_terminals();
-        let ns = scanner.num_states();
-        if nt.saturating_mul(ns) > max_bits {
-            return None;
-        }
-        let words = ns.div_ceil(64).max(1);
-        let mut bits = vec![0u64; nt * words];
-        for q in 0..ns {
-            let live = scanner.live_terminals(scanner.live_set(ScanState(q as u32)));
-            for t in 0..nt {
-                if live.iter().any(|&u| self.can_follow(TerminalId(t as u32), u)) {
-                    bits[t * words + q / 64] |= 1 << (q % 64);
-                }
-            }
-        }
-        Some(LiveFollow { words, bits })
-    }
-
     #[inline]
     pub fn can_follow(&self, a: TerminalId, b: TerminalId) -> bool {
         self.bits[a.0 as usize * self.n + b.0 as usize / 64] >> (b.0 % 64) & 1 == 1
-    }
-}
-
-/// See [`Follow::live_table`].
-#[derive(Clone, Debug)]
-pub struct LiveFollow {
-    words: usize,
-    bits: Vec<u64>,
-}
-
-impl LiveFollow {
-    #[inline]
-    pub fn ok(&self, t: TerminalId, q: u32) -> bool {
-        self.bits[t.0 as usize * self.words + q as usize / 64] >> (q % 64) & 1 == 1
     }
 }
 
@@ -340,7 +305,6 @@ impl SubterminalTree {
     pub fn build_component(
         scanner: &Scanner,
         follow: &Follow,
-        live_follow: Option<&LiveFollow>,
         trie: &VocabTrie,
         vocab_len: usize,
         component: ComponentId,
@@ -376,7 +340,8 @@ impl SubterminalTree {
             }
         }
         let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
-        let mut end_seen = vec![0u64; scanner.num_states().div_ceil(64)];
+        // Grows with the states the walk reaches (the scanner is built lazily).
+        let mut end_seen: Vec<u64> = Vec::new();
         let mut end_states: Vec<ScanState> = Vec::new();
         let mut end_dfa_states: Vec<u32> = Vec::new();
         let mut i = 0usize;
@@ -402,7 +367,7 @@ impl SubterminalTree {
                     (dfa.next(s, b), acc)
                 } else {
                     let c = scanner.next(ScanState(s), b);
-                    let ok = c != DEAD && live_follow.is_none_or(|lf| lf.ok(nodes[n as usize].terminal, c));
+                    let ok = c != DEAD && scanner.followed_by(nodes[n as usize].terminal, ScanState(c));
                     (if ok { c } else { DEAD }, scanner.accepting(ScanState(s)))
                 };
                 if cont != DEAD && !threads[p1..].contains(&(cont, n)) {
@@ -415,7 +380,7 @@ impl SubterminalTree {
                     if !start_ok[t.0 as usize * 256 + b as usize] {
                         continue;
                     }
-                    if live_follow.is_some_and(|lf| !lf.ok(t, fresh)) {
+                    if !scanner.followed_by(t, ScanState(fresh)) {
                         continue;
                     }
                     if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
@@ -455,6 +420,9 @@ impl SubterminalTree {
                         }
                         root_live
                     } else {
+                        if end_seen.len() <= s as usize / 64 {
+                            end_seen.resize(s as usize / 64 + 1, 0);
+                        }
                         if end_seen[s as usize / 64] >> (s % 64) & 1 == 0 {
                             end_seen[s as usize / 64] |= 1 << (s % 64);
                             end_states.push(ScanState(s));

@@ -21,8 +21,20 @@
 //!   No terminal accepts in it (IR invariant: ε is never a terminal match).
 //! - Every other state holds at least one live pair; a transition that would leave none goes
 //!   to [`DEAD`].
-//! - States are interned and built eagerly; construction stops with an error beyond
-//!   [`MAX_SCANNER_STATES`].
+//! - States are interned and built **lazily**: [`Scanner::next`] computes a transition the
+//!   first time it is taken and keeps it. A grammar with thousands of differently patterned,
+//!   length-bounded strings has far more product states than any decoding visits (JSON
+//!   Schemas reach millions); the engine only ever reaches the states that vocabulary tokens
+//!   lead to from a terminal boundary, plus those decoding walks through. Components (every
+//!   `(terminal, DFA state)` pair) are numbered eagerly and deterministically.
+//! - Tables only grow, and readers never lock: states live in chunks allocated once
+//!   (`OnceLock`), transition slots are atomics that go from "unknown" to their final value
+//!   exactly once, under the builder lock, after the new state's data is stored. Ids are
+//!   dense in creation order, so they may differ between processes (persisted data names
+//!   states by their components, see [`Scanner::state_of_components`]).
+//! - Beyond [`MAX_SCANNER_STATES`] a new state is refused: the transition reads as [`DEAD`]
+//!   (the mask can only get stricter, never unsound) and [`Scanner::overflowed`] is set, which
+//!   the engine turns into an error.
 //! - Bytes are grouped into equivalence classes (bytes no terminal distinguishes), so the
 //!   transition table is `states × classes`.
 
@@ -32,11 +44,15 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// No live terminal remains: the byte sequence cannot continue any terminal.
 pub const DEAD: u32 = u32::MAX;
-/// The most scanner states built before giving up with an error.
-pub const MAX_SCANNER_STATES: usize = 200_000;
+/// The most scanner states built (lazily) before refusing new ones. A state costs about
+/// `4 × byte classes` bytes of transitions plus its component list (~0.5 KB for a large
+/// JSON Schema), so the limit bounds the tables near 0.5 GB.
+pub const MAX_SCANNER_STATES: usize = 1_000_000;
 /// Size limit for one terminal's dense DFA (bytes).
 const TERMINAL_DFA_SIZE_LIMIT: usize = 64 << 20;
 
@@ -45,7 +61,7 @@ const TERMINAL_DFA_SIZE_LIMIT: usize = 64 << 20;
 pub enum LexerError {
     /// A terminal's regular expression could not be compiled (too large, unsupported).
     Terminal { terminal: String, message: String },
-    /// The product automaton exceeded [`MAX_SCANNER_STATES`].
+    /// The product automaton reached [`MAX_SCANNER_STATES`] (see [`Scanner::overflowed`]).
     TooManyStates(usize),
 }
 
@@ -246,32 +262,106 @@ pub struct ScanState(pub u32);
 
 /// One `(terminal, terminal-DFA state)` pair of a scanner state, interned: a *component*.
 /// Subterminal trees are built per component and shared by every scanner state holding it.
+/// Numbered densely and deterministically: terminal `t`'s DFA state `s` is component
+/// `base(t) + s`, so ids are the same in every process (the on-disk tree cache relies on it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ComponentId(pub u32);
 
-/// The product automaton over all terminals (see the module doc).
+/// States per allocation chunk of the lazily grown tables.
+const CHUNK_BITS: u32 = 10;
+const CHUNK: usize = 1 << CHUNK_BITS;
+/// A transition slot not computed yet (never a state id: ids stay below [`MAX_SCANNER_STATES`]).
+const UNKNOWN: u32 = u32::MAX - 1;
+
+/// What the scanner knows about one state once it exists.
+#[derive(Debug)]
+struct StateInfo {
+    /// Its components, sorted (one per live terminal).
+    components: Box<[ComponentId]>,
+    /// Terminals that accept in it, sorted.
+    accepting: Box<[ir::TerminalId]>,
+    /// Its interned live-terminal set.
+    live: LiveSetId,
+}
+
+/// An interned live set and, when the scanner was given a follow relation, the terminals
+/// that some member may follow.
+#[derive(Debug)]
+struct LiveSetInfo {
+    terminals: Box<[ir::TerminalId]>,
+    /// Bit `t`: some terminal of the set may follow terminal `t`.
+    followed: Box<[u64]>,
+}
+
+/// Append-only storage that readers index without locks: a fixed array of chunk slots,
+/// each filled once. Writers push under the scanner's builder lock (one writer at a time).
+#[derive(Debug)]
+struct Chunked<T> {
+    chunks: Box<[OnceLock<Box<[OnceLock<T>]>>]>,
+}
+
+impl<T> Chunked<T> {
+    fn new(capacity: usize) -> Self {
+        Chunked {
+            chunks: (0..capacity.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Store item `i` (each index once, in order, by the single writer).
+    fn set(&self, i: usize, v: T) {
+        let chunk = self.chunks[i >> CHUNK_BITS].get_or_init(|| (0..CHUNK).map(|_| OnceLock::new()).collect());
+        if chunk[i & (CHUNK - 1)].set(v).is_err() {
+            unreachable!("Chunked::set: index {i} stored twice");
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> &T {
+        self.chunks[i >> CHUNK_BITS]
+            .get()
+            .and_then(|c| c[i & (CHUNK - 1)].get())
+            .expect("scanner state or live set used before it was created")
+    }
+}
+
+/// The builder's side of the lazy tables: everything a new state needs, under one lock.
+#[derive(Debug, Default)]
+struct Builder {
+    states: HashMap<Box<[ComponentId]>, u32>,
+    num_states: usize,
+    live_sets: HashMap<Box<[ir::TerminalId]>, u32>,
+    num_live_sets: usize,
+}
+
+/// The product automaton over all terminals (see the module doc), built lazily.
 #[derive(Debug)]
 pub struct Scanner {
     num_terminals: usize,
     dfas: Vec<TerminalDfa>,
-    /// Interned components: `(terminal, terminal-DFA state)`.
+    /// `component_base[t]`: the component id of terminal `t`'s DFA state 0.
+    component_base: Vec<u32>,
+    /// Component → `(terminal, terminal-DFA state)`.
     components: Vec<(ir::TerminalId, u32)>,
-    component_ids: HashMap<(u32, u32), u32>,
-    /// The components of each scanner state.
-    state_components: Vec<Box<[ComponentId]>>,
     /// The live set `{t}` of each terminal.
     singleton_live: Vec<LiveSetId>,
     /// Byte → class.
     classes: [u8; 256],
+    /// A representative byte of each class.
+    class_bytes: Vec<u8>,
     num_classes: usize,
-    /// `trans[s * num_classes + class]`: next state or [`DEAD`].
-    trans: Vec<u32>,
-    /// Terminals that accept in each state (sorted).
-    accepting: Vec<Box<[ir::TerminalId]>>,
-    /// The interned live-terminal set of each state.
-    live: Vec<LiveSetId>,
-    /// Interned live sets (sorted terminal ids).
-    live_sets: Vec<Box<[ir::TerminalId]>>,
+    /// Per chunk of states: `num_classes` transition slots per state, [`UNKNOWN`] until
+    /// computed, then a state id or [`DEAD`].
+    trans: Box<[OnceLock<Box<[AtomicU32]>>]>,
+    states: Chunked<StateInfo>,
+    live_sets: Chunked<LiveSetInfo>,
+    /// `preceders[u]`: bit `t` when terminal `u` may follow terminal `t` (a row of the
+    /// transposed follow relation); empty when no relation was given (everything follows).
+    preceders: Vec<Box<[u64]>>,
+    builder: Mutex<Builder>,
+    /// [`MAX_SCANNER_STATES`] (smaller in tests).
+    max_states: usize,
+    /// Set when a state was refused for [`MAX_SCANNER_STATES`]; see [`Scanner::overflowed`].
+    overflowed: AtomicBool,
 }
 
 impl Scanner {
@@ -280,6 +370,15 @@ impl Scanner {
 
     /// Build the scanner of a grammar's terminals.
     pub fn new(grammar: &ir::Grammar) -> Result<Self, LexerError> {
+        Self::with_follow(grammar, None)
+    }
+
+    /// Like [`Scanner::new`], and remember which terminal may follow which
+    /// (`may_follow(t, u)`: `u` may come right after `t`), for [`Scanner::followed_by`].
+    pub fn with_follow(
+        grammar: &ir::Grammar,
+        may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
+    ) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
             dfas.push(TerminalDfa::for_terminal(t).map_err(|message| LexerError::Terminal {
@@ -287,15 +386,30 @@ impl Scanner {
                 message,
             })?);
         }
-        Self::from_dfas(dfas)
+        Self::from_dfas_with_follow(dfas, may_follow)
     }
 
     /// Build from per-terminal DFAs (`TerminalId(i)` is `dfas[i]`).
     pub fn from_dfas(dfas: Vec<TerminalDfa>) -> Result<Self, LexerError> {
+        Self::from_dfas_with_follow(dfas, None)
+    }
+
+    fn from_dfas_with_follow(
+        dfas: Vec<TerminalDfa>,
+        may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
+    ) -> Result<Self, LexerError> {
+        Self::build(dfas, may_follow, MAX_SCANNER_STATES)
+    }
+
+    fn build(
+        dfas: Vec<TerminalDfa>,
+        may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
+        max_states: usize,
+    ) -> Result<Self, LexerError> {
         // Byte classes: bytes with identical transitions in every state of every terminal.
         let mut sig_to_class: HashMap<Vec<u32>, u8> = HashMap::new();
         let mut classes = [0u8; 256];
-        let mut reps: Vec<u8> = Vec::new();
+        let mut class_bytes: Vec<u8> = Vec::new();
         for b in 0..=255u8 {
             let mut sig = Vec::new();
             for d in &dfas {
@@ -305,108 +419,213 @@ impl Scanner {
             }
             let next_class = sig_to_class.len();
             let c = *sig_to_class.entry(sig).or_insert_with(|| {
-                reps.push(b);
+                class_bytes.push(b);
                 next_class as u8
             });
             classes[b as usize] = c;
         }
-        let num_classes = reps.len();
-
-        type Pairs = Vec<(u32, u32)>;
-        let mut intern: HashMap<Pairs, u32> = HashMap::new();
-        let mut states: Vec<Pairs> = Vec::new();
-        let start: Pairs = (0..dfas.len() as u32).map(|t| (t, 0)).collect();
-        intern.insert(start.clone(), 0);
-        states.push(start);
-        let mut trans: Vec<u32> = Vec::new();
-        let mut live_intern: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut live_sets: Vec<Box<[ir::TerminalId]>> = Vec::new();
-        let mut live = Vec::new();
-        let mut accepting = Vec::new();
-        let mut components: Vec<(ir::TerminalId, u32)> = Vec::new();
-        let mut component_ids: HashMap<(u32, u32), u32> = HashMap::new();
-        let mut state_components: Vec<Box<[ComponentId]>> = Vec::new();
-        let mut i = 0;
-        while i < states.len() {
-            let cur = states[i].clone();
-            state_components.push(
-                cur.iter()
-                    .map(|&(t, s)| {
-                        ComponentId(*component_ids.entry((t, s)).or_insert_with(|| {
-                            components.push((ir::TerminalId(t), s));
-                            (components.len() - 1) as u32
-                        }))
-                    })
-                    .collect(),
-            );
-            let terms: Vec<u32> = cur.iter().map(|p| p.0).collect();
-            let lid = *live_intern.entry(terms.clone()).or_insert_with(|| {
-                live_sets.push(terms.iter().map(|&t| ir::TerminalId(t)).collect());
-                (live_sets.len() - 1) as u32
-            });
-            live.push(LiveSetId(lid));
-            accepting.push(
-                cur.iter()
-                    .filter(|&&(t, s)| i != 0 && dfas[t as usize].is_accepting(s))
-                    .map(|&(t, _)| ir::TerminalId(t))
-                    .collect::<Box<[_]>>(),
-            );
-            for &b in &reps {
-                let next: Pairs = cur
-                    .iter()
-                    .filter_map(|&(t, s)| {
-                        let n = dfas[t as usize].next(s, b);
-                        (n != DEAD).then_some((t, n))
-                    })
-                    .collect();
-                if next.is_empty() {
-                    trans.push(DEAD);
-                    continue;
-                }
-                let id = match intern.get(&next) {
-                    Some(&id) => id,
-                    None => {
-                        if states.len() >= MAX_SCANNER_STATES {
-                            return Err(LexerError::TooManyStates(MAX_SCANNER_STATES));
-                        }
-                        let id = states.len() as u32;
-                        intern.insert(next.clone(), id);
-                        states.push(next);
-                        id
-                    }
-                };
-                trans.push(id);
-            }
-            i += 1;
+        let num_classes = class_bytes.len();
+        let mut component_base = Vec::with_capacity(dfas.len());
+        let mut components = Vec::new();
+        for (t, d) in dfas.iter().enumerate() {
+            component_base.push(components.len() as u32);
+            components.extend((0..d.num_states() as u32).map(|s| (ir::TerminalId(t as u32), s)));
         }
-        let singleton_live = (0..dfas.len() as u32)
-            .map(|t| {
-                LiveSetId(*live_intern.entry(vec![t]).or_insert_with(|| {
-                    live_sets.push(vec![ir::TerminalId(t)].into());
-                    (live_sets.len() - 1) as u32
-                }))
-            })
-            .collect();
-        Ok(Scanner {
-            num_terminals: dfas.len(),
+        let nt = dfas.len();
+        let words = nt.div_ceil(64).max(1);
+        let preceders = match may_follow {
+            None => Vec::new(),
+            Some(f) => (0..nt as u32)
+                .map(|u| {
+                    let mut row = vec![0u64; words];
+                    for t in 0..nt as u32 {
+                        if f(ir::TerminalId(t), ir::TerminalId(u)) {
+                            row[t as usize / 64] |= 1 << (t % 64);
+                        }
+                    }
+                    row.into()
+                })
+                .collect(),
+        };
+        let mut sc = Scanner {
+            num_terminals: nt,
             dfas,
+            component_base,
             components,
-            component_ids,
-            state_components,
-            singleton_live,
+            singleton_live: Vec::new(),
             classes,
+            class_bytes,
             num_classes,
-            trans,
-            accepting,
-            live,
-            live_sets,
-        })
+            trans: (0..max_states.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+            states: Chunked::new(max_states),
+            live_sets: Chunked::new(max_states + nt + 1),
+            preceders,
+            builder: Mutex::new(Builder::default()),
+            max_states,
+            overflowed: AtomicBool::new(false),
+        };
+        let start: Vec<ComponentId> = (0..nt).map(|t| ComponentId(sc.component_base[t])).collect();
+        {
+            let mut b = sc.builder.lock().unwrap_or_else(|e| e.into_inner());
+            let s = sc.intern_state(&mut b, start).expect("the first state fits");
+            debug_assert_eq!(s, Self::START.0);
+            sc.singleton_live = (0..nt as u32).map(|t| sc.intern_live(&mut b, vec![ir::TerminalId(t)])).collect();
+        }
+        Ok(sc)
     }
 
-    /// Next state after byte `b`, or [`DEAD`].
+    /// Next state after byte `b`, or [`DEAD`]. Computes (and keeps) the state on first use.
+    /// Beyond [`MAX_SCANNER_STATES`] a new state is refused: the byte reads as [`DEAD`] and
+    /// [`Scanner::overflowed`] turns true (sound, since it only forbids).
     #[inline]
     pub fn next(&self, s: ScanState, b: u8) -> u32 {
-        self.trans[s.0 as usize * self.num_classes + self.classes[b as usize] as usize]
+        let cls = self.classes[b as usize] as usize;
+        let slot = &self.trans_slots(s.0)[(s.0 as usize & (CHUNK - 1)) * self.num_classes + cls];
+        match slot.load(Ordering::Acquire) {
+            UNKNOWN => self.expand(s, cls),
+            n => n,
+        }
+    }
+
+    #[inline]
+    fn trans_slots(&self, s: u32) -> &[AtomicU32] {
+        self.trans[s as usize >> CHUNK_BITS]
+            .get()
+            .expect("scanner state used before it was created")
+    }
+
+    /// Compute the transition of `s` on byte class `cls` (slow path of [`Scanner::next`]).
+    #[cold]
+    fn expand(&self, s: ScanState, cls: usize) -> u32 {
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = &self.trans_slots(s.0)[(s.0 as usize & (CHUNK - 1)) * self.num_classes + cls];
+        let known = slot.load(Ordering::Acquire);
+        if known != UNKNOWN {
+            return known;
+        }
+        let byte = self.class_bytes[cls];
+        let next: Vec<ComponentId> = self
+            .components(s)
+            .iter()
+            .filter_map(|&c| {
+                let (t, q) = self.components[c.0 as usize];
+                let n = self.dfas[t.0 as usize].next(q, byte);
+                (n != DEAD).then(|| ComponentId(self.component_base[t.0 as usize] + n))
+            })
+            .collect();
+        let id = if next.is_empty() {
+            DEAD
+        } else {
+            match self.intern_state(&mut b, next) {
+                Some(id) => id,
+                None => {
+                    self.overflowed.store(true, Ordering::Relaxed);
+                    // Not stored: a later call may try again (and is refused again).
+                    return DEAD;
+                }
+            }
+        };
+        slot.store(id, Ordering::Release);
+        id
+    }
+
+    /// The state with these components (sorted), created if new; `None` beyond the limit.
+    fn intern_state(&self, b: &mut Builder, components: Vec<ComponentId>) -> Option<u32> {
+        if let Some(&id) = b.states.get(components.as_slice()) {
+            return Some(id);
+        }
+        let id = b.num_states;
+        if id >= self.max_states {
+            return None;
+        }
+        let terminals: Vec<ir::TerminalId> = components.iter().map(|&c| self.components[c.0 as usize].0).collect();
+        let accepting = components
+            .iter()
+            .map(|&c| self.components[c.0 as usize])
+            .filter(|&(t, q)| self.dfas[t.0 as usize].is_accepting(q))
+            .map(|(t, _)| t)
+            .collect();
+        let live = self.intern_live(b, terminals);
+        let components: Box<[ComponentId]> = components.into();
+        self.trans[id >> CHUNK_BITS].get_or_init(|| {
+            (0..CHUNK * self.num_classes).map(|_| AtomicU32::new(UNKNOWN)).collect()
+        });
+        self.states.set(
+            id,
+            StateInfo {
+                components: components.clone(),
+                accepting,
+                live,
+            },
+        );
+        b.states.insert(components, id as u32);
+        b.num_states += 1;
+        Some(id as u32)
+    }
+
+    fn intern_live(&self, b: &mut Builder, terminals: Vec<ir::TerminalId>) -> LiveSetId {
+        if let Some(&id) = b.live_sets.get(terminals.as_slice()) {
+            return LiveSetId(id);
+        }
+        let id = b.num_live_sets;
+        let words = self.num_terminals.div_ceil(64).max(1);
+        let followed: Box<[u64]> = if self.preceders.is_empty() {
+            vec![u64::MAX; words].into()
+        } else {
+            let mut row = vec![0u64; words];
+            for &u in &terminals {
+                for (a, p) in row.iter_mut().zip(self.preceders[u.0 as usize].iter()) {
+                    *a |= *p;
+                }
+            }
+            row.into()
+        };
+        let terminals: Box<[ir::TerminalId]> = terminals.into();
+        self.live_sets.set(
+            id,
+            LiveSetInfo {
+                terminals: terminals.clone(),
+                followed,
+            },
+        );
+        b.live_sets.insert(terminals, id as u32);
+        b.num_live_sets += 1;
+        LiveSetId(id as u32)
+    }
+
+    /// The state whose components are exactly `components` (sorted, at most one per
+    /// terminal, each a live DFA state), created if new. `None` when the list is not such a
+    /// set or the state limit is reached. (The on-disk tree cache names states this way.)
+    pub fn state_of_components(&self, components: &[ComponentId]) -> Option<ScanState> {
+        if components.is_empty()
+            || components.iter().any(|c| c.0 as usize >= self.components.len())
+            || components.windows(2).any(|w| self.components[w[0].0 as usize].0 >= self.components[w[1].0 as usize].0)
+        {
+            return None;
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        self.intern_state(&mut b, components.to_vec()).map(ScanState)
+    }
+
+    /// The interned live set of these terminals (sorted, distinct, in range), created if new.
+    pub fn live_set_of(&self, terminals: &[ir::TerminalId]) -> Option<LiveSetId> {
+        if terminals.is_empty()
+            || terminals.iter().any(|t| t.0 as usize >= self.num_terminals)
+            || terminals.windows(2).any(|w| w[0] >= w[1])
+        {
+            return None;
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        if b.num_live_sets >= self.max_states + self.num_terminals + 1 {
+            return None;
+        }
+        Some(self.intern_live(&mut b, terminals.to_vec()))
+    }
+
+    /// Whether some state was refused for the limit: masks since then may forbid more than
+    /// the grammar does, and the engine reports an error at the next commit.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Relaxed)
     }
 
     /// Feed bytes from `s` without terminal boundaries; `None` when no terminal survives.
@@ -421,32 +640,61 @@ impl Scanner {
         Some(s)
     }
 
+    /// Build every state reachable from [`Scanner::START`], up to `limit` states in all.
+    /// Returns the number of states and whether that is all of them (`grammar check` reports
+    /// it; the engine never needs it, it builds what tokens reach).
+    pub fn explore(&self, limit: usize) -> (usize, bool) {
+        let mut i = 0u32;
+        while (i as usize) < self.num_states() {
+            if self.num_states() > limit {
+                return (self.num_states(), false);
+            }
+            for cls in 0..self.num_classes {
+                self.next(ScanState(i), self.class_bytes[cls]);
+            }
+            if self.overflowed() {
+                return (self.num_states(), false);
+            }
+            i += 1;
+        }
+        (self.num_states(), true)
+    }
+
     /// Terminals that accept in `s`: ending the current terminal here is lexically possible.
     #[inline]
     pub fn accepting(&self, s: ScanState) -> &[ir::TerminalId] {
-        &self.accepting[s.0 as usize]
+        &self.states.get(s.0 as usize).accepting
     }
 
     /// The interned set of terminals still live in `s`.
     #[inline]
     pub fn live_set(&self, s: ScanState) -> LiveSetId {
-        self.live[s.0 as usize]
+        self.states.get(s.0 as usize).live
     }
 
     /// The terminals of an interned live set, sorted.
     #[inline]
     pub fn live_terminals(&self, id: LiveSetId) -> &[ir::TerminalId] {
-        &self.live_sets[id.0 as usize]
+        &self.live_sets.get(id.0 as usize).terminals
     }
 
+    /// Whether a piece in state `q` may still become a terminal that can follow terminal
+    /// `t` (by the relation given to [`Scanner::with_follow`]; always true without one).
+    #[inline]
+    pub fn followed_by(&self, t: ir::TerminalId, q: ScanState) -> bool {
+        let set = self.live_sets.get(self.live_set(q).0 as usize);
+        set.followed[t.0 as usize / 64] >> (t.0 % 64) & 1 == 1
+    }
+
+    /// States built so far (the scanner grows as bytes reach new states).
     pub fn num_states(&self) -> usize {
-        self.live.len()
+        self.builder.lock().unwrap_or_else(|e| e.into_inner()).num_states
     }
 
     /// The components `(terminal, terminal-DFA state)` of a scanner state.
     #[inline]
     pub fn components(&self, s: ScanState) -> &[ComponentId] {
-        &self.state_components[s.0 as usize]
+        &self.states.get(s.0 as usize).components
     }
 
     /// A component's terminal and terminal-DFA state.
@@ -455,15 +703,18 @@ impl Scanner {
         self.components[c.0 as usize]
     }
 
-    /// The component of terminal `t` in its DFA state `s`, if some scanner state has it.
+    /// The component of terminal `t` in its DFA state `s`.
     pub fn component_id(&self, t: ir::TerminalId, s: u32) -> Option<ComponentId> {
-        self.component_ids.get(&(t.0, s)).map(|&c| ComponentId(c))
+        let d = self.dfas.get(t.0 as usize)?;
+        ((s as usize) < d.num_states()).then(|| ComponentId(self.component_base[t.0 as usize] + s))
     }
 
+    /// Live sets interned so far.
     pub fn num_live_sets(&self) -> usize {
-        self.live_sets.len()
+        self.builder.lock().unwrap_or_else(|e| e.into_inner()).num_live_sets
     }
 
+    /// Every `(terminal, DFA state)` pair: built eagerly, so trees can be indexed by it.
     pub fn num_components(&self) -> usize {
         self.components.len()
     }
@@ -488,19 +739,26 @@ impl Scanner {
         self.num_classes
     }
 
-    /// Bytes of heap the tables use.
+    /// Bytes of heap the tables built so far use.
     pub fn memory_bytes(&self) -> usize {
-        self.trans.len() * 4
-            + self
-                .dfas
-                .iter()
-                .map(|d| d.next.len() * 4 + d.accept.len())
-                .sum::<usize>()
+        let (states, live) = {
+            let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+            (b.num_states, b.num_live_sets)
+        };
+        let words = self.num_terminals.div_ceil(64).max(1);
+        states.div_ceil(CHUNK) * CHUNK * self.num_classes * 4
+            + self.dfas.iter().map(|d| d.next.len() * 4 + d.accept.len()).sum::<usize>()
             + self.components.len() * 8
-            + self.state_components.iter().map(|c| c.len() * 4 + 16).sum::<usize>()
-            + self.accepting.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
-            + self.live.len() * 4
-            + self.live_sets.iter().map(|a| a.len() * 4 + 16).sum::<usize>()
+            + (0..states)
+                .map(|s| {
+                    let i = self.states.get(s);
+                    (i.components.len() * 2 + i.accepting.len()) * 4 + 48
+                })
+                .sum::<usize>()
+            + (0..live)
+                .map(|l| self.live_sets.get(l).terminals.len() * 8 + words * 8 + 48)
+                .sum::<usize>()
+            + self.preceders.len() * words * 8
     }
 }
 
@@ -569,5 +827,116 @@ mod tests {
             sc.accepting(sc.walk(half, &"é".as_bytes()[1..]).unwrap()),
             &[ir::TerminalId(1)]
         );
+    }
+
+    /// The classic eager subset construction, written independently: the number of states
+    /// reachable from START and, per state, its (terminal, DFA state) pairs.
+    fn eager_states(dfas: &[TerminalDfa]) -> Vec<Vec<(u32, u32)>> {
+        let start: Vec<(u32, u32)> = (0..dfas.len() as u32).map(|t| (t, 0)).collect();
+        let mut seen = std::collections::HashSet::from([start.clone()]);
+        let mut order = vec![start];
+        let mut i = 0;
+        while i < order.len() {
+            for b in 0..=255u8 {
+                let next: Vec<(u32, u32)> = order[i]
+                    .iter()
+                    .filter_map(|&(t, s)| {
+                        let n = dfas[t as usize].next(s, b);
+                        (n != DEAD).then_some((t, n))
+                    })
+                    .collect();
+                if !next.is_empty() && seen.insert(next.clone()) {
+                    order.push(next);
+                }
+            }
+            i += 1;
+        }
+        order
+    }
+
+    fn dfas_of(terms: &[Hir]) -> Vec<TerminalDfa> {
+        terms.iter().map(|h| TerminalDfa::new(h).unwrap()).collect()
+    }
+
+    #[test]
+    fn lazy_exploration_finds_exactly_the_eager_states() {
+        let terms = [re("[a-z]{1,6}"), re("[a-f0-9]{2,8}"), re("0x[0-9a-f]+"), Hir::literal(*b"face"), re("\"[^\"]{0,5}\"")];
+        let dfas = dfas_of(&terms);
+        let want = eager_states(&dfas);
+        let sc = Scanner::from_dfas(dfas).unwrap();
+        assert_eq!(sc.num_states(), 1, "nothing is built before it is needed");
+        assert_eq!(sc.explore(usize::MAX), (want.len(), true));
+        let mut got: Vec<Vec<(u32, u32)>> = (0..sc.num_states() as u32)
+            .map(|q| sc.components(ScanState(q)).iter().map(|&c| {
+                let (t, s) = sc.component(c);
+                (t.0, s)
+            }).collect())
+            .collect();
+        let mut want = want;
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        // A bounded exploration stops early and says so.
+        let sc = Scanner::from_dfas(dfas_of(&terms)).unwrap();
+        let (n, complete) = sc.explore(10);
+        assert!(!complete && n > 10 && n < want.len());
+    }
+
+    #[test]
+    fn threads_building_states_at_once_agree_with_one_thread() {
+        let terms = [re("[a-z]{1,12}"), re("[a-m0-9]{3,9}"), re("[0-9]+(\\.[0-9]{1,4})?")];
+        let shared = Scanner::from_dfas(dfas_of(&terms)).unwrap();
+        let texts: Vec<Vec<u8>> = (0..400u32)
+            .map(|i| (0..(i % 13 + 1)).map(|j| b"abcmz0189.q"[((i * 7 + j * 3) % 11) as usize]).collect())
+            .collect();
+        // Each thread walks every text (in a different order) and records where it lands,
+        // as the components of the final state (ids may differ between scanners).
+        let run = |sc: &Scanner, order: usize| -> Vec<Option<Vec<ComponentId>>> {
+            let mut out = vec![None; texts.len()];
+            for k in 0..texts.len() {
+                let i = (k * [1, 3, 7, 11][order]) % texts.len(); // coprime to 400: a permutation
+                out[i] = sc.walk(Scanner::START, &texts[i]).map(|q| sc.components(q).to_vec());
+            }
+            out
+        };
+        let results: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4).map(|o| s.spawn({
+                let shared = &shared;
+                let run = &run;
+                move || run(shared, o)
+            })).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let alone = Scanner::from_dfas(dfas_of(&terms)).unwrap();
+        let want = run(&alone, 0);
+        for r in results {
+            assert_eq!(r, want);
+        }
+        assert_eq!(shared.num_states(), alone.num_states());
+    }
+
+    #[test]
+    fn a_state_beyond_the_limit_reads_as_dead_and_is_reported() {
+        let sc = Scanner::build(dfas_of(&[re("[a-z]{1,40}")]), None, 5).unwrap();
+        assert!(sc.walk(Scanner::START, b"abcd").is_some());
+        assert!(!sc.overflowed());
+        assert!(sc.walk(Scanner::START, b"abcde").is_none(), "the sixth state is refused");
+        assert!(sc.overflowed());
+        assert_eq!(sc.num_states(), 5);
+    }
+
+    #[test]
+    fn states_and_live_sets_can_be_named_by_content() {
+        let sc = Scanner::from_dfas(dfas_of(&[Hir::literal(*b"if"), re("[a-z]+")])).unwrap();
+        let i = sc.walk(Scanner::START, b"i").unwrap();
+        let comps = sc.components(i).to_vec();
+        assert_eq!(sc.state_of_components(&comps), Some(i));
+        // Not a state: unsorted, duplicate terminal, out of range, empty.
+        assert_eq!(sc.state_of_components(&[comps[1], comps[0]]), None);
+        assert_eq!(sc.state_of_components(&[]), None);
+        assert_eq!(sc.state_of_components(&[ComponentId(10_000)]), None);
+        assert_eq!(sc.live_set_of(sc.live_terminals(sc.live_set(i))), Some(sc.live_set(i)));
+        assert_eq!(sc.live_set_of(&[ir::TerminalId(1), ir::TerminalId(0)]), None);
+        assert_eq!(sc.live_set_of(&[ir::TerminalId(2)]), None);
     }
 }
