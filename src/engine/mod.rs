@@ -1,11 +1,12 @@
 //! The DOMINO constraint engine: exact, minimally invasive token masks from subterminal trees.
 //!
 //! # Overview
-//! A [`CompiledGrammar`] holds the IR grammar, its [`Scanner`] (one DFA over all terminals),
+//! A [`CompiledGrammar`] holds the IR grammar, its [`Scanner`] (one DFA over all terminals,
+//! built lazily: only the states tokens and decoding reach),
 //! the Earley [`earley::ParserTables`] and the static terminal-adjacency relation used to prune
 //! trees. It is built once and shared (`Arc`). For every vocabulary it is used with, it keeps
 //! a [`TreeCache`]: the vocabulary's byte trie, one lazily built [`tree::SubterminalTree`] per
-//! scanner state, and a bounded cache of finished masks. A [`Constraint`] is one decoding
+//! scanner component, and a bounded cache of finished masks. A [`Constraint`] is one decoding
 //! session's state: a small set of configurations `(Earley parser, scanner state)` — usually
 //! one; several when the bytes so far split into terminals in more than one way.
 //!
@@ -207,6 +208,7 @@ impl CompiledGrammar {
         &self.scanner
     }
 
+    /// Scanner states built so far (the scanner grows as decoding reaches new ones).
     pub fn scanner_states(&self) -> usize {
         self.scanner.num_states()
     }

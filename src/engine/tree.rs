@@ -20,8 +20,9 @@
 //! specific terminal, after which the walk continues from the scanner's start state whatever
 //! the component was. So [`SubterminalTree::build_component`] walks the vocabulary trie once
 //! per component (a byte trie: shared prefixes are stepped once, and a dead scanner state
-//! skips the whole subtree), and the tree of a scanner state is [`SubterminalTree::assemble`]d
-//! from its components' trees (token lists shared, not copied). At the root each component
+//! skips the whole subtree), and the tree of a scanner state is the union of its components'
+//! trees: the mask walks each of them and ORs the results (`Constraint::compute_mask_uncached`),
+//! so nothing is copied per scanner state. At the root each component
 //! contributes one group, "tokens that stay inside `t`", with live set `{t}`; a token that
 //! keeps several components alive is in several root groups, which is exact because a group
 //! is allowed when *some* live terminal is expected. The expensive walks (open-ended
@@ -296,7 +297,7 @@ struct BuildNode {
 impl SubterminalTree {
     /// Build the tree of one component `(t, s)`: the scanner state holding only terminal `t`
     /// in its DFA state `s`. The tree of a scanner state is the union of its components'
-    /// trees ([`SubterminalTree::assemble`]): before the first boundary each component runs
+    /// trees (the mask walks each and ORs them): before the first boundary each component runs
     /// alone (a token that keeps several alive lands in each of their root groups, and the
     /// mask ORs them), and the first boundary ends one specific terminal, after which every
     /// walk continues from the scanner's start state whatever the component was. So the

@@ -50,10 +50,10 @@ impl std::str::FromStr for MethodList {
 /// Flags of `domino eval gsm8k|conll`.
 #[derive(Args, Debug, Clone)]
 pub struct TaskArgs {
-    /// Test split, JSON Lines (default: ../shared/data/<task>/test.jsonl).
+    /// Test split, JSON Lines (default: `../shared/data/<task>/test.jsonl`).
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
-    /// Training split the demonstrations are drawn from (default: ../shared/data/<task>/train.jsonl).
+    /// Training split the demonstrations are drawn from (default: `../shared/data/<task>/train.jsonl`).
     #[arg(long, value_name = "PATH")]
     pub train: Option<PathBuf>,
     /// Evaluate only the first N test samples (the paper: 400).
@@ -65,7 +65,7 @@ pub struct TaskArgs {
     /// Seed of the demonstration draw (and of sampling when --temperature > 0).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Comma-separated methods: none, domino, domino-k<N>, domino-s<N>, naive, llama-grammar,
+    /// Comma-separated methods: none, domino, `domino-k<N>`, `domino-s<N>`, naive, llama-grammar,
     /// template, llguidance.
     #[arg(long, value_name = "LIST", default_value = "none,domino,naive,llama-grammar,template")]
     pub methods: MethodList,
@@ -79,10 +79,10 @@ pub struct TaskArgs {
     /// Layout of the demonstration answers.
     #[arg(long, value_enum, default_value_t = JsonStyle::Pretty)]
     pub json_style: JsonStyle,
-    /// Few-shot template (default: prompts/<task>.txt).
+    /// Few-shot template (default: `prompts/<task>.txt`).
     #[arg(long, value_name = "FILE")]
     pub template: Option<PathBuf>,
-    /// Output directory for results.jsonl and the reports (default: eval-runs/<task>).
+    /// Output directory for results.jsonl and the reports (default: `eval-runs/<task>`).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Continue the run in --out, skipping samples already done.

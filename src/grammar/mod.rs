@@ -3,7 +3,7 @@
 //! Every way in — GBNF ([`gbnf`]), a Lark subset ([`lark`]), a regex ([`regex`]) and JSON
 //! Schema ([`json_schema`]) — parses into a [`expr::GrammarDef`]; [`lower`] turns that into
 //! the engine's [`ir::Grammar`] (BNF over regular terminals), promoting regular pieces to
-//! terminals. [`reference`] is a slow, obviously correct byte-level recognizer over the IR:
+//! terminals. [`mod@reference`] is a slow, obviously correct byte-level recognizer over the IR:
 //! the oracle for the engine's masks.
 
 pub mod expr;

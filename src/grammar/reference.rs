@@ -1,5 +1,5 @@
 //! The reference recognizer: a slow, obviously correct byte-level recognizer for `L(G)` of an
-//! [`ir::Grammar`] — the oracle the engine's masks are tested against.
+//! [`crate::grammar::ir::Grammar`] — the oracle the engine's masks are tested against.
 //!
 //! # How
 //! Earley's algorithm over the IR's productions, with one twist: terminals are not tokens
