@@ -386,19 +386,12 @@ impl Scanner {
                 message,
             })?);
         }
-        Self::from_dfas_with_follow(dfas, may_follow)
+        Self::build(dfas, may_follow, MAX_SCANNER_STATES)
     }
 
     /// Build from per-terminal DFAs (`TerminalId(i)` is `dfas[i]`).
     pub fn from_dfas(dfas: Vec<TerminalDfa>) -> Result<Self, LexerError> {
-        Self::from_dfas_with_follow(dfas, None)
-    }
-
-    fn from_dfas_with_follow(
-        dfas: Vec<TerminalDfa>,
-        may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
-    ) -> Result<Self, LexerError> {
-        Self::build(dfas, may_follow, MAX_SCANNER_STATES)
+        Self::build(dfas, None, MAX_SCANNER_STATES)
     }
 
     fn build(
