@@ -120,6 +120,10 @@ fn draft_stats_are_saved_and_reloaded() {
             "json",
             "--draft",
             "6",
+            // Every proposal verified: how many drafts the warm counts get accepted does not
+            // then depend on this machine's timings.
+            "--draft-policy",
+            "threshold",
         ])
         .arg("--draft-stats")
         .arg(&file);
@@ -155,6 +159,12 @@ fn methods_need_a_constraint_and_bad_values_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     let out = generate().args(["--json", "--k", "many", "hello"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    let out = generate()
+        .args(["--json", "--draft-policy", "fastest", "hello"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cost"), "the error lists the policies");
 }
 
 #[test]
@@ -176,4 +186,25 @@ fn every_method_runs_from_the_cli() {
             assert!(v["text"].as_str().unwrap().starts_with('{'), "{method}: {v}");
         }
     }
+}
+
+#[test]
+fn the_cost_draft_policy_keeps_the_output_and_reports_its_measurements() {
+    let run = |extra: &[&str]| {
+        let mut c = generate();
+        c.args(["--grammar", "grammars/gsm8k.gbnf", "--chat", QUESTION, "-n", "48", "--format", "json", "-v"])
+            .args(extra);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (plain, _) = run(&["--draft", "0"]);
+    let (cost, log) = run(&["--draft", "8", "--draft-policy", "cost"]);
+    assert_eq!(plain["tokens"], cost["tokens"], "the draft policy changed greedy output");
+    assert!(
+        cost["stats"]["forward_passes"].as_u64() <= plain["stats"]["forward_passes"].as_u64(),
+        "drafts never add forward passes"
+    );
+    assert!(log.contains("drafts (cost policy): forward pass"), "{log}");
 }

@@ -7,6 +7,7 @@
 
 mod common;
 
+use domino::decode::draft_policy::DraftPolicy;
 use domino::decode::methods::{Decoder, DecoderConfig, Method};
 use domino::decode::{FinishReason, GenerationRequest, GenerationResult, SamplingConfig};
 use domino::engine::{CompiledGrammar, Constraint, Options};
@@ -88,36 +89,45 @@ fn speculation_never_changes_greedy_output() {
             model(),
         )
         .unwrap();
-        // A low threshold and counts learned on another prompt: many drafts, some wrong.
-        let mut spec = Decoder::new(
-            &DecoderConfig {
-                draft: 10,
-                draft_threshold: 0.3,
-                ..config(Method::Domino, source.clone())
-            },
-            model(),
-        )
-        .unwrap();
-        run(&mut spec, &request(warmup, chat, n, greedy()));
         let req = request(prompt, chat, n, greedy());
         let a = run(&mut plain, &req);
-        let b = run(&mut spec, &req);
-        assert_eq!(
-            a.tokens,
-            b.tokens,
-            "{source:?}: --draft 10 changed the output:\n{:?}\nvs\n{:?}",
-            a.text(),
-            b.text()
-        );
-        assert_eq!(a.finish_reason, b.finish_reason);
-        // Same per-token log-probabilities (the verification logits are the same model's).
-        for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
-            assert!((x - y).abs() < 1e-3, "logprob {x} vs {y}");
-        }
         assert_eq!(a.stats.draft_proposed, 0);
-        assert!(b.stats.forward_passes <= a.stats.forward_passes);
-        proposed += b.stats.draft_proposed;
-        accepted += b.stats.draft_accepted;
+        // The threshold policy verifies every proposal (deterministic: the rejection path is
+        // surely taken); the cost policy verifies the prefixes its timings choose.
+        for policy in [DraftPolicy::Threshold, DraftPolicy::Cost] {
+            // A low threshold and counts learned on another prompt: many drafts, some wrong.
+            let mut spec = Decoder::new(
+                &DecoderConfig {
+                    draft: 10,
+                    draft_threshold: 0.3,
+                    draft_policy: policy,
+                    ..config(Method::Domino, source.clone())
+                },
+                model(),
+            )
+            .unwrap();
+            run(&mut spec, &request(warmup, chat, n, greedy()));
+            let b = run(&mut spec, &req);
+            assert_eq!(
+                a.tokens,
+                b.tokens,
+                "{source:?}: --draft 10 --draft-policy {policy:?} changed the output:\n{:?}\nvs\n{:?}",
+                a.text(),
+                b.text()
+            );
+            assert_eq!(a.finish_reason, b.finish_reason);
+            // Same per-token log-probabilities (the verification logits are the same model's).
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                assert!((x - y).abs() < 1e-3, "logprob {x} vs {y}");
+            }
+            assert!(b.stats.forward_passes <= a.stats.forward_passes);
+            if policy == DraftPolicy::Threshold {
+                proposed += b.stats.draft_proposed;
+                accepted += b.stats.draft_accepted;
+            } else {
+                assert!(spec.draft_tuner().cost.estimate().is_some(), "the cost policy measured no forward pass");
+            }
+        }
     }
     assert!(accepted > 0, "no draft was ever accepted");
     assert!(
@@ -151,21 +161,26 @@ fn speculation_never_changes_seeded_sampled_output() {
             model(),
         )
         .unwrap();
-        let mut spec = Decoder::new(
-            &DecoderConfig {
-                draft: 8,
-                draft_threshold: 0.2,
-                ..base
-            },
-            model(),
-        )
-        .unwrap();
-        run(&mut spec, &request(GSM8K_WARMUP, true, 48, sampling.clone()));
-        let req = request(GSM8K_QUESTION, true, 48, sampling);
+        let req = request(GSM8K_QUESTION, true, 48, sampling.clone());
         let a = run(&mut plain, &req);
-        let b = run(&mut spec, &req);
-        assert_eq!(a.tokens, b.tokens, "seed {seed}: {:?}\nvs\n{:?}", a.text(), b.text());
-        assert!(b.stats.draft_proposed > 0);
+        for policy in [DraftPolicy::Threshold, DraftPolicy::Cost] {
+            let mut spec = Decoder::new(
+                &DecoderConfig {
+                    draft: 8,
+                    draft_threshold: 0.2,
+                    draft_policy: policy,
+                    ..base.clone()
+                },
+                model(),
+            )
+            .unwrap();
+            run(&mut spec, &request(GSM8K_WARMUP, true, 48, sampling.clone()));
+            let b = run(&mut spec, &req);
+            assert_eq!(a.tokens, b.tokens, "seed {seed} {policy:?}: {:?}\nvs\n{:?}", a.text(), b.text());
+            if policy == DraftPolicy::Threshold {
+                assert!(b.stats.draft_proposed > 0);
+            }
+        }
     }
 }
 

@@ -135,6 +135,10 @@ impl EvalBackend for FakeBackend {
             prompt_ms: 1.0,
             decode_ms: n as f64 * (10.0 + mi as f64),
             finish_reason: Some(if mi == 3 && h % 5 == 0 { FinishReason::MaxTokens } else { FinishReason::Eos }),
+            // Speculative methods (`domino-sN`) verify one draft in three and take two of them.
+            forward_passes: if req.method.is_speculative() { n.div_ceil(2) } else { n },
+            draft_proposed: if req.method.is_speculative() { n / 2 + n / 4 } else { 0 },
+            draft_accepted: if req.method.is_speculative() { n / 2 } else { 0 },
             tokens,
         })
     }
@@ -369,8 +373,28 @@ fn throughput_suite_reports_every_workload_and_method() {
     }
     for s in report.summaries.iter().filter(|s| s.method == Method::None) {
         assert_eq!(s.ratio_to_none.unwrap().median, 1.0);
+        assert_eq!((s.passes_per_token, s.draft_acceptance), (Some(1.0), None));
     }
     assert!(md.contains("The paper's Table 3"));
+    // Speculation is explained by its counts: passes per token and draft acceptance, summed
+    // over the records.
+    let records = read_results::<domino::eval::throughput::ThroughputRecord>(&dir.join("throughput.jsonl")).unwrap().records;
+    for s in report.summaries.iter().filter(|s| s.method.is_speculative()) {
+        let rows: Vec<_> = records.iter().filter(|r| r.workload == s.workload && r.method == s.method).collect();
+        let sum = |f: fn(&domino::eval::throughput::ThroughputRecord) -> usize| rows.iter().map(|r| f(r)).sum::<usize>() as f64;
+        assert_eq!(s.passes_per_token, Some(sum(|r| r.forward_passes) / sum(|r| r.generated_tokens)));
+        assert_eq!(s.draft_acceptance, Some(sum(|r| r.draft_accepted) / sum(|r| r.draft_proposed)));
+        assert!(s.passes_per_token.unwrap() < 0.6 && (s.draft_acceptance.unwrap() - 2.0 / 3.0).abs() < 0.05);
+    }
+    assert!(md.contains("| Forward passes per token | Drafts accepted |"));
+    // Records written before passes were recorded (no such fields) parse, and report "—".
+    let mut old: serde_json::Value = serde_json::to_value(&records[0]).unwrap();
+    for key in ["forward_passes", "draft_proposed", "draft_accepted"] {
+        old.as_object_mut().unwrap().remove(key);
+    }
+    let old: domino::eval::throughput::ThroughputRecord = serde_json::from_value(old).unwrap();
+    let summary = domino::eval::throughput::summarize_throughput(&[old.clone()], &[old.workload.clone()], &[old.method]);
+    assert_eq!(summary[0].passes_per_token, None);
 
     // Resume of a finished suite runs nothing and rewrites the same report.
     let before = read(&dir, "throughput.json");
@@ -383,4 +407,85 @@ fn throughput_suite_reports_every_workload_and_method() {
     let err = run_throughput(&manifest, &mut FakeBackend::new(), &other, &dir).unwrap_err();
     assert!(format!("{err:#}").contains("cannot resume"), "{err:#}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The union of the records of every results file in `dir`, in (sample, method) order.
+fn all_records(dir: &Path) -> Vec<serde_json::Value> {
+    let mut all: Vec<serde_json::Value> = Vec::new();
+    for path in domino::eval::runner::results_files(dir).unwrap() {
+        all.extend(read_results::<serde_json::Value>(&path).unwrap().records);
+    }
+    all.sort_by_key(|r| (r["sample_id"].as_u64().unwrap(), r["method"].to_string()));
+    all
+}
+
+#[test]
+fn shards_split_a_run_and_report_like_one_process() {
+    let full = fresh_dir("shard-full");
+    run_task(Task::Gsm8k, &mut FakeBackend::new(), &options(12), &full).unwrap();
+
+    // An unsharded run killed after 17 generations (3 samples and 2 methods of the fourth) …
+    let dir = fresh_dir("sharded");
+    let mut dying = FakeBackend::new();
+    dying.panic_after = Some(17);
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(Task::Gsm8k, &mut dying, &options(12), &dir)));
+    assert!(killed.is_err());
+    let shard = |s: &str| {
+        let mut o = options(12);
+        o.shard = Some(s.parse().unwrap());
+        o.resume = true;
+        o
+    };
+    // … finished by two shards. Shard 1 runs first and alone: it does the odd samples only,
+    // including the unfinished fourth one (index 3), and reports the samples every method has
+    // finished so far: the first four (sample 4 is shard 0's).
+    let mut odd = FakeBackend::new();
+    let partial = run_task(Task::Gsm8k, &mut odd, &shard("1/2"), &dir).unwrap();
+    assert_eq!(odd.calls, 3 + 5 * 4, "the rest of sample 3, then samples 5, 7, 9, 11");
+    assert_eq!(partial.samples, 4);
+    assert!(dir.join("results.shard-1-of-2.jsonl").is_file());
+    let mut even = FakeBackend::new();
+    let report = run_task(Task::Gsm8k, &mut even, &shard("0/2"), &dir).unwrap();
+    assert_eq!(even.calls, 5 * 4, "samples 4, 6, 8, 10");
+    assert_eq!(report.samples, 12, "the last shard reports every sample");
+    for name in ["report.md", "report.json", "accuracy.svg"] {
+        assert_eq!(read(&full, name), read(&dir, name), "{name} differs from an unsharded run");
+    }
+    assert_eq!(all_records(&full), all_records(&dir), "the same records, spread over three files");
+    // Nothing left to do for anyone; a plain resume agrees.
+    let mut idle = FakeBackend::new();
+    let mut resume = options(12);
+    resume.resume = true;
+    run_task(Task::Gsm8k, &mut idle, &resume, &dir).unwrap();
+    assert_eq!(idle.calls, 0);
+    // Without --resume, a directory holding shard results is refused for an unsharded run,
+    // and a shard with another configuration is refused by run.json.
+    let err = run_task(Task::Gsm8k, &mut FakeBackend::new(), &options(12), &dir).unwrap_err();
+    assert!(format!("{err:#}").contains("--resume"), "{err:#}");
+    let mut other = shard("1/3");
+    other.resume = false;
+    other.seed = 5;
+    let err = run_task(Task::Gsm8k, &mut FakeBackend::new(), &other, &dir).unwrap_err();
+    assert!(format!("{err:#}").contains("cannot resume"), "{err:#}");
+    // --report-only reads the shards too.
+    for name in ["report.md", "report.json", "accuracy.svg"] {
+        std::fs::remove_file(dir.join(name)).unwrap();
+    }
+    domino::eval::runner::rewrite_report(Task::Gsm8k, &RunOptions::default(), &dir).unwrap();
+    assert_eq!(read(&full, "report.md"), read(&dir, "report.md"));
+    for d in [full, dir] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn shard_flags_are_checked() {
+    use domino::eval::Shard;
+    assert_eq!("1/4".parse::<Shard>(), Ok(Shard { index: 1, count: 4 }));
+    for bad in ["4/4", "1/0", "1", "a/2", "-1/2", ""] {
+        let err = bad.parse::<Shard>().unwrap_err();
+        assert!(err.contains("I/N"), "{bad}: {err}");
+    }
+    let s = Shard { index: 2, count: 3 };
+    assert_eq!((0..9).filter(|&i| s.contains(i)).collect::<Vec<_>>(), vec![2, 5, 8]);
 }

@@ -6,6 +6,7 @@
 
 use crate::cli::args::{ConstraintArgs, parse_k};
 use crate::decode::GenerationResult;
+use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::{DEFAULT_DRAFT, DEFAULT_DRAFT_THRESHOLD, DecoderConfig, Method};
 use std::path::PathBuf;
 
@@ -40,6 +41,11 @@ pub struct DecodeArgs {
     /// Smallest probability (product of count probabilities) for the draft so far to grow.
     #[arg(long, value_name = "P", default_value_t = DEFAULT_DRAFT_THRESHOLD)]
     pub draft_threshold: f32,
+    /// How long each draft is: `cost` cuts it where expected tokens per measured millisecond of
+    /// forward pass peak (never slower than no drafts by design); `threshold` verifies
+    /// everything the counts propose (the paper's rule).
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = DraftPolicy::Cost)]
+    pub draft_policy: DraftPolicy,
     /// Print a one-line summary of the statistics to stderr.
     #[arg(long)]
     pub stats: bool,
@@ -67,6 +73,7 @@ impl DecodeArgs {
             opportunistic: self.opportunistic,
             draft: self.draft,
             draft_threshold: self.draft_threshold,
+            draft_policy: self.draft_policy,
             draft_stats: self.draft_stats.clone(),
         })
     }

@@ -16,7 +16,9 @@
 //!   tokenizer's first token of the forced bytes; the counts go first because they know
 //!   which tokenization of forced text this model actually prefers). Each proposal is checked with `allows`
 //!   and committed so the next proposal sees its context; all of them are rolled back before
-//!   verification.
+//!   verification. A [`DraftTuner`] then cuts the draft where the expected tokens per unit
+//!   of measured forward-pass time peak ([`super::draft_policy`]; `--draft-policy threshold`
+//!   keeps the whole proposal).
 //!
 //! One batched decode gives logits at every draft position. Verification walks them in
 //! order and chooses a token at each exactly as the non-speculative loop would (same mask,
@@ -39,8 +41,11 @@
 //!   callback calls correspond one to one; the session's KV cache holds the prompt and every
 //!   output token that a later step conditioned on (never a rejected draft).
 //! - Draft counts are updated with the tokens actually output, never with proposals.
+//! - The draft policy decides how many proposed tokens are verified, never which token is
+//!   output.
 
 use super::draft_model::DraftModel;
+use super::draft_policy::{DraftGuess, DraftSource, DraftTuner};
 use super::opportunistic::Chooser;
 use super::{FinishReason, GenerationRequest, GenerationResult, GenerationStats, log_softmax_at};
 use crate::engine::Constraint;
@@ -82,6 +87,7 @@ struct Run<'a> {
     vocab: Arc<Vocabulary>,
     constraint: &'a mut Constraint,
     drafts: &'a mut DraftModel,
+    tuner: &'a mut DraftTuner,
     chooser: Chooser,
     want_logprobs: bool,
     max_tokens: usize,
@@ -113,17 +119,6 @@ impl Run<'_> {
         self.tokens.len() >= self.max_tokens
     }
 
-    /// The tokenizer's first token of the forced text, when it is allowed here.
-    fn forced_token(&mut self) -> Option<TokenId> {
-        let forced = self.constraint.forced_bytes();
-        let text = valid_utf8_prefix(&forced);
-        if text.is_empty() {
-            return None;
-        }
-        let t = *self.vocab.tokenize(text).ok()?.first()?;
-        (!self.vocab.is_eog(t) && self.constraint.allows(t)).then_some(t)
-    }
-
     /// Template mode: output the forced text's tokens (up to `room`) and append them to
     /// `batch`. Returns how many were appended.
     fn append_forced(&mut self, batch: &mut Vec<TokenId>, room: usize) -> anyhow::Result<usize> {
@@ -148,32 +143,70 @@ impl Run<'_> {
         Ok(n)
     }
 
-    /// Up to `room` draft tokens after the current state (the constraint is left as it was).
-    fn propose(&mut self, room: usize, threshold: f32, out: &mut Vec<TokenId>) {
-        out.clear();
-        // Probability that the whole draft so far is accepted, under the counts: a later
-        // token only pays if the chain up to it is likely (drafts stop when confidence drops).
-        let mut confidence = 1.0f32;
-        while out.len() < room {
-            let ctx = self.constraint.draft_context();
-            let counted = self.drafts.best(ctx).filter(|&(_, p)| confidence * p >= threshold);
-            let t = match counted {
-                Some((t, p)) => {
-                    confidence *= p;
-                    t
-                }
-                None => match self.forced_token() {
-                    Some(t) => t,
-                    None => break,
-                },
-            };
-            if self.vocab.is_eog(t) || self.constraint.commit(t).is_err() {
-                break;
-            }
-            out.push(t);
-        }
-        self.constraint.rollback(out.len());
+    /// Up to `room` draft tokens after the current state ([`propose_draft`]).
+    fn propose(&mut self, room: usize, threshold: f32, out: &mut Vec<TokenId>, guesses: &mut Vec<DraftGuess>) {
+        propose_draft(self.constraint, self.drafts, &self.vocab, room, threshold, out, guesses);
     }
+}
+
+/// The tokenizer's first token of the forced text, when it is allowed here.
+fn forced_token(constraint: &mut Constraint, vocab: &Vocabulary) -> Option<TokenId> {
+    let forced = constraint.forced_bytes();
+    let text = valid_utf8_prefix(&forced);
+    if text.is_empty() {
+        return None;
+    }
+    let t = *vocab.tokenize(text).ok()?.first()?;
+    (!vocab.is_eog(t) && constraint.allows(t)).then_some(t)
+}
+
+/// Up to `room` draft tokens after the constraint's current state into `out`, with what the
+/// proposer knew of each into `guesses`; the constraint is left as it was. A token comes from
+/// the counts while the chain's count probability stays at or above `threshold`, else from
+/// the grammar's forced text; the draft stops at an end-of-generation token, a token the
+/// grammar refuses, or a context it has already proposed from.
+pub(crate) fn propose_draft(
+    constraint: &mut Constraint,
+    drafts: &DraftModel,
+    vocab: &Vocabulary,
+    room: usize,
+    threshold: f32,
+    out: &mut Vec<TokenId>,
+    guesses: &mut Vec<DraftGuess>,
+) {
+    out.clear();
+    guesses.clear();
+    // Probability that the whole draft so far is accepted, under the counts: a later
+    // token only pays if the chain up to it is likely (drafts stop when confidence drops).
+    let mut confidence = 1.0f32;
+    // Contexts this draft has proposed from: a context met again means the counts predict
+    // a loop (free text, where the key does not move), which is almost never what the
+    // model writes. Drafts are short, so a list is the right set.
+    let mut visited: Vec<u64> = Vec::new();
+    while out.len() < room {
+        let ctx = constraint.draft_context();
+        if visited.contains(&ctx) {
+            break;
+        }
+        visited.push(ctx);
+        let counted = drafts.best(ctx).filter(|&(_, p)| confidence * p >= threshold);
+        let (t, guess) = match counted {
+            Some((t, p)) => {
+                confidence *= p;
+                (t, DraftGuess { q: p, source: DraftSource::Counted })
+            }
+            None => match forced_token(constraint, vocab) {
+                Some(t) => (t, DraftGuess { q: 1.0, source: DraftSource::Forced }),
+                None => break,
+            },
+        };
+        if vocab.is_eog(t) || constraint.commit(t).is_err() {
+            break;
+        }
+        out.push(t);
+        guesses.push(guess);
+    }
+    constraint.rollback(out.len());
 }
 
 /// The longest valid UTF-8 prefix of `b` (forced text may stop inside a character).
@@ -212,6 +245,7 @@ pub fn generate_constrained(
     request: &GenerationRequest,
     constraint: &mut Constraint,
     drafts: &mut DraftModel,
+    tuner: &mut DraftTuner,
     opts: &EngineDecodeOptions,
     on_token: &mut dyn FnMut(TokenId, &[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<GenerationResult> {
@@ -239,6 +273,7 @@ pub fn generate_constrained(
         vocab,
         constraint,
         drafts,
+        tuner,
         want_logprobs: request.logprobs,
         max_tokens: request.max_tokens,
         tokens: Vec::new(),
@@ -252,6 +287,7 @@ pub fn generate_constrained(
     };
     let mut positions = Vec::new();
     let mut draft = Vec::with_capacity(opts.draft);
+    let mut guesses = Vec::with_capacity(opts.draft);
 
     // The prompt, plus (template) the forced text the output starts with.
     let start = Instant::now();
@@ -331,9 +367,13 @@ pub fn generate_constrained(
             .min(run.max_tokens - run.tokens.len())
             .min(n_ctx - session.n_past() - n_fixed);
         if room > 0 {
-            run.propose(room, opts.draft_threshold, &mut draft);
+            run.propose(room, opts.draft_threshold, &mut draft, &mut guesses);
+            let keep = run.tuner.draft_len(&guesses);
+            draft.truncate(keep);
+            guesses.truncate(keep);
         } else {
             draft.clear();
+            guesses.clear();
         }
         batch.extend_from_slice(&draft);
         let need_from = if run.want_logprobs && n_fixed > 1 {
@@ -343,7 +383,14 @@ pub fn generate_constrained(
         } else {
             batch.len() - 1
         };
+        let pass_start = Instant::now();
         decode_batch(session, &batch, need_from, &mut positions)?;
+        if n_fixed == 1 {
+            // `[token, drafts…]` with logits at every position: the pass the cost model is
+            // about. Reading the last logits waits for an asynchronous (GPU) backend.
+            let _ = session.try_logits(batch.len() - 1);
+            run.tuner.cost.observe(batch.len(), ms_since(pass_start));
+        }
         run.stats.forward_passes += 1;
         if run.want_logprobs {
             for i in 1..n_fixed {
@@ -370,6 +417,7 @@ pub fn generate_constrained(
                 .choose(logits, run.constraint, Some(d))
                 .ok_or_else(|| anyhow::anyhow!("internal error: the grammar allows no token here"))?;
             let lp = run.want_logprobs.then(|| log_softmax_at(logits, y));
+            run.tuner.observe_outcome(j, guesses[j], y == d);
             if y == d {
                 run.accept(y, lp)?;
                 run.stats.draft_accepted += 1;
@@ -406,6 +454,53 @@ pub fn generate_constrained(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::engine::{CompiledGrammar, Options};
+    use crate::grammar::{CompileOptions, GrammarSource};
+
+    fn smollm2() -> Arc<Vocabulary> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tokenizers/SmolLM2-135M-Instruct.tokenizer.json");
+        Arc::new(crate::vocab::tokenizer_json::load(&path).expect("../shared/tokenizers is required"))
+    }
+
+    fn constraint(regex: &str, vocab: &Arc<Vocabulary>) -> Constraint {
+        let ir = GrammarSource::Regex(regex.into()).compile(&CompileOptions::default()).unwrap();
+        Constraint::new(&CompiledGrammar::new(ir).unwrap(), vocab, Options::default()).unwrap()
+    }
+
+    #[test]
+    fn a_draft_never_proposes_twice_from_one_context() {
+        let vocab = smollm2();
+        // Free text: after " motors" the key is where it was, and the counts (seen once:
+        // " motors") would propose it again and again.
+        let mut c = constraint("[a-z ]*", &vocab);
+        let motors = vocab.tokenize(" motors").unwrap()[0];
+        c.commit(motors).unwrap();
+        let inside = c.draft_context();
+        c.commit(motors).unwrap();
+        assert_eq!(c.draft_context(), inside, "inside free text the key does not move");
+        let mut drafts = DraftModel::new(0);
+        drafts.observe(inside, motors);
+        let (mut out, mut guesses) = (Vec::new(), Vec::new());
+        propose_draft(&mut c, &drafts, &vocab, 16, 0.8, &mut out, &mut guesses);
+        assert_eq!(out, vec![motors], "one guess per context");
+        assert_eq!(guesses, vec![DraftGuess { q: 1.0, source: DraftSource::Counted }]);
+        assert_eq!(c.num_committed(), 2, "the constraint is left as it was");
+    }
+
+    #[test]
+    fn forced_text_is_drafted_in_the_tokenizers_tokens() {
+        let vocab = smollm2();
+        let mut c = constraint("<name>[a-z]{1,9}</name>", &vocab);
+        let (mut out, mut guesses) = (Vec::new(), Vec::new());
+        propose_draft(&mut c, &DraftModel::new(0), &vocab, 16, 0.8, &mut out, &mut guesses);
+        let text: Vec<u8> = out.iter().flat_map(|&t| vocab.bytes(t).to_vec()).collect();
+        assert_eq!(text, b"<name>", "the forced prefix, then nothing (free text, no counts)");
+        assert!(guesses.iter().all(|g| g.source == DraftSource::Forced && g.q == 1.0));
+        // Room bounds the draft.
+        propose_draft(&mut c, &DraftModel::new(0), &vocab, 1, 0.8, &mut out, &mut guesses);
+        assert_eq!(out.len(), 1);
+    }
 
     #[test]
     fn utf8_prefix_stops_before_a_cut_character() {

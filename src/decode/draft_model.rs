@@ -9,6 +9,9 @@
 //!
 //! A draft proposes the context's most frequent token while its relative frequency is at
 //! least the threshold and the context has been seen at least [`MIN_OBSERVATIONS`] times.
+//! A draft never proposes twice from one context (the decode loop stops it there): where the
+//! key does not move after a token (free text), the counts would otherwise predict the same
+//! token over and over (measured on the XML workload: 16 drafts of `" Motors"` in a row).
 //! The model never decides what is *output*: every proposal is checked against the grammar
 //! and verified by the language model, so bad counts cost speed, never correctness.
 //!

@@ -14,10 +14,13 @@
 //!
 //! The draft counts live in the decoder, so they keep learning across generations, and are
 //! loaded from / saved to `--draft-stats` by [`Decoder::new`] / [`Decoder::save_draft_stats`].
+//! So does the [`DraftTuner`] (measured forward-pass cost and acceptance calibration, see
+//! [`super::draft_policy`]), which is not saved: it describes this machine and this run.
 
 use super::baselines::generate_llama_grammar;
 use super::constrained::{EngineDecodeOptions, generate_constrained};
 use super::draft_model::DraftModel;
+use super::draft_policy::{DraftPolicy, DraftSource, DraftTuner};
 use super::{GenerationRequest, GenerationResult, generate};
 use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::grammar::{CompileOptions, GrammarError, GrammarSource};
@@ -26,12 +29,15 @@ use crate::vocab::TokenId;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The default speculative draft length. Measured with `scripts/bench-decode --reps 3`
-/// (SmolLM2, one thread, CPU-time ratios to unconstrained decoding, greedy, opportunistic):
-/// S = 2 / 4 / 8 gave XML 1.33 / 1.45 / 1.65, C 1.20 / 1.37 / 1.39, RPG template
-/// 1.27 / 1.39 / 1.58, GSM8K schema 1.23 / 1.31 / 1.35, JSON (28 tokens) 1.19 / 1.06 / 1.01.
-/// Drafts only grow while the chain's count probability stays above the threshold, so S is
-/// a cap, not a length: 8 wins where the grammar is predictable and costs little elsewhere.
+/// The default speculative draft length: a cap, not a length. Drafts grow only while the
+/// chain's count probability stays above the threshold, and the default
+/// [`DraftPolicy::Cost`] then cuts each one where expected tokens per measured millisecond
+/// peak, so a long cap costs nothing where drafts are expensive (a CPU) or unreliable, and
+/// pays where verification is nearly free (a GPU) or the grammar fixes long stretches.
+/// Measured with `scripts/bench-decode` (SmolLM2, one thread, greedy, opportunistic): with the
+/// threshold policy alone S = 2 / 4 / 8 once gave XML 1.33 / 1.45 / 1.65 and, in another
+/// period, 1.05 / 1.01 / 0.94 (CPU-time ratios to unconstrained decoding): what pays
+/// depends on the machine's current speed, which is why the length is measured, not fixed.
 pub const DEFAULT_DRAFT: usize = 8;
 /// The default smallest count probability for a drafted token.
 pub const DEFAULT_DRAFT_THRESHOLD: f32 = 0.8;
@@ -76,6 +82,8 @@ pub struct DecoderConfig {
     pub opportunistic: bool,
     pub draft: usize,
     pub draft_threshold: f32,
+    /// How the length of each draft is decided.
+    pub draft_policy: DraftPolicy,
     pub draft_stats: Option<PathBuf>,
 }
 
@@ -89,6 +97,7 @@ impl Default for DecoderConfig {
             opportunistic: false,
             draft: 0,
             draft_threshold: DEFAULT_DRAFT_THRESHOLD,
+            draft_policy: DraftPolicy::default(),
             draft_stats: None,
         }
     }
@@ -112,6 +121,7 @@ pub struct Decoder {
     method: Method,
     kind: Kind,
     drafts: DraftModel,
+    tuner: DraftTuner,
     draft_stats: Option<PathBuf>,
 }
 
@@ -215,6 +225,7 @@ impl Decoder {
             method,
             kind,
             drafts,
+            tuner: DraftTuner::new(config.draft_policy),
             draft_stats: config.draft_stats.clone(),
         })
     }
@@ -228,9 +239,16 @@ impl Decoder {
         &self.drafts
     }
 
-    /// Keep the draft counts as they are from now on (see [`DraftModel::freeze`]).
+    /// What the draft policy has measured so far.
+    pub fn draft_tuner(&self) -> &DraftTuner {
+        &self.tuner
+    }
+
+    /// Keep the draft counts as they are from now on (see [`DraftModel::freeze`]), and the
+    /// acceptance calibration with them; the forward-pass cost model keeps measuring.
     pub fn freeze_drafts(&mut self) {
         self.drafts.freeze();
+        self.tuner.freeze();
     }
 
     /// A fresh constraint for this decoder's grammar (engine methods only).
@@ -260,7 +278,30 @@ impl Decoder {
             Kind::Engine { opts, .. } => {
                 let opts = opts.clone();
                 let mut constraint = self.constraint(session.model())?.expect("engine kind");
-                generate_constrained(session, request, &mut constraint, &mut self.drafts, &opts, on_token)
+                let result =
+                    generate_constrained(session, request, &mut constraint, &mut self.drafts, &mut self.tuner, &opts, on_token)?;
+                if opts.draft > 0 {
+                    let (counted, forced) = self.tuner.calibration_factors();
+                    let cost = self.tuner.cost.estimate().map_or("not measured yet".to_string(), |c| {
+                        format!("{:.1} ms + {:.1} ms per extra position", c.base_ms, c.per_extra_ms)
+                    });
+                    crate::log!(
+                        1,
+                        "drafts ({} policy): forward pass {cost}; acceptance calibration: counted ×{counted:.2}, forced ×{forced:.2}",
+                        self.tuner.policy.as_str()
+                    );
+                    let show = |source| {
+                        let f = self.tuner.factors_by_position(source, opts.draft.min(16));
+                        f.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ")
+                    };
+                    crate::log!(
+                        2,
+                        "draft calibration by position: counted [{}], forced [{}]",
+                        show(DraftSource::Counted),
+                        show(DraftSource::Forced)
+                    );
+                }
+                Ok(result)
             }
         }
     }

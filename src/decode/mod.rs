@@ -18,6 +18,7 @@
 pub mod baselines;
 pub mod constrained;
 pub mod draft_model;
+pub mod draft_policy;
 pub mod methods;
 pub mod opportunistic;
 pub mod sampler;

@@ -186,6 +186,9 @@ impl EvalBackend for LlamaEvalBackend<'_> {
             prompt_ms: result.stats.prompt_ms,
             decode_ms: result.stats.decode_ms,
             finish_reason: Some(finish_reason(result.finish_reason)),
+            forward_passes: result.stats.forward_passes,
+            draft_proposed: result.stats.draft_proposed,
+            draft_accepted: result.stats.draft_accepted,
         })
     }
 
@@ -237,6 +240,7 @@ pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, st
     let mut sampler = Sampler::new(request.sampling.clone());
     let start = Instant::now();
     session.decode(&request.prompt, LogitsAt::Last)?;
+    let mut forward_passes = 1;
     let prompt_ms = start.elapsed().as_secs_f64() * 1000.0;
     let decode_start = Instant::now();
     let mut logits_index = request.prompt.len() - 1;
@@ -264,6 +268,7 @@ pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, st
             break FinishReason::MaxTokens;
         }
         session.decode(&[token], LogitsAt::Last)?;
+        forward_passes += 1;
         logits_index = 0;
     };
     Ok(GenerationOutcome {
@@ -275,6 +280,8 @@ pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, st
         prompt_ms,
         decode_ms: decode_start.elapsed().as_secs_f64() * 1000.0,
         finish_reason: Some(finish),
+        forward_passes,
+        ..GenerationOutcome::default()
     })
 }
 

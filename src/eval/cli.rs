@@ -13,7 +13,7 @@ use super::Task;
 use super::backend::LlamaEvalBackend;
 use super::method::Method;
 use super::prompt::JsonStyle;
-use super::runner::{EvalBackend, PreparedTask, RunOptions, run_task};
+use super::runner::{EvalBackend, PreparedTask, RunOptions, Shard, run_task};
 use super::throughput::{Manifest, ThroughputOptions, render_throughput_markdown, run_throughput};
 use crate::cli::UsageError;
 use crate::cli::args::OutputFormat;
@@ -88,6 +88,12 @@ pub struct TaskArgs {
     /// Continue the run in --out, skipping samples already done.
     #[arg(long)]
     pub resume: bool,
+    /// Evaluate only the samples whose index is I modulo N, appending to
+    /// `results.shard-I-of-N.jsonl` in --out: start N processes (0/N … N-1/N) with the same
+    /// flags to use N cores or GPUs; each reads every shard's results, and the last to finish
+    /// writes the report over all of them.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["show_prompt", "report_only"])]
+    pub shard: Option<Shard>,
     /// Print the prompt of the first selected test sample and exit (needs no model).
     #[arg(long)]
     pub show_prompt: bool,
@@ -162,6 +168,7 @@ impl TaskArgs {
             schema: None,
             command_line,
             progress: !self.quiet,
+            shard: self.shard,
         }
     }
 }

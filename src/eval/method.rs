@@ -59,6 +59,11 @@ impl Method {
         self != Method::None
     }
 
+    /// Whether the method drafts speculatively (`domino-sN`).
+    pub fn is_speculative(self) -> bool {
+        matches!(self, Method::Domino { speculative: Some(_), .. })
+    }
+
     /// Parse a comma-separated list such as `none,domino,naive`; duplicates are an error.
     pub fn parse_list(s: &str) -> Result<Vec<Method>, String> {
         let mut out: Vec<Method> = Vec::new();

@@ -51,7 +51,7 @@ pub mod throughput;
 
 pub use method::Method;
 pub use metrics::{MethodSummary, SampleResult};
-pub use runner::{EvalBackend, GenerationOutcome, GenerationRequest, RunOptions, run_task};
+pub use runner::{EvalBackend, GenerationOutcome, GenerationRequest, RunOptions, Shard, run_task};
 
 use std::path::{Path, PathBuf};
 

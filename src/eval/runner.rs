@@ -12,6 +12,15 @@
 //! model, token limit, temperature and seed (otherwise its results would not be comparable) and
 //! skips every (sample, method) pair already in `results.jsonl`. The report is always computed
 //! from `results.jsonl`, so resumed and uninterrupted runs produce identical reports.
+//!
+//! Shards (`--shard I/N`): N processes (cores, GPUs, machines sharing a directory) split one
+//! run. Shard I evaluates the samples whose index is I modulo N and appends to its own
+//! `results.shard-I-of-N.jsonl` in the same directory, so no two processes ever write one
+//! file. Every process reads *all* results files of the directory (`results.jsonl` and every
+//! shard file) to know what is done and to report, and checks `run.json` like a resume, so a
+//! run can start unsharded and be finished by shards (or the reverse). A shard that ends
+//! before the others reports the samples every method has finished so far; the last one to
+//! end reports them all.
 
 use super::Task;
 use super::data::{Dataset, Split, default_path};
@@ -68,6 +77,14 @@ pub struct GenerationOutcome {
     pub prompt_ms: f64,
     pub decode_ms: f64,
     pub finish_reason: Option<FinishReason>,
+    /// Model forward passes of this generation, the prompt's included (0 = not reported).
+    #[serde(default)]
+    pub forward_passes: usize,
+    /// Speculative draft tokens verified, and how many of them were accepted.
+    #[serde(default)]
+    pub draft_proposed: usize,
+    #[serde(default)]
+    pub draft_accepted: usize,
 }
 
 /// A model that can generate under each method. Implemented by the decode loop.
@@ -125,6 +142,81 @@ pub struct RunOptions {
     pub command_line: String,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// Evaluate only this shard's samples (see the module doc).
+    pub shard: Option<Shard>,
+}
+
+/// Shard `index` of `count` (`--shard I/N`, `0 ≤ I < N`): the samples whose index is `I`
+/// modulo `N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether sample `index` (0-based position in the test split) belongs to this shard.
+    pub fn contains(&self, index: usize) -> bool {
+        index % self.count == self.index
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a shard: expected I/N with 0 ≤ I < N, e.g. 0/2 and 1/2 for two processes");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// The results file a process of this shard appends to.
+pub fn results_path(out_dir: &Path, shard: Option<Shard>) -> PathBuf {
+    match shard {
+        None => out_dir.join("results.jsonl"),
+        Some(s) => out_dir.join(format!("results.shard-{}-of-{}.jsonl", s.index, s.count)),
+    }
+}
+
+/// Every results file of a run directory: `results.jsonl` (when present) and the shard files,
+/// in name order.
+pub fn results_files(out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut shards = Vec::new();
+    if out_dir.is_dir() {
+        for entry in std::fs::read_dir(out_dir).with_context(|| format!("cannot list {}", out_dir.display()))? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("results.shard-") && name.ends_with(".jsonl") {
+                shards.push(out_dir.join(name.as_ref()));
+            }
+        }
+    }
+    shards.sort();
+    let main = out_dir.join("results.jsonl");
+    Ok(if main.exists() { std::iter::once(main).chain(shards).collect() } else { shards })
+}
+
+/// The records of every results file of a run directory (see [`results_files`]), except
+/// `skip` (the caller's own file, read separately).
+fn read_run_records(out_dir: &Path, skip: Option<&Path>) -> anyhow::Result<Vec<SampleResult>> {
+    let mut all = Vec::new();
+    for path in results_files(out_dir)? {
+        if Some(path.as_path()) != skip {
+            all.extend(super::results::read_results::<SampleResult>(&path)?.records);
+        }
+    }
+    Ok(all)
 }
 
 impl Default for RunOptions {
@@ -144,6 +236,7 @@ impl Default for RunOptions {
             schema: None,
             command_line: String::new(),
             progress: false,
+            shard: None,
         }
     }
 }
@@ -250,24 +343,38 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
         json_style: opts.json_style,
         command: opts.command_line.clone(),
     };
-    let config = check_or_write_config(&out_dir.join("run.json"), config, opts.resume)?;
+    let own_path = results_path(out_dir, opts.shard);
+    // Results other processes wrote into this directory: other shards of this run, or the
+    // unsharded start of it. Without --resume they are refused like an existing results file,
+    // except for a shard, which expects its siblings (and then checks run.json like a resume).
+    let others = read_run_records(out_dir, Some(&own_path))?;
+    if !others.is_empty() && !opts.resume && opts.shard.is_none() {
+        bail!(
+            "{} already holds results (of shards or an earlier run); pass --resume to continue that run, or choose another --out",
+            out_dir.display()
+        );
+    }
+    let config = check_or_write_config(&out_dir.join("run.json"), config, opts.resume || !others.is_empty())?;
 
-    let results_path = out_dir.join("results.jsonl");
-    let (mut log, existing) = ResultsLog::open::<SampleResult>(&results_path, opts.resume)?;
+    let (mut log, own) = ResultsLog::open::<SampleResult>(&own_path, opts.resume)?;
+    let existing: Vec<SampleResult> = own.into_iter().chain(others).collect();
     // A pair whose record is a backend error is not done: resume retries it (the report
     // prefers the retry's record).
     let done: std::collections::HashSet<(usize, Method)> =
         existing.iter().filter(|r| r.error.is_none()).map(|r| (r.sample_id, r.method)).collect();
 
     let count = prepared.sample_count(opts.limit);
-    let mut progress = Progress::new((count * opts.methods.len()) as u64, &opts.methods, opts.progress);
-    for r in existing.iter().filter(|r| r.error.is_none() && r.sample_id < count && opts.methods.contains(&r.method)) {
+    let in_shard = |index: usize| opts.shard.is_none_or(|s| s.contains(index));
+    let shard_samples = (0..count).filter(|&i| in_shard(i)).count();
+    let mut progress = Progress::new((shard_samples * opts.methods.len()) as u64, &opts.methods, opts.progress);
+    let shard_ids: std::collections::HashSet<usize> = (0..count).filter(|&i| in_shard(i)).map(|i| prepared.sample(i).0).collect();
+    for r in existing.iter().filter(|r| r.error.is_none() && shard_ids.contains(&r.sample_id) && opts.methods.contains(&r.method)) {
         progress.record_resumed(r.method, r.correct);
     }
 
     let stop = vec!["\nQ:".to_string()];
     let mut consecutive_errors = vec![0usize; opts.methods.len()];
-    for index in 0..count {
+    for index in (0..count).filter(|&i| in_shard(i)) {
         let (sample_id, prompt, gold) = prepared.sample(index);
         for (mi, &method) in opts.methods.iter().enumerate() {
             if done.contains(&(sample_id, method)) {
@@ -306,7 +413,28 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
         }
     }
     progress.finish();
-    write_task_report(task, opts, &config, out_dir, count)
+    // With shards, others may still be running: report what every method has finished.
+    let finished = complete_prefix(&prepared, &read_run_records(out_dir, None)?, &opts.methods, count);
+    if finished < count {
+        eprintln!(
+            "shard {} finished; {finished} of {count} samples are done by every method so far (other shards are still running): \
+             the report covers those, and the last shard to finish reports them all",
+            opts.shard.map_or("?".to_string(), |s| s.to_string())
+        );
+    }
+    write_task_report(task, opts, &config, out_dir, finished)
+}
+
+/// How many of the first `count` samples every one of `methods` has a record for: the samples
+/// a report can compare all methods on. A backend error is a record (the report counts it as
+/// a failure; only resume retries it).
+fn complete_prefix(prepared: &PreparedTask, records: &[SampleResult], methods: &[Method], count: usize) -> usize {
+    let done: std::collections::HashSet<(usize, Method)> = records.iter().map(|r| (r.sample_id, r.method)).collect();
+    (0..count).take_while(|&i| {
+        let id = prepared.sample(i).0;
+        methods.iter().all(|&m| done.contains(&(id, m)))
+    })
+    .count()
 }
 
 /// Score a backend outcome into a result record.
@@ -403,7 +531,7 @@ fn check_or_write_config(path: &Path, config: RunConfig, resume: bool) -> anyhow
 /// Compute the report from `results.jsonl` (first `count` samples, the run's methods) and
 /// write `report.md`, `report.json` and the charts.
 pub fn write_task_report(task: Task, opts: &RunOptions, config: &RunConfig, out_dir: &Path, count: usize) -> anyhow::Result<TaskReport> {
-    let all = super::results::read_results::<SampleResult>(&out_dir.join("results.jsonl"))?.records;
+    let all = read_run_records(out_dir, None)?;
     // Sample ids are line indices, increasing with the sample index: the first `count` samples
     // are exactly those with an id below the next sample's id.
     let id_limit = match count {
@@ -436,7 +564,7 @@ pub fn rewrite_report(task: Task, opts: &RunOptions, out_dir: &Path) -> anyhow::
     if config.task != task {
         bail!(UsageError(format!("{} holds a {} run, not {task}", out_dir.display(), config.task)));
     }
-    let records = super::results::read_results::<SampleResult>(&out_dir.join("results.jsonl"))?.records;
+    let records = read_run_records(out_dir, None)?;
     let mut methods: Vec<Method> = Vec::new();
     for r in &records {
         if !methods.contains(&r.method) {
@@ -449,8 +577,11 @@ pub fn rewrite_report(task: Task, opts: &RunOptions, out_dir: &Path) -> anyhow::
     opts.seed = config.seed;
     opts.json_style = config.json_style;
     let prepared = PreparedTask::load(task, &opts)?;
-    let id_end = records.iter().map(|r| r.sample_id + 1).max().unwrap_or(0);
-    let done = (0..prepared.test.len()).take_while(|&i| prepared.sample(i).0 < id_end).count();
-    let count = opts.limit.unwrap_or(done).min(prepared.test.len());
+    // By default the samples every method has finished (a killed run's last sample may be
+    // done by some methods only; shards may leave holes).
+    let count = match opts.limit {
+        Some(limit) => limit.min(prepared.test.len()),
+        None => complete_prefix(&prepared, &records, &opts.methods, prepared.test.len()),
+    };
     write_task_report(task, &opts, &config, out_dir, count)
 }

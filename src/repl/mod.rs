@@ -598,6 +598,7 @@ impl<'m> Repl<'m> {
                 opportunistic: false,
                 draft: s.draft,
                 draft_threshold: s.draft_threshold,
+                draft_policy: Default::default(),
                 draft_stats: None,
             };
             self.decoder = Some((key, Decoder::new(&config, self.model)?));
