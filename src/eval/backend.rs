@@ -10,7 +10,8 @@
 //! |---|---|
 //! | `none` | the unconstrained loop below (it honours stop strings such as `\nQ:`) |
 //! | `domino`, `domino-kN` | `Method::Domino`, lookahead k, opportunistic masking |
-//! | `domino-sN` / `domino-kN-sN` | the same with count-based speculative drafts of up to N tokens |
+//! | `domino-sN` / `domino-kN-sN` | the same with count-based speculative drafts of up to N tokens, cut by measured cost |
+//! | `domino-sN-threshold` | drafts verified whole (`DraftPolicy::Threshold`, the paper's rule) |
 //! | `naive` | `Method::Naive` (k = 0), full masks |
 //! | `template` | `Method::Template` (forced text appended without the model) |
 //! | `llama-grammar` | llama.cpp's GBNF sampler |
@@ -31,6 +32,7 @@
 use super::method::Method;
 use super::metrics::FinishReason;
 use super::runner::{EvalBackend, GenerationOutcome, GenerationRequest};
+use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::{Decoder, DecoderConfig, Method as DecodeMethod};
 use crate::decode::{FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, Sampler, SamplingConfig, log_softmax_at};
 use crate::grammar::{CompileOptions, GrammarSource};
@@ -47,11 +49,12 @@ pub fn decoder_config(method: Method, source: GrammarSource) -> anyhow::Result<O
     let base = DecoderConfig { source: Some(source), compile: CompileOptions::default(), ..DecoderConfig::default() };
     Ok(Some(match method {
         Method::None => return Ok(None),
-        Method::Domino { lookahead, speculative } => DecoderConfig {
+        Method::Domino { lookahead, speculative, threshold } => DecoderConfig {
             method: DecodeMethod::Domino,
             k: lookahead,
             opportunistic: true,
             draft: speculative.map_or(0, |s| s as usize),
+            draft_policy: if threshold { DraftPolicy::Threshold } else { DraftPolicy::Cost },
             ..base
         },
         Method::Naive => DecoderConfig { method: DecodeMethod::Naive, k: Some(0), draft: 0, ..base },
@@ -325,6 +328,9 @@ mod tests {
         assert_eq!((d.method, d.k, d.opportunistic, d.draft), (DecodeMethod::Domino, None, true, 0));
         let d = config("domino-k1-s4").unwrap().unwrap();
         assert_eq!((d.method, d.k, d.opportunistic, d.draft), (DecodeMethod::Domino, Some(1), true, 4));
+        assert_eq!(d.draft_policy, DraftPolicy::Cost);
+        let d = config("domino-s10-threshold").unwrap().unwrap();
+        assert_eq!((d.draft, d.draft_policy), (10, DraftPolicy::Threshold));
         let d = config("naive").unwrap().unwrap();
         assert_eq!((d.method, d.k, d.draft), (DecodeMethod::Naive, Some(0), 0));
         assert_eq!(config("template").unwrap().unwrap().method, DecodeMethod::Template);

@@ -290,7 +290,7 @@ mod tests {
 
         let h = Harness::try_parse_from(["eval", "conll", "--methods", "none,domino-k0"]).unwrap();
         let EvalCommand::Conll(args) = h.cmd else { panic!() };
-        assert_eq!(args.methods.0, vec![Method::None, Method::Domino { lookahead: Some(0), speculative: None }]);
+        assert_eq!(args.methods.0, vec![Method::None, Method::domino_k(0)]);
 
         assert!(Harness::try_parse_from(["eval", "gsm8k", "--methods", "none,bogus"]).is_err());
 

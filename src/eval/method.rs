@@ -10,7 +10,8 @@
 //! | `none` | unconstrained generation (the reference every ratio is taken against) |
 //! | `domino` | DOMINO, lookahead k = ∞, opportunistic masking |
 //! | `domino-kN` | DOMINO with lookahead k = N (`domino-k0`, `domino-k1`: the Table 4 ablation) |
-//! | `domino-sN` | DOMINO, k = ∞, count-based speculative drafts of up to N tokens |
+//! | `domino-sN` | DOMINO, k = ∞, count-based speculative drafts of up to N tokens, each cut where expected tokens per measured millisecond peak (`--draft-policy cost`) |
+//! | `domino-sN-threshold` | the same, every proposed draft verified in full (the paper's rule, `--draft-policy threshold`) |
 //! | `naive` | per-token masking that only allows tokens completing terminals (no bridge tokens) |
 //! | `llama-grammar` | llama.cpp's own GBNF grammar sampler |
 //! | `template` | guidance-style template: fixed text is forced token by token, the model fills the holes |
@@ -23,10 +24,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub enum Method {
     /// No constraint.
     None,
-    /// DOMINO: `lookahead` None is k = ∞; `speculative` is the draft length s, if any.
+    /// DOMINO: `lookahead` None is k = ∞; `speculative` is the draft length s, if any;
+    /// `threshold` verifies whole drafts (the paper's rule) instead of cutting them by cost.
     Domino {
         lookahead: Option<u32>,
         speculative: Option<u32>,
+        threshold: bool,
     },
     Naive,
     LlamaGrammar,
@@ -36,7 +39,17 @@ pub enum Method {
 
 impl Method {
     /// DOMINO with k = ∞ and opportunistic masking: the paper's main configuration.
-    pub const DOMINO: Method = Method::Domino { lookahead: None, speculative: None };
+    pub const DOMINO: Method = Method::Domino { lookahead: None, speculative: None, threshold: false };
+
+    /// DOMINO at lookahead `k` (the Table 4 ablation), no drafts.
+    pub const fn domino_k(k: u32) -> Method {
+        Method::Domino { lookahead: Some(k), speculative: None, threshold: false }
+    }
+
+    /// DOMINO with drafts of up to `s` tokens (`threshold`: verified whole, the paper's rule).
+    pub const fn domino_s(s: u32, threshold: bool) -> Method {
+        Method::Domino { lookahead: None, speculative: Some(s), threshold }
+    }
 
     /// The methods `domino eval gsm8k|conll` runs when `--methods` is not given.
     pub fn default_accuracy_methods() -> Vec<Method> {
@@ -48,7 +61,7 @@ impl Method {
         vec![
             Method::None,
             Method::DOMINO,
-            Method::Domino { lookahead: None, speculative: Some(10) },
+            Method::domino_s(10, false),
             Method::LlamaGrammar,
             Method::Template,
         ]
@@ -85,13 +98,16 @@ impl std::fmt::Display for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Method::None => f.write_str("none"),
-            Method::Domino { lookahead, speculative } => {
+            Method::Domino { lookahead, speculative, threshold } => {
                 f.write_str("domino")?;
                 if let Some(k) = lookahead {
                     write!(f, "-k{k}")?;
                 }
                 if let Some(s) = speculative {
                     write!(f, "-s{s}")?;
+                }
+                if *threshold {
+                    f.write_str("-threshold")?;
                 }
                 Ok(())
             }
@@ -119,7 +135,15 @@ impl std::str::FromStr for Method {
                 };
                 let mut lookahead = None;
                 let mut speculative = None;
+                let mut threshold = false;
                 for part in rest.split('-').skip(1) {
+                    if part == "threshold" && speculative.is_some() && !threshold {
+                        threshold = true;
+                        continue;
+                    }
+                    if threshold {
+                        return Err(unknown(s));
+                    }
                     let (kind, digits) = part.split_at(part.len().min(1));
                     let n: u32 = digits.parse().map_err(|_| unknown(s))?;
                     match kind {
@@ -131,7 +155,7 @@ impl std::str::FromStr for Method {
                 if !rest.is_empty() && !rest.starts_with('-') {
                     return Err(unknown(s));
                 }
-                Method::Domino { lookahead, speculative }
+                Method::Domino { lookahead, speculative, threshold }
             }
         })
     }
@@ -139,8 +163,8 @@ impl std::str::FromStr for Method {
 
 fn unknown(s: &str) -> String {
     format!(
-        "unknown method `{s}` (expected one of none, domino, domino-k<N>, domino-s<N>, naive, \
-         llama-grammar, template, llguidance)"
+        "unknown method `{s}` (expected one of none, domino, domino-k<N>, domino-s<N>, \
+         domino-s<N>-threshold, naive, llama-grammar, template, llguidance)"
     )
 }
 
@@ -164,17 +188,18 @@ mod tests {
     #[test]
     fn names_round_trip() {
         for name in
-            ["none", "domino", "domino-k0", "domino-k1", "domino-s10", "domino-k2-s4", "naive", "llama-grammar", "template", "llguidance"]
+            ["none", "domino", "domino-k0", "domino-k1", "domino-s10", "domino-s10-threshold", "domino-k2-s4", "naive", "llama-grammar", "template", "llguidance"]
         {
             let m: Method = name.parse().unwrap();
             assert_eq!(m.to_string(), name);
         }
-        assert_eq!("domino-k0".parse::<Method>().unwrap(), Method::Domino { lookahead: Some(0), speculative: None });
+        assert_eq!("domino-k0".parse::<Method>().unwrap(), Method::domino_k(0));
+        assert_eq!("domino-s8-threshold".parse::<Method>().unwrap(), Method::domino_s(8, true));
     }
 
     #[test]
     fn rejects_bad_names() {
-        for bad in ["", "dominos", "domino-x3", "domino-k", "domino-s0", "domino-k1-k2", "greedy"] {
+        for bad in ["", "dominos", "domino-x3", "domino-k", "domino-s0", "domino-k1-k2", "greedy", "domino-threshold", "domino-k1-threshold", "domino-s4-threshold-threshold", "domino-s4-threshold-k1"] {
             assert!(bad.parse::<Method>().is_err(), "{bad} parsed");
         }
         assert!(Method::parse_list("none,none").is_err());

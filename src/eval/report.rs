@@ -187,8 +187,8 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
     for (method, paper) in [
         (Method::Template, "guidance templates: −7 / −11 points on GSM8K, −11 / −3 on CoNLL"),
         (Method::LlamaGrammar, "llama.cpp grammars: −4 / −2.5 points on GSM8K, −9 / −1 on CoNLL"),
-        (Method::Domino { lookahead: Some(0), speculative: None }, "k=0: −11 points on GSM8K (Mistral, Table 4)"),
-        (Method::Domino { lookahead: Some(1), speculative: None }, "k=1: −31 points on GSM8K (Mistral, Table 4)"),
+        (Method::domino_k(0), "k=0: −11 points on GSM8K (Mistral, Table 4)"),
+        (Method::domino_k(1), "k=1: −31 points on GSM8K (Mistral, Table 4)"),
         (Method::Naive, "naive constraining loses accuracy (Fig. 1, §2)"),
     ] {
         if let Some(m) = find(method) {
