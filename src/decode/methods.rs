@@ -244,11 +244,10 @@ impl Decoder {
         &self.tuner
     }
 
-    /// Keep the draft counts as they are from now on (see [`DraftModel::freeze`]), and the
-    /// acceptance calibration with them; the forward-pass cost model keeps measuring.
+    /// Keep the draft counts as they are from now on (see [`DraftModel::freeze`]); the draft
+    /// policy's cost model and calibration keep measuring (see [`super::draft_policy`]).
     pub fn freeze_drafts(&mut self) {
         self.drafts.freeze();
-        self.tuner.freeze();
     }
 
     /// A fresh constraint for this decoder's grammar (engine methods only).
