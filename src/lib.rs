@@ -16,8 +16,8 @@
 
 pub mod cli;
 pub mod decode;
-pub mod eval;
 pub mod engine;
+pub mod eval;
 pub mod grammar;
 pub mod lexer;
 pub mod repl;

@@ -21,7 +21,11 @@ fn generate() -> Command {
 fn json_of(c: &mut Command) -> (serde_json::Value, String) {
     let out = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "exit {:?}; stderr: {stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "exit {:?}; stderr: {stderr}",
+        out.status
+    );
     (
         serde_json::from_slice(&out.stdout).expect("one JSON object on stdout"),
         stderr,
@@ -45,11 +49,16 @@ fn gsm8k_schema_output_validates_and_reports_stats() {
     ]));
     assert_eq!(v["complete"], true, "{v}");
     let text = v["text"].as_str().unwrap();
-    let doc: serde_json::Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap())
-            .unwrap();
-    assert!(jsonschema::validator_for(&schema).unwrap().is_valid(&doc), "{text}");
+    let doc: serde_json::Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        jsonschema::validator_for(&schema).unwrap().is_valid(&doc),
+        "{text}"
+    );
     let stats = &v["stats"];
     for key in [
         "prompt_tokens",
@@ -132,7 +141,8 @@ fn draft_stats_are_saved_and_reloaded() {
     args(&mut first);
     let (a, _) = json_of(&mut first);
     assert!(file.is_file(), "--draft-stats file not written");
-    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert!(!saved["contexts"].as_array().unwrap().is_empty());
     let mut second = generate();
     args(&mut second);
@@ -140,7 +150,12 @@ fn draft_stats_are_saved_and_reloaded() {
     // Same greedy output; the warm counts draft (and get accepted) more.
     assert_eq!(a["tokens"], b["tokens"]);
     let acc = |v: &serde_json::Value| v["stats"]["draft_accepted"].as_u64().unwrap();
-    assert!(acc(&b) > acc(&a), "warm stats did not help: {} vs {}", acc(&b), acc(&a));
+    assert!(
+        acc(&b) > acc(&a),
+        "warm stats did not help: {} vs {}",
+        acc(&b),
+        acc(&a)
+    );
     assert!(b["stats"]["forward_passes"].as_u64() < a["stats"]["forward_passes"].as_u64());
 }
 
@@ -150,21 +165,32 @@ fn methods_need_a_constraint_and_bad_values_are_usage_errors() {
         .args(["--method", "naive", "hello", "-n", "2"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a constraint"));
     let out = generate()
         .args(["--json", "--draft-threshold", "1.5", "hello"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = generate().args(["--json", "--k", "many", "hello"]).output().unwrap();
+    let out = generate()
+        .args(["--json", "--k", "many", "hello"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let out = generate()
         .args(["--json", "--draft-policy", "fastest", "hello"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cost"), "the error lists the policies");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cost"),
+        "the error lists the policies"
+    );
 }
 
 #[test]
@@ -183,7 +209,10 @@ fn every_method_runs_from_the_cli() {
         ]));
         assert_eq!(v["stats"]["generated_tokens"], 12, "{method}: {v}");
         if method != "none" {
-            assert!(v["text"].as_str().unwrap().starts_with('{'), "{method}: {v}");
+            assert!(
+                v["text"].as_str().unwrap().starts_with('{'),
+                "{method}: {v}"
+            );
         }
     }
 }
@@ -192,16 +221,33 @@ fn every_method_runs_from_the_cli() {
 fn the_cost_draft_policy_keeps_the_output_and_reports_its_measurements() {
     let run = |extra: &[&str]| {
         let mut c = generate();
-        c.args(["--grammar", "grammars/gsm8k.gbnf", "--chat", QUESTION, "-n", "48", "--format", "json", "-v"])
-            .args(extra);
+        c.args([
+            "--grammar",
+            "grammars/gsm8k.gbnf",
+            "--chat",
+            QUESTION,
+            "-n",
+            "48",
+            "--format",
+            "json",
+            "-v",
+        ])
+        .args(extra);
         let out = c.output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         (v, String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (plain, _) = run(&["--draft", "0"]);
     let (cost, log) = run(&["--draft", "8", "--draft-policy", "cost"]);
-    assert_eq!(plain["tokens"], cost["tokens"], "the draft policy changed greedy output");
+    assert_eq!(
+        plain["tokens"], cost["tokens"],
+        "the draft policy changed greedy output"
+    );
     assert!(
         cost["stats"]["forward_passes"].as_u64() <= plain["stats"]["forward_passes"].as_u64(),
         "drafts never add forward passes"

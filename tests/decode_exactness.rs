@@ -19,11 +19,14 @@ use std::sync::OnceLock;
 
 fn model() -> &'static Model {
     static MODEL: OnceLock<Model> = OnceLock::new();
-    MODEL.get_or_init(|| Model::load(common::require_default_model(), ModelOptions::default()).expect("load SmolLM2"))
+    MODEL.get_or_init(|| {
+        Model::load(common::require_default_model(), ModelOptions::default()).expect("load SmolLM2")
+    })
 }
 
 fn grammar(name: &str) -> GrammarSource {
-    GrammarSource::from_path(&common::repo_root().join("grammars").join(name)).expect("shipped grammar")
+    GrammarSource::from_path(&common::repo_root().join("grammars").join(name))
+        .expect("shipped grammar")
 }
 
 /// A raw-completion JSON prompt after which SmolLM2's greedy output is a JSON object.
@@ -42,7 +45,12 @@ fn config(method: Method, source: GrammarSource) -> DecoderConfig {
     }
 }
 
-fn request(prompt: &str, chat: bool, max_tokens: usize, sampling: SamplingConfig) -> GenerationRequest {
+fn request(
+    prompt: &str,
+    chat: bool,
+    max_tokens: usize,
+    sampling: SamplingConfig,
+) -> GenerationRequest {
     GenerationRequest {
         prompt: model().prompt_tokens(prompt, chat).expect("tokenize"),
         max_tokens,
@@ -72,7 +80,13 @@ fn greedy() -> SamplingConfig {
 fn cases() -> Vec<(GrammarSource, &'static str, &'static str, bool, usize)> {
     vec![
         (grammar("json.gbnf"), JSON_PROMPT, JSON_WARMUP, false, 48),
-        (grammar("gsm8k.schema.json"), GSM8K_QUESTION, GSM8K_WARMUP, true, 64),
+        (
+            grammar("gsm8k.schema.json"),
+            GSM8K_QUESTION,
+            GSM8K_WARMUP,
+            true,
+            64,
+        ),
         (grammar("c.gbnf"), C_PROMPT, C_WARMUP, false, 48),
     ]
 }
@@ -125,7 +139,10 @@ fn speculation_never_changes_greedy_output() {
                 proposed += b.stats.draft_proposed;
                 accepted += b.stats.draft_accepted;
             } else {
-                assert!(spec.draft_tuner().cost.estimate().is_some(), "the cost policy measured no forward pass");
+                assert!(
+                    spec.draft_tuner().cost.estimate().is_some(),
+                    "the cost policy measured no forward pass"
+                );
             }
         }
     }
@@ -174,9 +191,18 @@ fn speculation_never_changes_seeded_sampled_output() {
                 model(),
             )
             .unwrap();
-            run(&mut spec, &request(GSM8K_WARMUP, true, 48, sampling.clone()));
+            run(
+                &mut spec,
+                &request(GSM8K_WARMUP, true, 48, sampling.clone()),
+            );
             let b = run(&mut spec, &req);
-            assert_eq!(a.tokens, b.tokens, "seed {seed} {policy:?}: {:?}\nvs\n{:?}", a.text(), b.text());
+            assert_eq!(
+                a.tokens,
+                b.tokens,
+                "seed {seed} {policy:?}: {:?}\nvs\n{:?}",
+                a.text(),
+                b.text()
+            );
             if policy == DraftPolicy::Threshold {
                 assert!(b.stats.draft_proposed > 0);
             }
@@ -207,7 +233,10 @@ fn opportunistic_masking_never_changes_greedy_output() {
         let req = request(prompt, chat, n, greedy());
         let a = run(&mut full, &req);
         let b = run(&mut opp, &req);
-        assert_eq!(a.tokens, b.tokens, "{source:?}: --opportunistic changed the output");
+        assert_eq!(
+            a.tokens, b.tokens,
+            "{source:?}: --opportunistic changed the output"
+        );
         assert_eq!(a.stats.interventions, b.stats.interventions);
         assert_eq!(
             a.stats.masks_computed,
@@ -245,7 +274,8 @@ fn k_inf_is_unconstrained_equivalent_and_naive_is_not() {
         .unwrap(),
         &req,
     );
-    let end = json_document_end(&free.text()).expect("the unconstrained greedy output starts with a JSON document");
+    let end = json_document_end(&free.text())
+        .expect("the unconstrained greedy output starts with a JSON document");
     // The tokens that make up the document (the last one may run past its end).
     let mut covered = 0;
     let doc_tokens = free
@@ -257,7 +287,10 @@ fn k_inf_is_unconstrained_equivalent_and_naive_is_not() {
             before < end
         })
         .count();
-    assert!(doc_tokens >= 10, "document too short to be a meaningful check");
+    assert!(
+        doc_tokens >= 10,
+        "document too short to be a meaningful check"
+    );
 
     let domino = run(
         &mut Decoder::new(
@@ -291,7 +324,9 @@ fn k_inf_is_unconstrained_equivalent_and_naive_is_not() {
         .find(|&i| naive.tokens.get(i) != Some(&free.tokens[i]))
         .expect("naive (k = 0) reproduced the document");
     // The model's token at the divergence is a bridge token: k = inf allows it, k = 0 blocks it.
-    let ir = grammar("json.gbnf").compile(&CompileOptions::default()).unwrap();
+    let ir = grammar("json.gbnf")
+        .compile(&CompileOptions::default())
+        .unwrap();
     let compiled = CompiledGrammar::new(ir).unwrap();
     let vocab = model().vocabulary();
     let mut inf = Constraint::new(&compiled, &vocab, Options::default()).unwrap();
@@ -343,7 +378,12 @@ fn grammar_end_stops_without_an_extra_forward_pass() {
                     greedy(),
                 ),
             );
-            assert_eq!(r.finish_reason, FinishReason::GrammarEnd, "{method:?}: {:?}", r.text());
+            assert_eq!(
+                r.finish_reason,
+                FinishReason::GrammarEnd,
+                "{method:?}: {:?}",
+                r.text()
+            );
             assert!(r.text().ends_with('.'), "{:?}", r.text());
             if draft == 0 && method == Method::Domino {
                 // The prompt's pass plus one per generated token except the last.
@@ -365,8 +405,10 @@ fn length_is_reported_and_the_prefix_is_viable() {
 }
 
 fn validates(schema: &Path, text: &str) -> Result<(), String> {
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(schema).unwrap()).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema).unwrap()).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let v = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
     v.validate(&doc).map_err(|e| e.to_string())
 }
@@ -375,7 +417,9 @@ fn validates(schema: &Path, text: &str) -> Result<(), String> {
 /// output validates against the schema, every output is a viable prefix.
 #[test]
 fn sampled_outputs_are_sound() {
-    let schema = common::repo_root().join("grammars").join("gsm8k.schema.json");
+    let schema = common::repo_root()
+        .join("grammars")
+        .join("gsm8k.schema.json");
     let source = grammar("gsm8k.schema.json");
     let ir = source.compile(&CompileOptions::default()).unwrap();
     let compiled = CompiledGrammar::new(ir).unwrap();
@@ -404,10 +448,15 @@ fn sampled_outputs_are_sound() {
         };
         let r = run(&mut d, &request(GSM8K_QUESTION, true, 120, sampling));
         let mut c = Constraint::new(&compiled, &vocab, Options::default()).unwrap();
-        c.commit_bytes(&r.bytes)
-            .unwrap_or_else(|e| panic!("seed {seed}: output is not a viable prefix ({e}): {:?}", r.text()));
+        c.commit_bytes(&r.bytes).unwrap_or_else(|e| {
+            panic!(
+                "seed {seed}: output is not a viable prefix ({e}): {:?}",
+                r.text()
+            )
+        });
         if r.finish_reason != FinishReason::Length {
-            validates(&schema, &r.text()).unwrap_or_else(|e| panic!("seed {seed} {method:?}: {e}\n{}", r.text()));
+            validates(&schema, &r.text())
+                .unwrap_or_else(|e| panic!("seed {seed} {method:?}: {e}\n{}", r.text()));
             complete += 1;
         }
     }
@@ -441,7 +490,11 @@ fn llama_grammar_baseline_agrees_with_domino_under_greedy() {
     );
     // A schema goes through the GBNF printer.
     let b = run(
-        &mut Decoder::new(&config(Method::LlamaGrammar, grammar("gsm8k.schema.json")), model()).unwrap(),
+        &mut Decoder::new(
+            &config(Method::LlamaGrammar, grammar("gsm8k.schema.json")),
+            model(),
+        )
+        .unwrap(),
         &request(GSM8K_QUESTION, true, 24, greedy()),
     );
     let mut c = Constraint::new(

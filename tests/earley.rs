@@ -36,7 +36,9 @@ list ::= "[" (item ("," item)*)? "]" | list list
 "#;
 
 fn compile(src: &str) -> Grammar {
-    GrammarSource::Gbnf(src.to_string()).compile(&CompileOptions::default()).expect("grammar compiles")
+    GrammarSource::Gbnf(src.to_string())
+        .compile(&CompileOptions::default())
+        .expect("grammar compiles")
 }
 
 struct Rng(u64);
@@ -61,7 +63,11 @@ fn random_walks(name: &str, g: &Grammar, walks: usize, max_len: usize) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for walk in 0..walks {
         let mut p = Parser::new(Arc::clone(&tables));
-        let mut history = vec![(p.state_fingerprint(), p.expected().clone(), p.is_accepting())];
+        let mut history = vec![(
+            p.state_fingerprint(),
+            p.expected().clone(),
+            p.is_accepting(),
+        )];
         let mut pushed = Vec::new();
         for _ in 0..max_len {
             let exp: Vec<TerminalId> = p.expected().iter().collect();
@@ -78,7 +84,11 @@ fn random_walks(name: &str, g: &Grammar, walks: usize, max_len: usize) {
             let t = exp[rng.below(exp.len())];
             assert!(p.push(t), "{name}: expected terminal rejected");
             pushed.push(t.0);
-            history.push((p.state_fingerprint(), p.expected().clone(), p.is_accepting()));
+            history.push((
+                p.state_fingerprint(),
+                p.expected().clone(),
+                p.is_accepting(),
+            ));
         }
         // Clone, diverge, and truncate back to random depths.
         let snapshot = p.clone();
@@ -92,20 +102,35 @@ fn random_walks(name: &str, g: &Grammar, walks: usize, max_len: usize) {
             p.truncate(d);
             assert_eq!(p.depth(), d);
             assert_eq!(
-                (p.state_fingerprint(), p.expected().clone(), p.is_accepting()),
+                (
+                    p.state_fingerprint(),
+                    p.expected().clone(),
+                    p.is_accepting()
+                ),
                 history[d],
                 "{name} walk {walk}"
             );
         }
         let top = history.len() - 1;
         assert_eq!(snapshot.depth(), top);
-        assert_eq!((snapshot.state_fingerprint(), snapshot.expected().clone(), snapshot.is_accepting()), history[top]);
+        assert_eq!(
+            (
+                snapshot.state_fingerprint(),
+                snapshot.expected().clone(),
+                snapshot.is_accepting()
+            ),
+            history[top]
+        );
     }
 }
 
 #[test]
 fn lowered_grammars_random_walks() {
-    for (name, src) in [("json", JSON_GBNF), ("arith", ARITH_GBNF), ("tangled", TANGLED_GBNF)] {
+    for (name, src) in [
+        ("json", JSON_GBNF),
+        ("arith", ARITH_GBNF),
+        ("tangled", TANGLED_GBNF),
+    ] {
         let g = compile(src);
         random_walks(name, &g, 200, 400);
     }
@@ -118,7 +143,10 @@ fn lowered_json_accepts_documents_as_terminal_sequences() {
     let g = compile(JSON_GBNF);
     let tables = Arc::new(ParserTables::new(&g));
     let by_literal = |piece: &str| {
-        g.terminals.iter().position(|t| t.literal.as_deref() == Some(piece.as_bytes())).map(|i| TerminalId(i as u32))
+        g.terminals
+            .iter()
+            .position(|t| t.literal.as_deref() == Some(piece.as_bytes()))
+            .map(|i| TerminalId(i as u32))
     };
     let by_match = |sample: &str| {
         let hits: Vec<TerminalId> = (0..g.terminals.len())

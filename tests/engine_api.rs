@@ -18,12 +18,22 @@ fn shared(rel: &str) -> PathBuf {
 }
 
 fn json_grammar() -> Arc<CompiledGrammar> {
-    let text = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/json.gbnf")).unwrap();
-    CompiledGrammar::new(GrammarSource::Gbnf(text).compile(&Default::default()).unwrap()).unwrap()
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/json.gbnf"),
+    )
+    .unwrap();
+    CompiledGrammar::new(
+        GrammarSource::Gbnf(text)
+            .compile(&Default::default())
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 fn smollm2() -> Arc<Vocabulary> {
-    Arc::new(tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap())
+    Arc::new(
+        tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+    )
 }
 
 #[test]
@@ -90,7 +100,10 @@ fn errors_are_values() {
         Err(EngineError::TokenOutOfRange(TokenId(u32::MAX)))
     );
     let close = v.tokenize("}").unwrap()[0];
-    assert!(matches!(c.commit(close), Err(EngineError::TokenNotAllowed { .. })));
+    assert!(matches!(
+        c.commit(close),
+        Err(EngineError::TokenNotAllowed { .. })
+    ));
     assert_eq!(c.num_committed(), 0, "a failed commit changes nothing");
     c.commit_bytes(b"{}").unwrap();
     let eog = v.eog_tokens()[0];
@@ -106,7 +119,8 @@ fn errors_are_values() {
 /// The oracle over all 262k Gemma tokens on a couple of JSON walks.
 #[test]
 fn gemma_json_masks_equal_the_oracle() {
-    let v = Arc::new(tokenizer_json::load(&shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap());
+    let v =
+        Arc::new(tokenizer_json::load(&shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap());
     let g = json_grammar();
     let r = ReferenceRecognizer::new(g.grammar()).unwrap();
     let trie = VocabTrie::new(&v);
@@ -235,7 +249,10 @@ fn trees_survive_a_round_trip_through_disk() {
         std::fs::write(&file, &bytes[..cut]).unwrap();
         let g4 = json_grammar();
         let c4 = Constraint::new(&g4, &v, Options::default()).unwrap();
-        assert!(c4.tree_cache().load(&g4, &v, &file).is_err(), "cut at {cut}");
+        assert!(
+            c4.tree_cache().load(&g4, &v, &file).is_err(),
+            "cut at {cut}"
+        );
     }
     let mut garbled = bytes.clone();
     for i in (40..garbled.len()).step_by(97) {

@@ -34,7 +34,11 @@ fn mask_json_lines_per_prefix() {
     let dir = std::env::temp_dir().join(format!("domino-mask-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prefixes = dir.join("prefixes.jsonl");
-    std::fs::write(&prefixes, "\"\"\n\"{\\\"a\\\": 1\"\n\"{\\\"a\\\": 1}\"\n\"}\"\n").unwrap();
+    std::fs::write(
+        &prefixes,
+        "\"\"\n\"{\\\"a\\\": 1\"\n\"{\\\"a\\\": 1}\"\n\"}\"\n",
+    )
+    .unwrap();
     let out = domino()
         .args([
             "mask",
@@ -132,7 +136,10 @@ fn mask_text_output_and_errors() {
         .args(["mask", "--json", "--tokenizer", &tokenizer(), "--k", "lots"])
         .assert()
         .code(2);
-    domino().args(["mask", "--tokenizer", &tokenizer()]).assert().code(2);
+    domino()
+        .args(["mask", "--tokenizer", &tokenizer()])
+        .assert()
+        .code(2);
     // A grammar error exits 2 with a position.
     let dir = std::env::temp_dir().join(format!("domino-mask-err-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -208,7 +215,10 @@ fn bench_masks_reports_json() {
     }
     for key in ["n", "mean", "p50", "p90", "p99", "max"] {
         assert!(r["mask_us"][key].as_f64().is_some(), "mask_us.{key}");
-        assert!(r["cold_mask_us"][key].as_f64().is_some(), "cold_mask_us.{key}");
+        assert!(
+            r["cold_mask_us"][key].as_f64().is_some(),
+            "cold_mask_us.{key}"
+        );
     }
     assert_eq!(r["rejected_docs"], 0);
     assert!(r["mask_us"]["n"].as_u64().unwrap() > 20);

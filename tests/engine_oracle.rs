@@ -26,7 +26,9 @@ impl Rng {
 }
 
 fn compile(gbnf: &str) -> Arc<CompiledGrammar> {
-    let g = GrammarSource::Gbnf(gbnf.into()).compile(&Default::default()).unwrap();
+    let g = GrammarSource::Gbnf(gbnf.into())
+        .compile(&Default::default())
+        .unwrap();
     CompiledGrammar::new(g).unwrap()
 }
 
@@ -50,10 +52,10 @@ fn synthetic_vocab() -> Arc<Vocabulary> {
     words.push(euro.to_vec());
     words.push([b"a".as_slice(), &e[..1]].concat()); // "a" + half of é
     for w in [
-        "\" ", "\",", "\", ", "\"}", "}\n", "{\"", "\": ", "\":", ", \"", "[\"", "\"]", " {", " [", "},", "}]", "],",
-        "ab", "abc", "true", "tr", "ue", "null", "12", "1.", ".5", "e+", "-1", "  ", "   ", "\n ", " \"", "=1", "(a",
-        "a)", "+a", "*(", "))", "if", "if ", "ifx", " x", "x;", "; ", "é\"", "\"é", "a+b", "1)*", "(1+", "==", "aa",
-        "aaa", ",\n",
+        "\" ", "\",", "\", ", "\"}", "}\n", "{\"", "\": ", "\":", ", \"", "[\"", "\"]", " {", " [",
+        "},", "}]", "],", "ab", "abc", "true", "tr", "ue", "null", "12", "1.", ".5", "e+", "-1",
+        "  ", "   ", "\n ", " \"", "=1", "(a", "a)", "+a", "*(", "))", "if", "if ", "ifx", " x",
+        "x;", "; ", "é\"", "\"é", "a+b", "1)*", "(1+", "==", "aa", "aaa", ",\n",
     ] {
         words.push(w.as_bytes().to_vec());
     }
@@ -148,9 +150,9 @@ fn oracle_mask(r: &ReferenceRecognizer, state: &RefState, vocab: &Vocabulary) ->
 }
 
 fn feed_all(r: &ReferenceRecognizer, s: &RefState, bytes: &[u8]) -> RefState {
-    bytes
-        .iter()
-        .fold(s.clone(), |s, &b| r.feed(&s, b).expect("committed bytes are viable"))
+    bytes.iter().fold(s.clone(), |s, &b| {
+        r.feed(&s, b).expect("committed bytes are viable")
+    })
 }
 
 fn diff(a: &TokenSet, b: &TokenSet, v: &Vocabulary) -> String {
@@ -182,18 +184,45 @@ fn constrained_terminal_masks_equal_the_oracle_on_random_walks() {
     let vocab = synthetic_vocab();
     let mut rng = Rng(0xD1B54A32D192ED03);
     let schemas = [
-        ("pattern-maxLength", serde_json::json!({"type": "array", "items": {"type": "string", "pattern": "^(?:[a-z]+ ){0,2}[a-z]+$", "maxLength": 7}})),
-        ("format-pattern", serde_json::json!({"type": "string", "format": "date", "pattern": "^20(?:19|2)"})),
-        ("keys-minus-named", serde_json::json!({"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^(?!x)[a-z]{1,3}$": {"type": "boolean"}}, "additionalProperties": false})),
-        ("not-enum", serde_json::json!({"type": "array", "items": {"type": "string", "not": {"enum": ["a", "ab", "é"]}, "maxLength": 3}})),
-        ("multipleOf", serde_json::json!({"type": "array", "items": {"anyOf": [{"type": "integer", "multipleOf": 3, "minimum": -40, "maximum": 400}, {"type": "number", "multipleOf": 0.25}]}})),
+        (
+            "pattern-maxLength",
+            serde_json::json!({"type": "array", "items": {"type": "string", "pattern": "^(?:[a-z]+ ){0,2}[a-z]+$", "maxLength": 7}}),
+        ),
+        (
+            "format-pattern",
+            serde_json::json!({"type": "string", "format": "date", "pattern": "^20(?:19|2)"}),
+        ),
+        (
+            "keys-minus-named",
+            serde_json::json!({"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^(?!x)[a-z]{1,3}$": {"type": "boolean"}}, "additionalProperties": false}),
+        ),
+        (
+            "not-enum",
+            serde_json::json!({"type": "array", "items": {"type": "string", "not": {"enum": ["a", "ab", "é"]}, "maxLength": 3}}),
+        ),
+        (
+            "multipleOf",
+            serde_json::json!({"type": "array", "items": {"anyOf": [{"type": "integer", "multipleOf": 3, "minimum": -40, "maximum": 400}, {"type": "number", "multipleOf": 0.25}]}}),
+        ),
     ];
     let mut checked = 0;
     for (name, schema) in schemas {
-        let opts = domino::grammar::CompileOptions { whitespace: domino::grammar::WhitespacePolicy::Compact, ..Default::default() };
+        let opts = domino::grammar::CompileOptions {
+            whitespace: domino::grammar::WhitespacePolicy::Compact,
+            ..Default::default()
+        };
         let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
-        assert!(g.terminals.iter().any(|t| !t.constraints.is_empty()), "{name}: expected a constrained terminal");
-        checked += random_walks_match_the_oracle(name, &CompiledGrammar::new(g).unwrap(), &vocab, &mut rng, 60);
+        assert!(
+            g.terminals.iter().any(|t| !t.constraints.is_empty()),
+            "{name}: expected a constrained terminal"
+        );
+        checked += random_walks_match_the_oracle(
+            name,
+            &CompiledGrammar::new(g).unwrap(),
+            &vocab,
+            &mut rng,
+            60,
+        );
     }
     assert!(checked > 1000, "only {checked} masks checked");
 }
@@ -224,11 +253,19 @@ fn random_walks_match_the_oracle(
                 diff(&mask, &want, vocab)
             );
             checked += 1;
-            assert_eq!(c.is_accepting(), r.is_accepting(&state), "{name}: accepting after {text:?}");
+            assert_eq!(
+                c.is_accepting(),
+                r.is_accepting(&state),
+                "{name}: accepting after {text:?}"
+            );
             // allows(t) agrees with the mask on a sample of tokens.
             for _ in 0..20 {
                 let t = TokenId(rng.below(vocab.len()) as u32);
-                assert_eq!(c.allows(t), mask.contains(t), "{name}: allows({t:?}) after {text:?}");
+                assert_eq!(
+                    c.allows(t),
+                    mask.contains(t),
+                    "{name}: allows({t:?}) after {text:?}"
+                );
             }
             let allowed: Vec<TokenId> = mask.iter().filter(|t| !vocab.is_eog(*t)).collect();
             if allowed.is_empty() {
@@ -335,7 +372,16 @@ fn rollback_then_recommit_reproduces_masks() {
 fn k0_blocks_bridge_tokens_that_k_infinity_allows() {
     let vocab = synthetic_vocab();
     let grammar = compile(GRAMMARS[0].1);
-    let id = |w: &str| TokenId(vocab.text_tokens().find(|(_, b)| *b == w.as_bytes()).unwrap().0.0);
+    let id = |w: &str| {
+        TokenId(
+            vocab
+                .text_tokens()
+                .find(|(_, b)| *b == w.as_bytes())
+                .unwrap()
+                .0
+                .0,
+        )
+    };
     let mut inf = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
     let mut k0 = Constraint::new(
         &grammar,
@@ -391,7 +437,10 @@ fn forced_bytes_and_commit_errors() {
     assert_eq!(c.forced_bytes(), b", \"ok\": true}");
     let err = c.commit_bytes(b", \"no").unwrap_err();
     assert!(
-        matches!(err, domino::engine::EngineError::BytesNotAllowed { offset: 3, .. }),
+        matches!(
+            err,
+            domino::engine::EngineError::BytesNotAllowed { offset: 3, .. }
+        ),
         "{err:?}"
     );
     let eog = vocab.eog_tokens()[0];
@@ -434,7 +483,10 @@ fn finite_lookahead_masks_are_nested_sound_and_consistent() {
                     })
                     .collect();
                 for w in masks.windows(2) {
-                    assert!(w[0].iter().all(|t| w[1].contains(t)), "{name}: k masks not nested");
+                    assert!(
+                        w[0].iter().all(|t| w[1].contains(t)),
+                        "{name}: k masks not nested"
+                    );
                 }
                 for (c, m) in cs.iter_mut().zip(&masks) {
                     for _ in 0..10 {

@@ -21,7 +21,9 @@ fn shared(rel: &str) -> PathBuf {
 }
 
 fn smollm2() -> Arc<Vocabulary> {
-    Arc::new(tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap())
+    Arc::new(
+        tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+    )
 }
 
 struct Rng(u64);
@@ -35,7 +37,12 @@ impl Rng {
 }
 
 /// Brute force over every token via the vocabulary trie.
-fn oracle_mask(r: &ReferenceRecognizer, state: &RefState, vocab: &Vocabulary, trie: &VocabTrie) -> TokenSet {
+fn oracle_mask(
+    r: &ReferenceRecognizer,
+    state: &RefState,
+    vocab: &Vocabulary,
+    trie: &VocabTrie,
+) -> TokenSet {
     let mut m = TokenSet::new(vocab.len());
     let mut stack: Vec<RefState> = vec![state.clone()];
     let mut i = 0;
@@ -72,7 +79,12 @@ fn check_walks(gbnf: &str, docs: &[&str], walks: usize, steps: usize) {
     check_walks_source(GrammarSource::Gbnf(gbnf.into()), docs, walks, steps);
 }
 
-fn check_walks_source(source: GrammarSource, docs: &[&str], walks: usize, steps: usize) -> Arc<CompiledGrammar> {
+fn check_walks_source(
+    source: GrammarSource,
+    docs: &[&str],
+    walks: usize,
+    steps: usize,
+) -> Arc<CompiledGrammar> {
     let vocab = smollm2();
     let trie = VocabTrie::new(&vocab);
     let g = source.compile(&Default::default()).unwrap();
@@ -174,7 +186,8 @@ fn gsm8k_shaped_masks_equal_the_oracle_over_all_smollm2_tokens() {
 #[test]
 fn gsm8k_schema_masks_equal_the_oracle_over_all_smollm2_tokens() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/gsm8k.schema.json");
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     check_walks_source(
         GrammarSource::JsonSchema(schema),
         &[
@@ -192,7 +205,9 @@ fn c_masks_equal_the_oracle_over_all_smollm2_tokens() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     check_walks(
         &text,
-        &["#include <stdio.h>\n\nint main() {\n    int a = 5;\n    printf(\"%d\\n\", a + 1);\n    return 0;\n}\n"],
+        &[
+            "#include <stdio.h>\n\nint main() {\n    int a = 5;\n    printf(\"%d\\n\", a + 1);\n    return 0;\n}\n",
+        ],
         4,
         50,
     );
@@ -212,11 +227,19 @@ fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
         .to_string();
     let item: serde_json::Value = serde_json::from_str(&line).unwrap();
     let schema = item["schema"].clone();
-    let g = GrammarSource::JsonSchema(schema.clone()).compile(&Default::default()).unwrap();
+    let g = GrammarSource::JsonSchema(schema.clone())
+        .compile(&Default::default())
+        .unwrap();
     let full = domino::lexer::Scanner::new(&g).unwrap();
     let (n, complete) = full.explore(200_000);
-    assert!(!complete && n > 200_000, "the full scanner should exceed 200,000 states (got {n})");
+    assert!(
+        !complete && n > 200_000,
+        "the full scanner should exceed 200,000 states (got {n})"
+    );
     let grammar = check_walks_source(GrammarSource::JsonSchema(schema), &[], 3, 30);
     let built = grammar.scanner_states();
-    assert!(built < 100_000, "walks built {built} scanner states: the scanner is not lazy");
+    assert!(
+        built < 100_000,
+        "walks built {built} scanner states: the scanner is not lazy"
+    );
 }

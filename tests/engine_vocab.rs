@@ -14,7 +14,9 @@ fn tokenizer_path(name: &str) -> PathBuf {
         .map(|a| a.join("shared/tokenizers").join(name))
         .find(|p| p.exists());
     found.unwrap_or_else(|| {
-        panic!("missing test tokenizer {name}: expected ../shared/tokenizers/ next to the repository")
+        panic!(
+            "missing test tokenizer {name}: expected ../shared/tokenizers/ next to the repository"
+        )
     })
 }
 
@@ -52,9 +54,15 @@ fn smollm2_byte_level_vocabulary() {
     // Partial UTF-8: some tokens are not valid UTF-8 on their own (byte-level BPE splits
     // multi-byte characters), and every printable ASCII byte and every non-ASCII byte is a
     // token on its own (0xC0, 0xC1 never occur in UTF-8; 4-byte leads above 0xF0 are absent here).
-    assert!(v.text_tokens().any(|(_, b)| std::str::from_utf8(b).is_err()));
+    assert!(
+        v.text_tokens()
+            .any(|(_, b)| std::str::from_utf8(b).is_err())
+    );
     for b in (0x20..=0x7eu8).chain(0x80..=0xbf).chain(0xc2..=0xf0) {
-        assert!(v.text_tokens().any(|(_, t)| t == [b]), "no token for byte {b}");
+        assert!(
+            v.text_tokens().any(|(_, t)| t == [b]),
+            "no token for byte {b}"
+        );
     }
     // Round trip through the attached tokenizer.
     let ids = v.tokenize("{\"name\": \"Ünïcode\", \"n\": 12}").unwrap();

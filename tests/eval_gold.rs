@@ -10,14 +10,17 @@ use domino::eval::score::{Gold, Scorer};
 
 fn load(task: Task, split: Split) -> Dataset {
     let path = default_path(task, split);
-    Dataset::load(task, &path).unwrap_or_else(|e| panic!("evaluation data is required for this test: {e:#}"))
+    Dataset::load(task, &path)
+        .unwrap_or_else(|e| panic!("evaluation data is required for this test: {e:#}"))
 }
 
 #[test]
 fn gsm8k_gold_validates_over_both_splits() {
     let scorer = Scorer::for_task(Task::Gsm8k).unwrap();
     for split in [Split::Train, Split::Test] {
-        let Dataset::Gsm8k(samples) = load(Task::Gsm8k, split) else { unreachable!() };
+        let Dataset::Gsm8k(samples) = load(Task::Gsm8k, split) else {
+            unreachable!()
+        };
         assert!(samples.len() > 1000);
         for s in &samples {
             let gold = gsm8k_gold(s);
@@ -25,10 +28,21 @@ fn gsm8k_gold_validates_over_both_splits() {
                 panic!("sample {} ({split:?}): {e}\n{gold}", s.id);
             }
             // Scoring the pretty-printed gold as a model output: well-formed and correct.
-            let score = scorer.score(&render_json(&gold, JsonStyle::Pretty), &Gold::Number(s.final_answer));
-            assert!(score.well_formed && score.correct, "sample {}: {score:?}", s.id);
+            let score = scorer.score(
+                &render_json(&gold, JsonStyle::Pretty),
+                &Gold::Number(s.final_answer),
+            );
+            assert!(
+                score.well_formed && score.correct,
+                "sample {}: {score:?}",
+                s.id
+            );
             for t in gold["thoughts"].as_array().unwrap() {
-                assert!(!t["calculation"].as_str().unwrap().is_empty(), "sample {}: empty calculation", s.id);
+                assert!(
+                    !t["calculation"].as_str().unwrap().is_empty(),
+                    "sample {}: empty calculation",
+                    s.id
+                );
             }
         }
     }
@@ -38,7 +52,9 @@ fn gsm8k_gold_validates_over_both_splits() {
 fn conll_gold_validates_over_both_splits() {
     let scorer = Scorer::for_task(Task::Conll).unwrap();
     for split in [Split::Train, Split::Test] {
-        let Dataset::Conll(samples) = load(Task::Conll, split) else { unreachable!() };
+        let Dataset::Conll(samples) = load(Task::Conll, split) else {
+            unreachable!()
+        };
         assert!(samples.len() > 3000);
         for s in &samples {
             let gold = conll_gold(s);
@@ -46,7 +62,11 @@ fn conll_gold_validates_over_both_splits() {
                 panic!("sentence {} ({split:?}): {e}\n{gold}", s.id);
             }
             let score = scorer.score(&gold.to_string(), &Gold::Tags(s.tags.clone()));
-            assert!(score.well_formed && score.correct, "sentence {}: {score:?}", s.id);
+            assert!(
+                score.well_formed && score.correct,
+                "sentence {}: {score:?}",
+                s.id
+            );
             let e = score.entities.unwrap();
             assert_eq!((e.true_positive, e.predicted), (e.gold, e.gold));
         }
@@ -55,9 +75,16 @@ fn conll_gold_validates_over_both_splits() {
 
 #[test]
 fn missing_data_is_a_clear_error() {
-    let err = Dataset::load(Task::Gsm8k, std::path::Path::new("/nonexistent/gsm8k/test.jsonl")).unwrap_err();
+    let err = Dataset::load(
+        Task::Gsm8k,
+        std::path::Path::new("/nonexistent/gsm8k/test.jsonl"),
+    )
+    .unwrap_err();
     let msg = format!("{err:#}");
-    assert!(msg.contains("/nonexistent/gsm8k/test.jsonl") && msg.contains("README"), "{msg}");
+    assert!(
+        msg.contains("/nonexistent/gsm8k/test.jsonl") && msg.contains("README"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -65,12 +92,20 @@ fn malformed_data_names_the_line() {
     let dir = std::env::temp_dir().join(format!("domino-eval-gold-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bad.jsonl");
-    std::fs::write(&path, "{\"tokens\": [\"a\"], \"tags\": [\"O\"]}\n{\"tokens\": [\"a\"], \"tags\": []}\n").unwrap();
+    std::fs::write(
+        &path,
+        "{\"tokens\": [\"a\"], \"tags\": [\"O\"]}\n{\"tokens\": [\"a\"], \"tags\": []}\n",
+    )
+    .unwrap();
     let msg = format!("{:#}", Dataset::load(Task::Conll, &path).unwrap_err());
     assert!(msg.contains("bad.jsonl:2"), "{msg}");
     std::fs::write(&path, "{\"tokens\": [\"a\"], \"tags\": [\"X-Y\"]}\n").unwrap();
-    assert!(format!("{:#}", Dataset::load(Task::Conll, &path).unwrap_err()).contains("unknown tag"));
+    assert!(
+        format!("{:#}", Dataset::load(Task::Conll, &path).unwrap_err()).contains("unknown tag")
+    );
     std::fs::write(&path, "not json\n").unwrap();
-    assert!(format!("{:#}", Dataset::load(Task::Gsm8k, &path).unwrap_err()).contains("bad.jsonl:1:"));
+    assert!(
+        format!("{:#}", Dataset::load(Task::Gsm8k, &path).unwrap_err()).contains("bad.jsonl:1:")
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

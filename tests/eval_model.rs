@@ -18,7 +18,11 @@ fn fresh_dir(name: &str) -> PathBuf {
 }
 
 fn domino(args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("domino").unwrap().args(args).output().unwrap()
+    Command::cargo_bin("domino")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 /// `domino eval gsm8k` over the first two samples, tiny budget.
@@ -78,16 +82,29 @@ fn without_timings(v: &Value) -> Value {
 
 fn results(dir: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
-    let mut rows: Vec<Value> = text.lines().map(|l| without_timings(&serde_json::from_str(l).unwrap())).collect();
-    rows.sort_by_key(|r| (r["sample_id"].as_u64(), r["method"].as_str().map(String::from)));
+    let mut rows: Vec<Value> = text
+        .lines()
+        .map(|l| without_timings(&serde_json::from_str(l).unwrap()))
+        .collect();
+    rows.sort_by_key(|r| {
+        (
+            r["sample_id"].as_u64(),
+            r["method"].as_str().map(String::from),
+        )
+    });
     rows
 }
 
 fn report(dir: &Path) -> Value {
-    let mut v = without_timings(&serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap());
+    let mut v = without_timings(
+        &serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap(),
+    );
     // Speed claims hold or not depending on the machine's load.
     if let Some(claims) = v["claims"].as_array_mut() {
-        claims.retain(|c| !c.to_string().to_lowercase().contains("slow") && !c.to_string().to_lowercase().contains("fast"));
+        claims.retain(|c| {
+            !c.to_string().to_lowercase().contains("slow")
+                && !c.to_string().to_lowercase().contains("fast")
+        });
     }
     v
 }
@@ -96,9 +113,19 @@ fn report(dir: &Path) -> Value {
 fn resume_after_a_kill_matches_an_uninterrupted_run() {
     let full = fresh_dir("full");
     let out = eval_gsm8k(&full, false);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout: Value = serde_json::from_slice(&out.stdout).expect("--format json prints the report");
-    let methods: Vec<&str> = stdout["methods"].as_array().unwrap().iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout: Value =
+        serde_json::from_slice(&out.stdout).expect("--format json prints the report");
+    let methods: Vec<&str> = stdout["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
     assert_eq!(methods, METHODS.split(',').collect::<Vec<_>>());
 
     // Every generation ran: 2 samples × 5 methods, with tokens, unmasked logprobs and a reason.
@@ -109,7 +136,14 @@ fn resume_after_a_kill_matches_an_uninterrupted_run() {
         let n = r["tokens"].as_array().unwrap().len();
         assert!(n > 0 && n <= 6, "{r}");
         assert_eq!(r["logprobs"].as_array().unwrap().len(), n, "{r}");
-        assert!(r["logprobs"].as_array().unwrap().iter().all(|l| l.as_f64().is_some_and(|l| l <= 0.0)), "{r}");
+        assert!(
+            r["logprobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|l| l.as_f64().is_some_and(|l| l <= 0.0)),
+            "{r}"
+        );
         assert!(r["finish_reason"].is_string(), "{r}");
         assert!(!r["output_text"].as_str().unwrap().is_empty());
     }
@@ -118,19 +152,39 @@ fn resume_after_a_kill_matches_an_uninterrupted_run() {
     let svg = std::fs::read_to_string(full.join("accuracy.svg")).unwrap();
     for m in METHODS.split(',') {
         assert!(md.contains(&format!("| {m} |")), "report.md lacks {m}");
-        assert!(svg.contains(&format!(">{m}</text>")), "accuracy.svg lacks {m}");
+        assert!(
+            svg.contains(&format!(">{m}</text>")),
+            "accuracy.svg lacks {m}"
+        );
     }
     assert!(md.contains("SmolLM2-135M-Instruct.Q4_1.gguf"));
 
     // A run killed after its first record, then resumed.
     let killed = fresh_dir("killed");
     std::fs::copy(full.join("run.json"), killed.join("run.json")).unwrap();
-    let first = std::fs::read_to_string(full.join("results.jsonl")).unwrap().lines().next().unwrap().to_string();
+    let first = std::fs::read_to_string(full.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
     std::fs::write(killed.join("results.jsonl"), first + "\n").unwrap();
     let out = eval_gsm8k(&killed, true);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(results(&killed), rows, "resumed outputs differ from the uninterrupted run's");
-    assert_eq!(report(&killed), report(&full), "resumed report differs from the uninterrupted run's");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        results(&killed),
+        rows,
+        "resumed outputs differ from the uninterrupted run's"
+    );
+    assert_eq!(
+        report(&killed),
+        report(&full),
+        "resumed report differs from the uninterrupted run's"
+    );
 
     // Without --resume an existing run is refused.
     let out = eval_gsm8k(&killed, false);
@@ -146,11 +200,32 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
     let dir = fresh_dir("ppl");
     let text = "The cat sat on the mat. The dog sat on the log.";
     std::fs::write(dir.join("a.txt"), text).unwrap();
-    std::fs::write(dir.join("a.jsonl"), format!("{}\n{}\n", serde_json::json!({"t": text}), serde_json::json!({"t": text}))).unwrap();
+    std::fs::write(
+        dir.join("a.jsonl"),
+        format!(
+            "{}\n{}\n",
+            serde_json::json!({"t": text}),
+            serde_json::json!({"t": text})
+        ),
+    )
+    .unwrap();
     let m = model.to_str().unwrap();
     let file = dir.join("a.txt");
-    let out = domino(&["perplexity", file.to_str().unwrap(), "--format", "json", "-m", m, "--threads", "2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = domino(&[
+        "perplexity",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+        "-m",
+        m,
+        "--threads",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let single: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ppl = single["perplexity"].as_f64().unwrap();
     assert!(ppl.is_finite() && ppl > 1.0, "{single}");
@@ -158,23 +233,69 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
     assert!(n >= 10, "{single}");
 
     let jsonl = dir.join("a.jsonl");
-    let out = domino(&["perplexity", "--jsonl", jsonl.to_str().unwrap(), "--field", "t", "--format", "json", "-m", m, "--threads", "2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = domino(&[
+        "perplexity",
+        "--jsonl",
+        jsonl.to_str().unwrap(),
+        "--field",
+        "t",
+        "--format",
+        "json",
+        "-m",
+        m,
+        "--threads",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let both: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(both["tokens"].as_u64().unwrap(), 2 * n);
-    assert!((both["perplexity"].as_f64().unwrap() - ppl).abs() < 1e-3 * ppl, "{both} vs {single}");
+    assert!(
+        (both["perplexity"].as_f64().unwrap() - ppl).abs() < 1e-3 * ppl,
+        "{both} vs {single}"
+    );
 
     // Chunked to a tiny context: the first token of each chunk has no context and is not
     // scored, so fewer tokens are scored and the text is still covered.
-    let out = domino(&["perplexity", file.to_str().unwrap(), "--format", "json", "-m", m, "--threads", "2", "--ctx", "16"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = domino(&[
+        "perplexity",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+        "-m",
+        m,
+        "--threads",
+        "2",
+        "--ctx",
+        "16",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let chunked: Value = serde_json::from_slice(&out.stdout).unwrap();
     let chunks = (n + 1).div_ceil(16);
-    assert_eq!(chunked["tokens"].as_u64().unwrap() + chunks, n + 1, "{chunked}");
+    assert_eq!(
+        chunked["tokens"].as_u64().unwrap() + chunks,
+        n + 1,
+        "{chunked}"
+    );
 
     // A record without the field is an error naming the line.
     std::fs::write(&jsonl, "{\"t\": \"x\"}\n{\"u\": 1}\n").unwrap();
-    let out = domino(&["perplexity", "--jsonl", jsonl.to_str().unwrap(), "--field", "t", "-m", m]);
+    let out = domino(&[
+        "perplexity",
+        "--jsonl",
+        jsonl.to_str().unwrap(),
+        "--field",
+        "t",
+        "-m",
+        m,
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains(":2: record has no string field `t`"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -198,13 +319,25 @@ fn retokenize_spells_the_text_and_starts_with_the_model_preferred_token() {
         "--threads",
         "2",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in ["default", "naturalized"] {
         let t = &r[key];
-        let pieces: String = t["pieces"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+        let pieces: String = t["pieces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
         assert_eq!(pieces, text, "{key} tokens do not spell the text");
-        assert_eq!(t["logprobs"].as_array().unwrap().len(), t["tokens"].as_array().unwrap().len());
+        assert_eq!(
+            t["logprobs"].as_array().unwrap().len(),
+            t["tokens"].as_array().unwrap().len()
+        );
         assert!(t["perplexity"].as_f64().unwrap() >= 1.0);
     }
     // Greedy: the first chosen token is the most likely of all aligned tokens, the
@@ -212,6 +345,15 @@ fn retokenize_spells_the_text_and_starts_with_the_model_preferred_token() {
     let first = |key: &str| r[key]["logprobs"][0].as_f64().unwrap();
     assert!(first("naturalized") >= first("default"), "{r}");
 
-    let out = domino(&["eval", "retokenize", "--prompt", "x", "--text", "", "-m", model.to_str().unwrap()]);
+    let out = domino(&[
+        "eval",
+        "retokenize",
+        "--prompt",
+        "x",
+        "--text",
+        "",
+        "-m",
+        model.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
 }

@@ -9,11 +9,19 @@ use domino::eval::throughput::{Manifest, PromptSource, workload_prompts};
 
 fn train(task: Task) -> Dataset {
     let path = default_path(task, Split::Train);
-    Dataset::load(task, &path).unwrap_or_else(|e| panic!("evaluation data is required for this test: {e:#}"))
+    Dataset::load(task, &path)
+        .unwrap_or_else(|e| panic!("evaluation data is required for this test: {e:#}"))
 }
 
 fn build(task: Task, data: &Dataset, k: usize, seed: u64) -> FewShotPrompt {
-    FewShotPrompt::build(Template::for_task(task).unwrap(), data, k, seed, JsonStyle::Pretty).unwrap()
+    FewShotPrompt::build(
+        Template::for_task(task).unwrap(),
+        data,
+        k,
+        seed,
+        JsonStyle::Pretty,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -32,7 +40,10 @@ fn demonstrations_are_deterministic_for_a_seed() {
         assert_eq!(unique.len(), 5, "demonstrations are distinct");
 
         let c = build(task, &data, 5, 8);
-        assert_ne!(a.demo_ids, c.demo_ids, "another seed draws other demonstrations");
+        assert_ne!(
+            a.demo_ids, c.demo_ids,
+            "another seed draws other demonstrations"
+        );
         assert_ne!(a.prompt_id(), c.prompt_id());
     }
 }
@@ -44,21 +55,41 @@ fn pinned_draw_for_seed_zero() {
     let data = train(Task::Gsm8k);
     let first = choose_demos(&data, 5, 0).unwrap();
     assert_eq!(first, [7435, 2765, 192, 2203, 4458]);
-    assert_eq!(choose_demos(&train(Task::Conll), 5, 0).unwrap(), [3621, 12675, 1607, 5589, 8788]);
+    assert_eq!(
+        choose_demos(&train(Task::Conll), 5, 0).unwrap(),
+        [3621, 12675, 1607, 5589, 8788]
+    );
     let more = choose_demos(&data, 8, 0).unwrap();
-    assert_eq!(&more[..5], &first[..], "drawing more keeps the first K (partial Fisher-Yates)");
+    assert_eq!(
+        &more[..5],
+        &first[..],
+        "drawing more keeps the first K (partial Fisher-Yates)"
+    );
 }
 
 #[test]
 fn gsm8k_prompt_layout() {
     let data = train(Task::Gsm8k);
     let p = build(Task::Gsm8k, &data, 5, 0);
-    let Dataset::Gsm8k(v) = &data else { unreachable!() };
+    let Dataset::Gsm8k(v) = &data else {
+        unreachable!()
+    };
     let prompt = p.gsm8k_prompt(&v[0]);
     assert!(prompt.starts_with("Solve each math problem"));
-    assert_eq!(prompt.matches("\nQ: ").count(), 6, "5 demonstrations + the query:\n{prompt}");
-    assert_eq!(prompt.matches("\nA: {\n    \"thoughts\": [").count(), 5, "pretty JSON answers as in Listing 8");
-    assert!(prompt.ends_with(&format!("Q: {}\nA:", v[0].question)), "ends with the query and `A:`");
+    assert_eq!(
+        prompt.matches("\nQ: ").count(),
+        6,
+        "5 demonstrations + the query:\n{prompt}"
+    );
+    assert_eq!(
+        prompt.matches("\nA: {\n    \"thoughts\": [").count(),
+        5,
+        "pretty JSON answers as in Listing 8"
+    );
+    assert!(
+        prompt.ends_with(&format!("Q: {}\nA:", v[0].question)),
+        "ends with the query and `A:`"
+    );
     for &id in &p.demo_ids {
         assert!(p.prefix.contains(&v[id].question));
     }
@@ -68,14 +99,26 @@ fn gsm8k_prompt_layout() {
 fn conll_prompt_presents_the_token_list() {
     let data = train(Task::Conll);
     let p = build(Task::Conll, &data, 3, 1);
-    let Dataset::Conll(v) = &data else { unreachable!() };
+    let Dataset::Conll(v) = &data else {
+        unreachable!()
+    };
     let prompt = p.conll_prompt(&v[0]);
     assert!(
         prompt.ends_with("Q: [\"EU\", \"rejects\", \"German\", \"call\", \"to\", \"boycott\", \"British\", \"lamb\", \".\"]\nA:"),
         "{prompt}"
     );
-    assert_eq!(prompt.matches("\"tag\": ").count(), p.demo_ids.iter().map(|&i| v[i].tokens.len()).sum::<usize>());
-    let compact = FewShotPrompt::build(Template::for_task(Task::Conll).unwrap(), &data, 3, 1, JsonStyle::Compact).unwrap();
+    assert_eq!(
+        prompt.matches("\"tag\": ").count(),
+        p.demo_ids.iter().map(|&i| v[i].tokens.len()).sum::<usize>()
+    );
+    let compact = FewShotPrompt::build(
+        Template::for_task(Task::Conll).unwrap(),
+        &data,
+        3,
+        1,
+        JsonStyle::Compact,
+    )
+    .unwrap();
     assert!(compact.prefix.contains("A: {\"tokens\":[{\"token\":"));
 }
 
@@ -92,12 +135,18 @@ fn throughput_prompts_and_manifest() {
     let manifest = Manifest::load_default().unwrap();
     let names: Vec<&str> = manifest.workloads.iter().map(|w| w.name.as_str()).collect();
     assert_eq!(names, ["json", "gsm8k-schema", "c", "xml", "rpg-template"]);
-    assert_eq!((manifest.max_tokens, manifest.reps, manifest.warmup), (128, 100, 10));
+    assert_eq!(
+        (manifest.max_tokens, manifest.reps, manifest.warmup),
+        (128, 100, 10)
+    );
     for w in &manifest.workloads {
         let prompts = workload_prompts(w, 0).unwrap();
         assert!(prompts.len() >= 5, "{}: {} prompts", w.name, prompts.len());
         if let PromptSource::File(path) = &w.prompts {
-            assert_eq!(load_prompt_list(&domino::eval::resolve(path)).unwrap(), prompts);
+            assert_eq!(
+                load_prompt_list(&domino::eval::resolve(path)).unwrap(),
+                prompts
+            );
         }
     }
     let c = load_prompt_list(&domino::eval::resolve("prompts/throughput/c.txt")).unwrap();

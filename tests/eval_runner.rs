@@ -8,7 +8,9 @@ use domino::eval::metrics::{FinishReason, SampleResult};
 use domino::eval::prompt::fnv1a64;
 use domino::eval::results::{done_pairs, read_results};
 use domino::eval::throughput::{Manifest, ThroughputOptions, run_throughput};
-use domino::eval::{EvalBackend, GenerationOutcome, GenerationRequest, Method, RunOptions, Task, run_task};
+use domino::eval::{
+    EvalBackend, GenerationOutcome, GenerationRequest, Method, RunOptions, Task, run_task,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -26,19 +28,30 @@ struct FakeBackend {
 
 impl FakeBackend {
     fn new() -> FakeBackend {
-        let Dataset::Gsm8k(g) = Dataset::load(Task::Gsm8k, &default_path(Task::Gsm8k, Split::Test)).expect("data required") else {
+        let Dataset::Gsm8k(g) = Dataset::load(Task::Gsm8k, &default_path(Task::Gsm8k, Split::Test))
+            .expect("data required")
+        else {
             unreachable!()
         };
-        let Dataset::Conll(c) = Dataset::load(Task::Conll, &default_path(Task::Conll, Split::Test)).expect("data required") else {
+        let Dataset::Conll(c) = Dataset::load(Task::Conll, &default_path(Task::Conll, Split::Test))
+            .expect("data required")
+        else {
             unreachable!()
         };
         FakeBackend {
-            gsm_gold: g.into_iter().map(|s| (s.question, s.final_answer)).collect(),
+            gsm_gold: g
+                .into_iter()
+                .map(|s| (s.question, s.final_answer))
+                .collect(),
             conll_gold: c
                 .into_iter()
                 .map(|s| {
                     (
-                        domino::eval::prompt::conll_question(&domino::eval::data::ConllSample { id: 0, tokens: s.tokens, tags: vec![] }),
+                        domino::eval::prompt::conll_question(&domino::eval::data::ConllSample {
+                            id: 0,
+                            tokens: s.tokens,
+                            tags: vec![],
+                        }),
                         s.tags,
                     )
                 })
@@ -81,29 +94,50 @@ impl EvalBackend for FakeBackend {
         }
         if req.shared_prefix_len > 0 {
             let prefix = &req.prompt[..req.shared_prefix_len];
-            assert!(prefix.ends_with("\n\n") && prefix.contains("Q: "), "the shared prefix is instruction + demonstrations");
+            assert!(
+                prefix.ends_with("\n\n") && prefix.contains("Q: "),
+                "the shared prefix is instruction + demonstrations"
+            );
             match &self.prefix {
                 Some(p) => assert_eq!(p, prefix, "every request of a run shares the prefix"),
                 None => self.prefix = Some(prefix.to_string()),
             }
         }
         // Few-shot prompts end in `Q: <question>\nA:`; throughput prompts are used whole.
-        let question = req.prompt.rsplit("\nQ: ").next().unwrap().strip_suffix("\nA:").unwrap_or(req.prompt);
+        let question = req
+            .prompt
+            .rsplit("\nQ: ")
+            .next()
+            .unwrap()
+            .strip_suffix("\nA:")
+            .unwrap_or(req.prompt);
         let h = fnv1a64(question.as_bytes());
         let mi = method_index(req.method);
         let mut text = match req.task {
             "gsm8k" => {
                 let gold = self.gsm_gold[question];
                 assert_eq!(req.max_tokens, 512);
-                let answer = if h % 2 == 0 || (mi == 1 && h % 4 == 1) { gold } else { gold + 1 };
+                let answer = if h % 2 == 0 || (mi == 1 && h % 4 == 1) {
+                    gold
+                } else {
+                    gold + 1
+                };
                 let json = format!(
                     "{{\n    \"thoughts\": [\n        {{\"step\": \"s\", \"calculation\": \"1+1\", \"result\": 2}}\n    ],\n    \"answer\": {answer}\n}}"
                 );
-                if mi == 2 { json.replace("\n", "").replace("    ", "") } else { json }
+                if mi == 2 {
+                    json.replace("\n", "").replace("    ", "")
+                } else {
+                    json
+                }
             }
             "conll" => {
                 let gold = &self.conll_gold[question];
-                assert_eq!(req.max_tokens, (64 + 32 * gold.len()).min(2048), "the CoNLL budget grows with the sentence");
+                assert_eq!(
+                    req.max_tokens,
+                    (64 + 32 * gold.len()).min(2048),
+                    "the CoNLL budget grows with the sentence"
+                );
                 let items: Vec<String> = gold
                     .iter()
                     .enumerate()
@@ -130,15 +164,35 @@ impl EvalBackend for FakeBackend {
         Ok(GenerationOutcome {
             text,
             logprobs: vec![-0.05 * (mi + 1) as f32; n],
-            interventions: if mi == 0 { 0 } else { (n / (5 + mi as usize)) as u32 },
+            interventions: if mi == 0 {
+                0
+            } else {
+                (n / (5 + mi as usize)) as u32
+            },
             prompt_tokens: req.prompt.len(),
             prompt_ms: 1.0,
             decode_ms: n as f64 * (10.0 + mi as f64),
-            finish_reason: Some(if mi == 3 && h % 5 == 0 { FinishReason::MaxTokens } else { FinishReason::Eos }),
+            finish_reason: Some(if mi == 3 && h % 5 == 0 {
+                FinishReason::MaxTokens
+            } else {
+                FinishReason::Eos
+            }),
             // Speculative methods (`domino-sN`) verify one draft in three and take two of them.
-            forward_passes: if req.method.is_speculative() { n.div_ceil(2) } else { n },
-            draft_proposed: if req.method.is_speculative() { n / 2 + n / 4 } else { 0 },
-            draft_accepted: if req.method.is_speculative() { n / 2 } else { 0 },
+            forward_passes: if req.method.is_speculative() {
+                n.div_ceil(2)
+            } else {
+                n
+            },
+            draft_proposed: if req.method.is_speculative() {
+                n / 2 + n / 4
+            } else {
+                0
+            },
+            draft_accepted: if req.method.is_speculative() {
+                n / 2
+            } else {
+                0
+            },
             tokens,
         })
     }
@@ -168,7 +222,13 @@ fn read(dir: &Path, name: &str) -> String {
 
 fn assert_same_outputs(a: &Path, b: &Path) {
     for name in REPORT_FILES {
-        assert_eq!(read(a, name), read(b, name), "{name} differs between {} and {}", a.display(), b.display());
+        assert_eq!(
+            read(a, name),
+            read(b, name),
+            "{name} differs between {} and {}",
+            a.display(),
+            b.display()
+        );
     }
 }
 
@@ -183,20 +243,48 @@ fn reports_contain_every_method() {
     let svg = read(&dir, "accuracy.svg");
     for m in Method::default_accuracy_methods() {
         let name = m.to_string();
-        assert!(md.contains(&format!("| GSM8K | fake-model | {name} |")), "report.md lacks a Table 2 row for {name}");
-        assert!(md.contains(&format!("\n| {name} |")), "report.md lacks an invasiveness row for {name}");
-        assert!(json["methods"].as_array().unwrap().iter().any(|x| x["method"] == name.as_str()), "report.json lacks {name}");
-        assert!(svg.contains(&format!(">{name}</text>")), "accuracy.svg lacks {name}");
+        assert!(
+            md.contains(&format!("| GSM8K | fake-model | {name} |")),
+            "report.md lacks a Table 2 row for {name}"
+        );
+        assert!(
+            md.contains(&format!("\n| {name} |")),
+            "report.md lacks an invasiveness row for {name}"
+        );
+        assert!(
+            json["methods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["method"] == name.as_str()),
+            "report.json lacks {name}"
+        );
+        assert!(
+            svg.contains(&format!(">{name}</text>")),
+            "accuracy.svg lacks {name}"
+        );
     }
-    assert!(md.contains("0.415 / 0.262"), "the paper's unconstrained accuracy is beside ours");
+    assert!(
+        md.contains("0.415 / 0.262"),
+        "the paper's unconstrained accuracy is beside ours"
+    );
     assert!(md.contains("Small models score low"));
     assert!(md.contains("## The paper's claims in this run"));
     assert_eq!(report.claims.len(), 7, "{:#?}", report.claims);
     let summary_of = |m: Method| report.methods.iter().find(|s| s.method == m).unwrap();
-    assert_eq!(report.claims[0].holds, Some(summary_of(Method::DOMINO).accuracy >= summary_of(Method::None).accuracy));
-    assert_eq!(report.claims[2].holds, Some(false), "the fake's domino is slower than none");
+    assert_eq!(
+        report.claims[0].holds,
+        Some(summary_of(Method::DOMINO).accuracy >= summary_of(Method::None).accuracy)
+    );
+    assert_eq!(
+        report.claims[2].holds,
+        Some(false),
+        "the fake's domino is slower than none"
+    );
 
-    let results = read_results::<SampleResult>(&dir.join("results.jsonl")).unwrap().records;
+    let results = read_results::<SampleResult>(&dir.join("results.jsonl"))
+        .unwrap()
+        .records;
     assert_eq!(results.len(), 12 * 5);
     let summary = |m: Method| report.methods.iter().find(|s| s.method == m).unwrap();
     // The fake's `none` and `domino` agree on the evenly hashed samples only, `naive` reflows whitespace.
@@ -208,22 +296,36 @@ fn reports_contain_every_method() {
     assert!((summary(Method::DOMINO).performance_impact.unwrap() - 10.0 / 11.0).abs() < 0.02);
     assert!(md.contains("(McNemar p)") && md.contains("McNemar p = "));
     // Scores recomputed by hand from the records.
-    let none_correct = results.iter().filter(|r| r.method == Method::None && r.correct).count();
+    let none_correct = results
+        .iter()
+        .filter(|r| r.method == Method::None && r.correct)
+        .count();
     for s in &report.methods {
         let rows: Vec<&SampleResult> = results.iter().filter(|r| r.method == s.method).collect();
         let correct = rows.iter().filter(|r| r.correct).count();
         assert_eq!(s.correct, correct);
         if let Some(p) = s.vs_none {
-            assert_eq!((p.both_correct + p.only_method, p.both_correct + p.only_none), (correct, none_correct));
+            assert_eq!(
+                (p.both_correct + p.only_method, p.both_correct + p.only_none),
+                (correct, none_correct)
+            );
             assert_eq!(p.both_correct + p.only_method + p.only_none + p.neither, 12);
         } else {
             assert_eq!(s.method, Method::None);
         }
-        assert_eq!(s.well_formed_rate, rows.iter().filter(|r| r.well_formed).count() as f64 / 12.0);
+        assert_eq!(
+            s.well_formed_rate,
+            rows.iter().filter(|r| r.well_formed).count() as f64 / 12.0
+        );
     }
     // Truncated outputs (llama-grammar on every fifth hash) are never well-formed.
-    for r in results.iter().filter(|r| r.finish_reason == FinishReason::MaxTokens) {
-        assert!(!r.well_formed && !r.correct && r.score_note.as_deref().unwrap().contains("truncated"));
+    for r in results
+        .iter()
+        .filter(|r| r.finish_reason == FinishReason::MaxTokens)
+    {
+        assert!(
+            !r.well_formed && !r.correct && r.score_note.as_deref().unwrap().contains("truncated")
+        );
     }
     // Without --resume an existing results file is refused.
     let err = run_task(Task::Gsm8k, &mut FakeBackend::new(), &options(12), &dir).unwrap_err();
@@ -240,7 +342,9 @@ fn resume_after_a_kill_gives_the_same_report() {
     let killed = fresh_dir("killed");
     let mut dying = FakeBackend::new();
     dying.panic_after = Some(23);
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(Task::Gsm8k, &mut dying, &options(12), &killed)));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_task(Task::Gsm8k, &mut dying, &options(12), &killed)
+    }));
     assert!(outcome.is_err(), "the fake backend panics");
     assert_eq!(done_pairs(&killed.join("results.jsonl")).unwrap().len(), 23);
     assert!(!killed.join("report.md").exists());
@@ -270,7 +374,8 @@ fn resume_after_a_kill_gives_the_same_report() {
     for name in ["report.md", "report.json", "accuracy.svg"] {
         std::fs::remove_file(torn.join(name)).unwrap();
     }
-    let rewritten = domino::eval::runner::rewrite_report(Task::Gsm8k, &RunOptions::default(), &torn).unwrap();
+    let rewritten =
+        domino::eval::runner::rewrite_report(Task::Gsm8k, &RunOptions::default(), &torn).unwrap();
     assert_eq!(rewritten.samples, 12);
     assert_same_outputs(&full, &torn);
 
@@ -295,9 +400,16 @@ fn backend_errors_are_recorded_and_retried_on_resume() {
     let mut flaky = FakeBackend::new();
     flaky.fail = Some((Method::Template, 2));
     let report = run_task(Task::Gsm8k, &mut flaky, &options(6), &dir).unwrap();
-    let template = report.methods.iter().find(|m| m.method == Method::Template).unwrap();
+    let template = report
+        .methods
+        .iter()
+        .find(|m| m.method == Method::Template)
+        .unwrap();
     assert_eq!((template.errors, template.finish_reasons["error"]), (2, 2));
-    assert_eq!(done_pairs(&dir.join("results.jsonl")).unwrap().len(), 6 * 5 - 2);
+    assert_eq!(
+        done_pairs(&dir.join("results.jsonl")).unwrap().len(),
+        6 * 5 - 2
+    );
 
     let mut opts = options(6);
     opts.resume = true;
@@ -305,7 +417,11 @@ fn backend_errors_are_recorded_and_retried_on_resume() {
     run_task(Task::Gsm8k, &mut backend, &opts, &dir).unwrap();
     assert_eq!(backend.calls, 2, "only the failed pairs are retried");
     for name in ["report.md", "report.json", "accuracy.svg"] {
-        assert_eq!(read(&full, name), read(&dir, name), "{name}: the retried records replace the errors");
+        assert_eq!(
+            read(&full, name),
+            read(&dir, name),
+            "{name}: the retried records replace the errors"
+        );
     }
 
     // Three failures in a row of one method stop the run, pointing at --resume.
@@ -314,7 +430,10 @@ fn backend_errors_are_recorded_and_retried_on_resume() {
     dead.fail = Some((Method::Naive, usize::MAX));
     let err = run_task(Task::Gsm8k, &mut dead, &options(6), &broken).unwrap_err();
     let msg = format!("{err:#}");
-    assert!(msg.contains("naive failed on 3 samples in a row") && msg.contains("--resume"), "{msg}");
+    assert!(
+        msg.contains("naive failed on 3 samples in a row") && msg.contains("--resume"),
+        "{msg}"
+    );
     for d in [full, dir, broken] {
         std::fs::remove_dir_all(d).unwrap();
     }
@@ -336,9 +455,15 @@ fn conll_run_reports_entity_f1() {
     opts.methods = vec![Method::None, Method::Naive];
     let report = run_task(Task::Conll, &mut FakeBackend::new(), &opts, &dir).unwrap();
     let none = &report.methods[0];
-    assert_eq!((none.accuracy, none.well_formed_rate, none.entity_f1), (1.0, 1.0, Some(1.0)));
+    assert_eq!(
+        (none.accuracy, none.well_formed_rate, none.entity_f1),
+        (1.0, 1.0, Some(1.0))
+    );
     let naive = &report.methods[1];
-    assert!(naive.entity_f1.unwrap() < 1.0, "naive mistags the first token");
+    assert!(
+        naive.entity_f1.unwrap() < 1.0,
+        "naive mistags the first token"
+    );
     let md = read(&dir, "report.md");
     assert!(md.contains("## Entity-level F1") && md.contains("| CoNLL2003 | fake-model | naive |"));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -350,14 +475,31 @@ fn throughput_suite_reports_every_workload_and_method() {
     let mut manifest = Manifest::load_default().unwrap();
     let methods = Method::default_throughput_methods();
     // The fake ignores grammars; the shipped grammar files belong to another part of the tree.
-    let mut missing = Manifest { workloads: vec![manifest.workloads[0].clone()], ..manifest.clone() };
+    let mut missing = Manifest {
+        workloads: vec![manifest.workloads[0].clone()],
+        ..manifest.clone()
+    };
     missing.workloads[0].grammar = "grammars/does-not-exist.gbnf".into();
-    let err = run_throughput(&missing, &mut FakeBackend::new(), &ThroughputOptions::default(), &dir).unwrap_err();
-    assert!(format!("{err:#}").contains("does-not-exist.gbnf"), "{err:#}");
+    let err = run_throughput(
+        &missing,
+        &mut FakeBackend::new(),
+        &ThroughputOptions::default(),
+        &dir,
+    )
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("does-not-exist.gbnf"),
+        "{err:#}"
+    );
     for w in &mut manifest.workloads {
         w.grammar = "grammars/gsm8k.schema.json".into();
     }
-    let opts = ThroughputOptions { reps: Some(3), warmup: Some(1), methods: methods.clone(), ..ThroughputOptions::default() };
+    let opts = ThroughputOptions {
+        reps: Some(3),
+        warmup: Some(1),
+        methods: methods.clone(),
+        ..ThroughputOptions::default()
+    };
     let mut backend = FakeBackend::new();
     let report = run_throughput(&manifest, &mut backend, &opts, &dir).unwrap();
     assert_eq!(backend.calls, 5 * (3 + 1) * methods.len());
@@ -365,11 +507,18 @@ fn throughput_suite_reports_every_workload_and_method() {
     let md = read(&dir, "throughput.md");
     let svg = read(&dir, "throughput.svg");
     for w in &manifest.workloads {
-        assert!(md.contains(&format!("| {} | fake-model |", w.title)), "throughput.md lacks {}", w.name);
+        assert!(
+            md.contains(&format!("| {} | fake-model |", w.title)),
+            "throughput.md lacks {}",
+            w.name
+        );
         assert!(svg.contains(&format!(">{}</text>", w.name)));
     }
     for m in &methods {
-        assert!(svg.contains(&format!(">{m}</text>")), "throughput.svg legend lacks {m}");
+        assert!(
+            svg.contains(&format!(">{m}</text>")),
+            "throughput.svg legend lacks {m}"
+        );
     }
     for s in report.summaries.iter().filter(|s| s.method == Method::None) {
         assert_eq!(s.ratio_to_none.unwrap().median, 1.0);
@@ -378,13 +527,34 @@ fn throughput_suite_reports_every_workload_and_method() {
     assert!(md.contains("The paper's Table 3"));
     // Speculation is explained by its counts: passes per token and draft acceptance, summed
     // over the records.
-    let records = read_results::<domino::eval::throughput::ThroughputRecord>(&dir.join("throughput.jsonl")).unwrap().records;
-    for s in report.summaries.iter().filter(|s| s.method.is_speculative()) {
-        let rows: Vec<_> = records.iter().filter(|r| r.workload == s.workload && r.method == s.method).collect();
-        let sum = |f: fn(&domino::eval::throughput::ThroughputRecord) -> usize| rows.iter().map(|r| f(r)).sum::<usize>() as f64;
-        assert_eq!(s.passes_per_token, Some(sum(|r| r.forward_passes) / sum(|r| r.generated_tokens)));
-        assert_eq!(s.draft_acceptance, Some(sum(|r| r.draft_accepted) / sum(|r| r.draft_proposed)));
-        assert!(s.passes_per_token.unwrap() < 0.6 && (s.draft_acceptance.unwrap() - 2.0 / 3.0).abs() < 0.05);
+    let records =
+        read_results::<domino::eval::throughput::ThroughputRecord>(&dir.join("throughput.jsonl"))
+            .unwrap()
+            .records;
+    for s in report
+        .summaries
+        .iter()
+        .filter(|s| s.method.is_speculative())
+    {
+        let rows: Vec<_> = records
+            .iter()
+            .filter(|r| r.workload == s.workload && r.method == s.method)
+            .collect();
+        let sum = |f: fn(&domino::eval::throughput::ThroughputRecord) -> usize| {
+            rows.iter().map(|r| f(r)).sum::<usize>() as f64
+        };
+        assert_eq!(
+            s.passes_per_token,
+            Some(sum(|r| r.forward_passes) / sum(|r| r.generated_tokens))
+        );
+        assert_eq!(
+            s.draft_acceptance,
+            Some(sum(|r| r.draft_accepted) / sum(|r| r.draft_proposed))
+        );
+        assert!(
+            s.passes_per_token.unwrap() < 0.6
+                && (s.draft_acceptance.unwrap() - 2.0 / 3.0).abs() < 0.05
+        );
     }
     assert!(md.contains("| Forward passes per token | Drafts accepted |"));
     // Records written before passes were recorded (no such fields) parse, and report "—".
@@ -393,17 +563,34 @@ fn throughput_suite_reports_every_workload_and_method() {
         old.as_object_mut().unwrap().remove(key);
     }
     let old: domino::eval::throughput::ThroughputRecord = serde_json::from_value(old).unwrap();
-    let summary = domino::eval::throughput::summarize_throughput(&[old.clone()], &[old.workload.clone()], &[old.method]);
+    let summary = domino::eval::throughput::summarize_throughput(
+        &[old.clone()],
+        &[old.workload.clone()],
+        &[old.method],
+    );
     assert_eq!(summary[0].passes_per_token, None);
 
     // Resume of a finished suite runs nothing and rewrites the same report.
     let before = read(&dir, "throughput.json");
     let mut again = FakeBackend::new();
-    run_throughput(&manifest, &mut again, &ThroughputOptions { resume: true, ..opts.clone() }, &dir).unwrap();
+    run_throughput(
+        &manifest,
+        &mut again,
+        &ThroughputOptions {
+            resume: true,
+            ..opts.clone()
+        },
+        &dir,
+    )
+    .unwrap();
     assert_eq!(again.calls, 0);
     assert_eq!(read(&dir, "throughput.json"), before);
     // … but not with another protocol.
-    let other = ThroughputOptions { resume: true, max_tokens: Some(64), ..opts.clone() };
+    let other = ThroughputOptions {
+        resume: true,
+        max_tokens: Some(64),
+        ..opts.clone()
+    };
     let err = run_throughput(&manifest, &mut FakeBackend::new(), &other, &dir).unwrap_err();
     assert!(format!("{err:#}").contains("cannot resume"), "{err:#}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -428,7 +615,9 @@ fn shards_split_a_run_and_report_like_one_process() {
     let dir = fresh_dir("sharded");
     let mut dying = FakeBackend::new();
     dying.panic_after = Some(17);
-    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_task(Task::Gsm8k, &mut dying, &options(12), &dir)));
+    let killed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_task(Task::Gsm8k, &mut dying, &options(12), &dir)
+    }));
     assert!(killed.is_err());
     let shard = |s: &str| {
         let mut o = options(12);
@@ -441,7 +630,11 @@ fn shards_split_a_run_and_report_like_one_process() {
     // finished so far: the first four (sample 4 is shard 0's).
     let mut odd = FakeBackend::new();
     let partial = run_task(Task::Gsm8k, &mut odd, &shard("1/2"), &dir).unwrap();
-    assert_eq!(odd.calls, 3 + 5 * 4, "the rest of sample 3, then samples 5, 7, 9, 11");
+    assert_eq!(
+        odd.calls,
+        3 + 5 * 4,
+        "the rest of sample 3, then samples 5, 7, 9, 11"
+    );
     assert_eq!(partial.samples, 4);
     assert!(dir.join("results.shard-1-of-2.jsonl").is_file());
     let mut even = FakeBackend::new();
@@ -449,9 +642,17 @@ fn shards_split_a_run_and_report_like_one_process() {
     assert_eq!(even.calls, 5 * 4, "samples 4, 6, 8, 10");
     assert_eq!(report.samples, 12, "the last shard reports every sample");
     for name in ["report.md", "report.json", "accuracy.svg"] {
-        assert_eq!(read(&full, name), read(&dir, name), "{name} differs from an unsharded run");
+        assert_eq!(
+            read(&full, name),
+            read(&dir, name),
+            "{name} differs from an unsharded run"
+        );
     }
-    assert_eq!(all_records(&full), all_records(&dir), "the same records, spread over three files");
+    assert_eq!(
+        all_records(&full),
+        all_records(&dir),
+        "the same records, spread over three files"
+    );
     // Nothing left to do for anyone; a plain resume agrees.
     let mut idle = FakeBackend::new();
     let mut resume = options(12);
@@ -487,5 +688,8 @@ fn shard_flags_are_checked() {
         assert!(err.contains("I/N"), "{bad}: {err}");
     }
     let s = Shard { index: 2, count: 3 };
-    assert_eq!((0..9).filter(|&i| s.contains(i)).collect::<Vec<_>>(), vec![2, 5, 8]);
+    assert_eq!(
+        (0..9).filter(|&i| s.contains(i)).collect::<Vec<_>>(),
+        vec![2, 5, 8]
+    );
 }

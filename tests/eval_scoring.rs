@@ -42,18 +42,30 @@ fn gsm8k_wrong_answer_is_well_formed_but_not_correct() {
 fn gsm8k_numeric_comparison() {
     let scorer = gsm();
     for answer in ["40.0", "4e1", "40.00000000001"] {
-        let out = format!(r#"{{"thoughts": [{{"step": "s", "calculation": "c", "result": 1}}], "answer": {answer}}}"#);
-        assert!(scorer.score(&out, &Gold::Number(40)).correct, "{answer} should equal 40");
+        let out = format!(
+            r#"{{"thoughts": [{{"step": "s", "calculation": "c", "result": 1}}], "answer": {answer}}}"#
+        );
+        assert!(
+            scorer.score(&out, &Gold::Number(40)).correct,
+            "{answer} should equal 40"
+        );
     }
     for answer in ["40.5", "-40", "\"40\"", "null"] {
-        let out = format!(r#"{{"thoughts": [{{"step": "s", "calculation": "c", "result": 1}}], "answer": {answer}}}"#);
-        assert!(!scorer.score(&out, &Gold::Number(40)).correct, "{answer} should not equal 40");
+        let out = format!(
+            r#"{{"thoughts": [{{"step": "s", "calculation": "c", "result": 1}}], "answer": {answer}}}"#
+        );
+        assert!(
+            !scorer.score(&out, &Gold::Number(40)).correct,
+            "{answer} should not equal 40"
+        );
     }
 }
 
 #[test]
 fn gsm8k_text_around_and_code_fences() {
-    let out = format!("Sure, here is the answer:\n```json\n{GSM_VALID}\n```\n\nQ: Next question?\nA: {{\"answer\": 3}}");
+    let out = format!(
+        "Sure, here is the answer:\n```json\n{GSM_VALID}\n```\n\nQ: Next question?\nA: {{\"answer\": 3}}"
+    );
     let s = gsm().score(&out, &Gold::Number(40));
     assert!(s.well_formed && s.correct, "{s:?}");
 }
@@ -70,11 +82,17 @@ fn gsm8k_truncated_output_has_no_answer() {
 #[test]
 fn gsm8k_invalid_json_and_schema_violations() {
     let s = gsm().score("{\"thoughts\": [], answer: 40}", &Gold::Number(40));
-    assert!(matches!(s.extract_error, Some(ExtractError::Invalid { .. })));
+    assert!(matches!(
+        s.extract_error,
+        Some(ExtractError::Invalid { .. })
+    ));
     assert!(!s.well_formed && !s.correct);
 
     // Parses, right answer, but violates the schema (empty thoughts, extra key): correct, not well-formed.
-    let s = gsm().score(r#"{"thoughts": [], "answer": 40, "note": "x"}"#, &Gold::Number(40));
+    let s = gsm().score(
+        r#"{"thoughts": [], "answer": 40, "note": "x"}"#,
+        &Gold::Number(40),
+    );
     assert!(s.correct);
     assert!(!s.well_formed);
     assert!(s.schema_error.is_some());
@@ -100,32 +118,75 @@ fn conll_exact_sequence_and_entities() {
 Q: ..."#;
     let s = conll().score(out, &tags("B-PER I-PER O"));
     assert!(s.well_formed && s.correct, "{s:?}");
-    assert_eq!(s.entities, Some(EntityCounts { true_positive: 1, predicted: 1, gold: 1 }));
+    assert_eq!(
+        s.entities,
+        Some(EntityCounts {
+            true_positive: 1,
+            predicted: 1,
+            gold: 1
+        })
+    );
     assert_eq!(s.parsed_answer, serde_json::json!(["B-PER", "I-PER", "O"]));
 
     // One wrong tag: not correct; the entity boundary differs, so no true positive.
     let s = conll().score(out, &tags("B-PER O O"));
     assert!(s.well_formed && !s.correct);
-    assert_eq!(s.entities, Some(EntityCounts { true_positive: 0, predicted: 1, gold: 1 }));
+    assert_eq!(
+        s.entities,
+        Some(EntityCounts {
+            true_positive: 0,
+            predicted: 1,
+            gold: 1
+        })
+    );
 }
 
 #[test]
 fn conll_length_mismatch_and_bad_tags() {
-    let short = r#"{"tokens": [{"token": "Nadim", "tag": "B-PER"}, {"token": "Ladki", "tag": "I-PER"}]}"#;
+    let short =
+        r#"{"tokens": [{"token": "Nadim", "tag": "B-PER"}, {"token": "Ladki", "tag": "I-PER"}]}"#;
     let s = conll().score(short, &tags("B-PER I-PER O"));
-    assert!(s.well_formed && !s.correct, "missing token must fail exact sequence accuracy");
-    assert_eq!(s.entities.unwrap().true_positive, 1, "aligned by position, padded with O");
+    assert!(
+        s.well_formed && !s.correct,
+        "missing token must fail exact sequence accuracy"
+    );
+    assert_eq!(
+        s.entities.unwrap().true_positive,
+        1,
+        "aligned by position, padded with O"
+    );
 
-    let bad = r#"{"tokens": [{"token": "Nadim", "tag": "PERSON"}, {"token": "Ladki", "tag": "I-PER"}]}"#;
+    let bad =
+        r#"{"tokens": [{"token": "Nadim", "tag": "PERSON"}, {"token": "Ladki", "tag": "I-PER"}]}"#;
     let s = conll().score(bad, &tags("B-PER I-PER"));
     assert!(!s.well_formed && !s.correct);
     assert_eq!(s.parsed_answer, serde_json::json!([null, "I-PER"]));
     // `PERSON` counts as O, so `I-PER` starts its own (wrong) entity.
-    assert_eq!(s.entities, Some(EntityCounts { true_positive: 0, predicted: 1, gold: 1 }));
+    assert_eq!(
+        s.entities,
+        Some(EntityCounts {
+            true_positive: 0,
+            predicted: 1,
+            gold: 1
+        })
+    );
 
-    let s = conll().score(r#"{"tokens": [{"token": "Nadim", "tag": "B-PER"}"#, &tags("B-PER"));
-    assert!(matches!(s.extract_error, Some(ExtractError::Truncated { .. })));
-    assert_eq!(s.entities, Some(EntityCounts { true_positive: 0, predicted: 0, gold: 1 }));
+    let s = conll().score(
+        r#"{"tokens": [{"token": "Nadim", "tag": "B-PER"}"#,
+        &tags("B-PER"),
+    );
+    assert!(matches!(
+        s.extract_error,
+        Some(ExtractError::Truncated { .. })
+    ));
+    assert_eq!(
+        s.entities,
+        Some(EntityCounts {
+            true_positive: 0,
+            predicted: 0,
+            gold: 1
+        })
+    );
 }
 
 #[test]

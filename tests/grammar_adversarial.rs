@@ -17,7 +17,11 @@ fn sixty_thousand_nested_parens_are_a_limit_error_in_every_front_end() {
     assert!(matches!(e.location, Location::LineColumn { line: 1, .. }));
     let e = lark::parse(&format!("start: {open}\"a\"{close}"), "start").unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit, "{e}");
-    let e = lark::parse(&format!("start: {}\"a\"{}", "[".repeat(60_000), "]".repeat(60_000)), "start").unwrap_err();
+    let e = lark::parse(
+        &format!("start: {}\"a\"{}", "[".repeat(60_000), "]".repeat(60_000)),
+        "start",
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit, "{e}");
     let e = regex::parse(&format!("{open}a{close}")).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit, "{e}");
@@ -37,9 +41,14 @@ fn bound_of_5000_works_for_regular_and_recursive_bodies() {
     assert!(r.accepts(&vec![b'a'; 5000]));
     assert!(!r.accepts(&vec![b'a'; 5001]));
     let r = recognizer("root ::= x{0,5000} \"!\"\nx ::= \"a\" | \"(\" root \")\"");
-    let at_5000 = r.run(&vec![b'a'; 5000]).expect("5000 items are a viable prefix");
+    let at_5000 = r
+        .run(&vec![b'a'; 5000])
+        .expect("5000 items are a viable prefix");
     assert!(r.is_accepting(&r.feed(&at_5000, b'!').unwrap()));
-    assert!(r.feed(&at_5000, b'a').is_none(), "a 5001st item must be rejected");
+    assert!(
+        r.feed(&at_5000, b'a').is_none(),
+        "a 5001st item must be rejected"
+    );
     assert!(r.accepts(b"a(a!)!"));
     let r = recognizer("root ::= [0-9]{5000}");
     assert!(r.accepts(&vec![b'7'; 5000]));
@@ -60,24 +69,47 @@ fn nullable_loops_terminate_and_mean_what_they_say() {
 
 #[test]
 fn undefined_rule_is_named_with_line_and_column() {
-    let e = gbnf::parse("root ::= greeting \" \" name\ngreeting ::= \"hi\"\n", "root").unwrap_err();
-    assert_eq!(e.location, Location::LineColumn { line: 1, column: 23 });
+    let e = gbnf::parse(
+        "root ::= greeting \" \" name\ngreeting ::= \"hi\"\n",
+        "root",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.location,
+        Location::LineColumn {
+            line: 1,
+            column: 23
+        }
+    );
     assert!(e.message.contains("`name`"), "{e}");
     assert_eq!(e.to_string(), "1:23: undefined rule `name`");
     let e = lark::parse("start: a\na: B", "start").unwrap_err();
-    assert!(e.message.contains("`B`") && e.location == Location::LineColumn { line: 2, column: 4 }, "{e}");
+    assert!(
+        e.message.contains("`B`") && e.location == Location::LineColumn { line: 2, column: 4 },
+        "{e}"
+    );
 }
 
 #[test]
 fn empty_language_is_an_error() {
-    for text in ["root ::= root", "root ::= \"a\" root", "root ::= x\nx ::= \"(\" x \")\"", "root ::= [^\\x00-\\U0010FFFF]"] {
+    for text in [
+        "root ::= root",
+        "root ::= \"a\" root",
+        "root ::= x\nx ::= \"(\" x \")\"",
+        "root ::= [^\\x00-\\U0010FFFF]",
+    ] {
         let def = gbnf::parse(text, "root").unwrap();
         let e = lower::lower(&def).unwrap_err();
         assert!(e.message.contains("empty"), "{text}: {e}");
     }
     // An unproductive alternative is removed with a warning; the rest still works.
-    let g = lower::lower(&gbnf::parse("root ::= \"a\" | x\nx ::= \"b\" x", "root").unwrap()).unwrap();
-    assert!(g.warnings.iter().any(|w| w.contains("`x`")), "{:?}", g.warnings);
+    let g =
+        lower::lower(&gbnf::parse("root ::= \"a\" | x\nx ::= \"b\" x", "root").unwrap()).unwrap();
+    assert!(
+        g.warnings.iter().any(|w| w.contains("`x`")),
+        "{:?}",
+        g.warnings
+    );
 }
 
 #[test]
@@ -95,9 +127,21 @@ fn bad_inputs_give_positioned_errors() {
     for (text, needle, line, column) in cases {
         let e = gbnf::parse(text, "root").unwrap_err();
         assert!(e.message.contains(needle), "{text:?}: {e}");
-        assert_eq!(e.location, Location::LineColumn { line: *line, column: *column }, "{text:?}: {e}");
+        assert_eq!(
+            e.location,
+            Location::LineColumn {
+                line: *line,
+                column: *column
+            },
+            "{text:?}: {e}"
+        );
     }
-    assert_eq!(gbnf::parse("root ::= \"a\"{0,1000000000}", "root").unwrap_err().kind, ErrorKind::Limit);
+    assert_eq!(
+        gbnf::parse("root ::= \"a\"{0,1000000000}", "root")
+            .unwrap_err()
+            .kind,
+        ErrorKind::Limit
+    );
     assert!(regex::parse(r"a\b").is_err());
     assert!(regex::parse(r"(?m)a$b").is_err());
 }

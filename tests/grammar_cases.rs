@@ -13,12 +13,14 @@ fn cases_dir() -> PathBuf {
 }
 
 fn read_lines(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
         .map(|(i, l)| {
-            serde_json::from_str::<String>(l).unwrap_or_else(|e| panic!("{}:{}: not a JSON string: {e}", path.display(), i + 1))
+            serde_json::from_str::<String>(l)
+                .unwrap_or_else(|e| panic!("{}:{}: not a JSON string: {e}", path.display(), i + 1))
         })
         .collect()
 }
@@ -37,8 +39,11 @@ fn source_of(dir: &Path) -> Option<GrammarSource> {
 /// Run one case directory; returns the number of strings checked.
 fn run_case(dir: &Path) -> usize {
     let source = source_of(dir).unwrap_or_else(|| panic!("{}: no grammar file", dir.display()));
-    let grammar = source.compile(&CompileOptions::default()).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let rec = ReferenceRecognizer::new(&grammar).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let grammar = source
+        .compile(&CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let rec =
+        ReferenceRecognizer::new(&grammar).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let accept = read_lines(&dir.join("accept.jsonl"));
     let reject = read_lines(&dir.join("reject.jsonl"));
     assert!(!accept.is_empty(), "{}: no accept examples", dir.display());
@@ -57,7 +62,12 @@ fn run_case(dir: &Path) -> usize {
             failures.push(format!("should reject {s:?}"));
         }
     }
-    assert!(failures.is_empty(), "{}:\n  {}", dir.display(), failures.join("\n  "));
+    assert!(
+        failures.is_empty(),
+        "{}:\n  {}",
+        dir.display(),
+        failures.join("\n  ")
+    );
     accept.len() + reject.len()
 }
 
@@ -65,7 +75,9 @@ fn all_case_dirs() -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![cases_dir()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("cannot read {}: {e}", d.display())) {
+        for entry in
+            std::fs::read_dir(&d).unwrap_or_else(|e| panic!("cannot read {}: {e}", d.display()))
+        {
             let p = entry.unwrap().path();
             if p.is_dir() {
                 if source_of(&p).is_some() {
@@ -82,7 +94,11 @@ fn all_case_dirs() -> Vec<PathBuf> {
 #[test]
 fn every_case_directory_passes() {
     let dirs = all_case_dirs();
-    assert!(dirs.len() >= 16, "expected the full case set, found {}", dirs.len());
+    assert!(
+        dirs.len() >= 16,
+        "expected the full case set, found {}",
+        dirs.len()
+    );
     let checked: usize = dirs.iter().map(|d| run_case(d)).sum();
     assert!(checked > 100);
 }
@@ -95,11 +111,29 @@ macro_rules! llama_cpp_case {
         }
     )*};
 }
-llama_cpp_case!(arithmetic, c, chess, english, japanese, json, json_arr, list);
+llama_cpp_case!(
+    arithmetic, c, chess, english, japanese, json, json_arr, list
+);
 
 #[test]
 fn llama_cpp_set_is_complete() {
-    for name in ["arithmetic", "c", "chess", "english", "japanese", "json", "json_arr", "list"] {
-        assert!(cases_dir().join("llama_cpp").join(name).join("grammar.gbnf").is_file(), "{name}");
+    for name in [
+        "arithmetic",
+        "c",
+        "chess",
+        "english",
+        "japanese",
+        "json",
+        "json_arr",
+        "list",
+    ] {
+        assert!(
+            cases_dir()
+                .join("llama_cpp")
+                .join(name)
+                .join("grammar.gbnf")
+                .is_file(),
+            "{name}"
+        );
     }
 }

@@ -30,9 +30,19 @@ fn check_shipped_grammars_is_all_ok() {
     }
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("json.gbnf: ok (rules 7, terminals"), "{stdout}");
-    assert!(stdout.contains("8 checked: 8 ok, 0 unsupported, 0 error"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("json.gbnf: ok (rules 7, terminals"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("8 checked: 8 ok, 0 unsupported, 0 error"),
+        "{stdout}"
+    );
 }
 
 /// `domino grammar check grammars/*` as the shell expands it: every shipped grammar and
@@ -41,8 +51,10 @@ fn check_shipped_grammars_is_all_ok() {
 fn check_every_entry_of_the_grammars_directory() {
     let mut cmd = domino();
     cmd.current_dir(root()).args(["grammar", "check"]);
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(root().join("grammars")).unwrap().map(|f| f.unwrap().path()).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(root().join("grammars"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
     entries.sort();
     let n_files = entries.iter().filter(|p| p.is_file()).count();
     cmd.args(&entries);
@@ -50,12 +62,25 @@ fn check_every_entry_of_the_grammars_directory() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains(&format!("{n_files} checked: {n_files} ok, 0 unsupported, 0 error")), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "{n_files} checked: {n_files} ok, 0 unsupported, 0 error"
+        )),
+        "{stdout}"
+    );
     assert!(stderr.contains("examples: no grammar files"), "{stderr}");
     // The directory itself checks the same files.
-    let out = domino().current_dir(root()).args(["grammar", "check", "grammars"]).output().unwrap();
+    let out = domino()
+        .current_dir(root())
+        .args(["grammar", "check", "grammars"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8(out.stdout).unwrap().contains(&format!("{n_files} checked: {n_files} ok")));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains(&format!("{n_files} checked: {n_files} ok"))
+    );
 }
 
 #[test]
@@ -65,17 +90,33 @@ fn check_reports_grammar_errors_with_position_and_exit_2() {
     std::fs::write(&bad, "root ::= item\nitem ::= \"a\" missing\n").unwrap();
     let good = d.join("good.lark");
     std::fs::write(&good, "start: \"a\"+\n").unwrap();
-    let out = domino().args(["grammar", "check"]).arg(&good).arg(&bad).output().unwrap();
+    let out = domino()
+        .args(["grammar", "check"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("good.lark: ok"), "{stdout}");
-    assert!(stdout.contains("bad.gbnf: error: 2:14: undefined rule `missing`"), "{stdout}");
+    assert!(
+        stdout.contains("bad.gbnf: error: 2:14: undefined rule `missing`"),
+        "{stdout}"
+    );
 
     // JSON: one object per file plus the summary.
-    let out = domino().args(["grammar", "check", "--format", "json"]).arg(&good).arg(&bad).output().unwrap();
+    let out = domino()
+        .args(["grammar", "check", "--format", "json"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[0]["status"], "ok");
     assert!(lines[0]["terminals"].as_u64().unwrap() >= 1);
@@ -94,7 +135,11 @@ fn check_without_inputs_is_a_usage_error() {
     let d = temp_dir("ext");
     let p = d.join("g.txt");
     std::fs::write(&p, "x").unwrap();
-    let out = domino().args(["grammar", "check"]).arg(&p).output().unwrap();
+    let out = domino()
+        .args(["grammar", "check"])
+        .arg(&p)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&d).ok();
 }
@@ -103,37 +148,87 @@ fn check_without_inputs_is_a_usage_error() {
 fn schema_jsonl_reports_every_line_and_a_summary() {
     let d = temp_dir("jsonl");
     let p = d.join("schemas.jsonl");
-    std::fs::write(&p, "{\"id\":\"a\",\"schema\":{\"type\":\"string\"}}\nnot json\n{\"id\":\"c\"}\n").unwrap();
-    let out = domino().args(["grammar", "check", "--format", "json", "--schema-jsonl"]).arg(&p).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    std::fs::write(
+        &p,
+        "{\"id\":\"a\",\"schema\":{\"type\":\"string\"}}\nnot json\n{\"id\":\"c\"}\n",
+    )
+    .unwrap();
+    let out = domino()
+        .args(["grammar", "check", "--format", "json", "--schema-jsonl"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 4);
     assert_eq!(lines[0]["id"], "a");
     assert!(["ok", "unsupported", "error"].contains(&lines[0]["status"].as_str().unwrap()));
     assert_eq!(lines[1]["status"], "error");
-    assert!(lines[1]["error"].as_str().unwrap().contains("not valid JSON"));
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
     assert_eq!(lines[2]["status"], "error");
     let s = &lines[3]["summary"];
     assert_eq!(s["total"], 3);
-    assert_eq!(s["ok"].as_u64().unwrap() + s["unsupported"].as_u64().unwrap() + s["error"].as_u64().unwrap(), 3);
+    assert_eq!(
+        s["ok"].as_u64().unwrap()
+            + s["unsupported"].as_u64().unwrap()
+            + s["error"].as_u64().unwrap(),
+        3
+    );
     std::fs::remove_dir_all(&d).ok();
 }
 
 #[test]
 fn convert_prints_gbnf_that_reads_back() {
-    let out =
-        domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/rpg_template.lark"]).output().unwrap();
+    let out = domino()
+        .current_dir(root())
+        .args([
+            "grammar",
+            "convert",
+            "--grammar",
+            "grammars/rpg_template.lark",
+        ])
+        .output()
+        .unwrap();
     // %ignore has no GBNF form: a clear grammar error.
     assert_eq!(out.status.code(), Some(2));
-    let out = domino().current_dir(root()).args(["grammar", "convert", "--grammar", "grammars/c.gbnf"]).output().unwrap();
+    let out = domino()
+        .current_dir(root())
+        .args(["grammar", "convert", "--grammar", "grammars/c.gbnf"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("root ::= "));
     domino::grammar::gbnf::parse(&text, "root").unwrap();
-    let out = domino().args(["grammar", "convert", "--regex", "[a-c]{2,3}x?", "--to", "ir"]).output().unwrap();
+    let out = domino()
+        .args([
+            "grammar",
+            "convert",
+            "--regex",
+            "[a-c]{2,3}x?",
+            "--to",
+            "ir",
+        ])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "root ::= ([a-c]{2,3} \"x\"?)");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        "root ::= ([a-c]{2,3} \"x\"?)"
+    );
     let out = domino().args(["grammar", "convert"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
@@ -142,7 +237,15 @@ fn convert_prints_gbnf_that_reads_back() {
 fn check_time_limit_reports_timeout() {
     let out = domino()
         .current_dir(root())
-        .args(["grammar", "check", "--format", "json", "--timeout-ms", "0", "grammars/c.gbnf"])
+        .args([
+            "grammar",
+            "check",
+            "--format",
+            "json",
+            "--timeout-ms",
+            "0",
+            "grammars/c.gbnf",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -159,15 +262,38 @@ fn check_time_limit_reports_timeout() {
 fn convert_of_a_constrained_terminal() {
     let d = temp_dir("constrained");
     let schema = d.join("s.json");
-    std::fs::write(&schema, r#"{"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 9}"#).unwrap();
-    let out = domino().args(["grammar", "convert", "--schema"]).arg(&schema).args(["--to", "gbnf"]).output().unwrap();
+    std::fs::write(
+        &schema,
+        r#"{"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 9}"#,
+    )
+    .unwrap();
+    let out = domino()
+        .args(["grammar", "convert", "--schema"])
+        .arg(&schema)
+        .args(["--to", "gbnf"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("GBNF cannot express"), "{stderr}");
-    let out = domino().args(["grammar", "convert", "--schema"]).arg(&schema).args(["--to", "ir"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = domino()
+        .args(["grammar", "convert", "--schema"])
+        .arg(&schema)
+        .args(["--to", "ir"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("NOT equivalent GBNF") && stdout.contains("-constrained ::= ") && stdout.contains("#   and: "), "{stdout}");
+    assert!(
+        stdout.contains("NOT equivalent GBNF")
+            && stdout.contains("-constrained ::= ")
+            && stdout.contains("#   and: "),
+        "{stdout}"
+    );
 }
 
 /// Scanner states are counted by building them up to 20,000; a larger scanner (built lazily
@@ -176,10 +302,21 @@ fn convert_of_a_constrained_terminal() {
 fn check_reports_scanner_states_exactly_or_as_built_on_demand() {
     let out = domino()
         .current_dir(root())
-        .args(["grammar", "check", "--format", "json", "grammars/json.gbnf", "grammars/person.schema.json"])
+        .args([
+            "grammar",
+            "check",
+            "--format",
+            "json",
+            "grammars/json.gbnf",
+            "grammars/person.schema.json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -198,5 +335,8 @@ fn check_reports_scanner_states_exactly_or_as_built_on_demand() {
         .output()
         .unwrap();
     let stdout = String::from_utf8(text.stdout).unwrap();
-    assert!(stdout.contains("scanner states >20000 (built on demand)"), "{stdout}");
+    assert!(
+        stdout.contains("scanner states >20000 (built on demand)"),
+        "{stdout}"
+    );
 }

@@ -12,7 +12,11 @@ use domino::grammar::{gbnf, lark};
 fn check_invariants(g: &Grammar) {
     for t in &g.terminals {
         let p = t.hir.properties();
-        assert!(p.minimum_len().is_some() && p.maximum_len() != Some(0), "terminal {} has no non-empty string", t.name);
+        assert!(
+            p.minimum_len().is_some() && p.maximum_len() != Some(0),
+            "terminal {} has no non-empty string",
+            t.name
+        );
     }
     for p in &g.productions {
         assert!((p.lhs.0 as usize) < g.nonterminals.len());
@@ -24,7 +28,11 @@ fn check_invariants(g: &Grammar) {
         }
     }
     for (i, _) in g.nonterminals.iter().enumerate() {
-        assert!(g.productions.iter().any(|p| p.lhs.0 as usize == i), "nonterminal {} has no production", g.nonterminals[i]);
+        assert!(
+            g.productions.iter().any(|p| p.lhs.0 as usize == i),
+            "nonterminal {} has no production",
+            g.nonterminals[i]
+        );
     }
 }
 
@@ -45,7 +53,12 @@ fn same_language(def: &GrammarDef, alphabet: &[u8], max_len: usize) -> (usize, u
         let mut next = Vec::new();
         for (s, sa, sb) in frontier {
             let acc = a.is_accepting(&sa);
-            assert_eq!(acc, b.is_accepting(&sb), "acceptance differs on {:?}", String::from_utf8_lossy(&s));
+            assert_eq!(
+                acc,
+                b.is_accepting(&sb),
+                "acceptance differs on {:?}",
+                String::from_utf8_lossy(&s)
+            );
             accepted += acc as usize;
             if s.len() == max_len {
                 continue;
@@ -53,7 +66,13 @@ fn same_language(def: &GrammarDef, alphabet: &[u8], max_len: usize) -> (usize, u
             for &c in alphabet {
                 let na = a.feed(&sa, c);
                 let nb = b.feed(&sb, c);
-                assert_eq!(na.is_some(), nb.is_some(), "viability differs on {:?}+{:?}", String::from_utf8_lossy(&s), c as char);
+                assert_eq!(
+                    na.is_some(),
+                    nb.is_some(),
+                    "viability differs on {:?}+{:?}",
+                    String::from_utf8_lossy(&s),
+                    c as char
+                );
                 pruned += na.is_none() as usize;
                 if let (Some(na), Some(nb)) = (na, nb) {
                     let mut t = s.clone();
@@ -75,22 +94,37 @@ fn promotion_preserves_the_language_gbnf() {
             b"{}\" :-1\\n",
             7,
         ),
-        ("root ::= x (\",\" x)*\nx ::= [ab]+ | \"(\" root \")\" | \"\"", b"ab,()", 7),
+        (
+            "root ::= x (\",\" x)*\nx ::= [ab]+ | \"(\" root \")\" | \"\"",
+            b"ab,()",
+            7,
+        ),
         ("root ::= ws \"ab\" ws\nws ::= ([ ] ws)?", b"ab ", 6),
         ("root ::= (\"a\"*)* (\"b\"? \"c\"?){2}", b"abc", 6),
         ("root ::= d d? \"x\"{1,2}\nd ::= [0-9] d | [0-9]", b"0x1", 6),
-        ("root ::= e\ne ::= e \"+\" t | t\nt ::= [0-9]+ | \"(\" e \")\"", b"1+()", 7),
+        (
+            "root ::= e\ne ::= e \"+\" t | t\nt ::= [0-9]+ | \"(\" e \")\"",
+            b"1+()",
+            7,
+        ),
     ];
     for (text, alphabet, n) in grammars {
         let def = gbnf::parse(text, "root").unwrap();
         let (accepted, pruned) = same_language(&def, alphabet, *n);
-        assert!(accepted > 0 && pruned > 0, "{text}: degenerate test ({accepted} accepted, {pruned} dead ends)");
+        assert!(
+            accepted > 0 && pruned > 0,
+            "{text}: degenerate test ({accepted} accepted, {pruned} dead ends)"
+        );
     }
 }
 
 #[test]
 fn promotion_preserves_the_language_lark_with_ignore() {
-    let def = lark::parse("start: \"a\"+ (B | \"c\" \"d\")\nB: /b+/\n%ignore \" \"", "start").unwrap();
+    let def = lark::parse(
+        "start: \"a\"+ (B | \"c\" \"d\")\nB: /b+/\n%ignore \" \"",
+        "start",
+    )
+    .unwrap();
     let (accepted, _) = same_language(&def, b"abcd ", 6);
     assert!(accepted > 0);
     // Ignored text may sit between any two terminals, also between repeated literals.
@@ -142,7 +176,11 @@ fn random_grammar(rng: &mut Rng) -> String {
     let rules = 1 + rng.below(3) as usize;
     let mut text = format!("root ::= {}\n", random_expr(rng, 3, rules));
     for i in 0..rules {
-        text.push_str(&format!("r{i} ::= {} | {}\n", random_expr(rng, 2, rules), random_expr(rng, 1, rules)));
+        text.push_str(&format!(
+            "r{i} ::= {} | {}\n",
+            random_expr(rng, 2, rules),
+            random_expr(rng, 1, rules)
+        ));
     }
     text
 }
@@ -165,7 +203,10 @@ fn promotion_preserves_the_language_on_random_grammars() {
         compared += 1;
         nonempty += (accepted > 0) as usize;
     }
-    assert!(compared > 80 && nonempty > 60, "compared {compared}, non-empty {nonempty}");
+    assert!(
+        compared > 80 && nonempty > 60,
+        "compared {compared}, non-empty {nonempty}"
+    );
 }
 
 /// An independent oracle straight from the `GrammarDef` (a least fixpoint of "rule r derives
@@ -189,9 +230,13 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
             }
             Expr::Regex(h) => match h.kind() {
                 HirKind::Class(Class::Unicode(c)) => {
-                    let ch = std::str::from_utf8(&text[i..]).ok().and_then(|s| s.chars().next());
+                    let ch = std::str::from_utf8(&text[i..])
+                        .ok()
+                        .and_then(|s| s.chars().next());
                     match ch {
-                        Some(ch) if c.ranges().iter().any(|r| r.start() <= ch && ch <= r.end()) => 1 << (i + ch.len_utf8()),
+                        Some(ch) if c.ranges().iter().any(|r| r.start() <= ch && ch <= r.end()) => {
+                            1 << (i + ch.len_utf8())
+                        }
                         _ => 0,
                     }
                 }
@@ -204,9 +249,13 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
                 }
                 other => panic!("oracle does not handle {other:?}"),
             },
-            Expr::Constrained { .. } => panic!("oracle does not handle constrained terminals (GBNF/Lark never produce them)"),
+            Expr::Constrained { .. } => panic!(
+                "oracle does not handle constrained terminals (GBNF/Lark never produce them)"
+            ),
             Expr::Ref(r) => table[r.0 as usize][i],
-            Expr::Seq(v) => v.iter().fold(1u64 << i, |cur, x| step(x, cur, n, text, table)),
+            Expr::Seq(v) => v
+                .iter()
+                .fold(1u64 << i, |cur, x| step(x, cur, n, text, table)),
             Expr::Alt(v) => v.iter().fold(0, |acc, x| acc | spans(x, i, text, table)),
             Expr::Repeat { expr, min, max } => {
                 let mut cur = 1u64 << i;
@@ -234,7 +283,9 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
         }
     }
     fn step(e: &Expr, from: u64, n: usize, text: &[u8], table: &[Vec<u64>]) -> u64 {
-        (0..=n).filter(|k| from & (1 << k) != 0).fold(0, |acc, k| acc | spans(e, k, text, table))
+        (0..=n)
+            .filter(|k| from & (1 << k) != 0)
+            .fold(0, |acc, k| acc | spans(e, k, text, table))
     }
     fn oracle(def: &GrammarDef, text: &[u8]) -> bool {
         let n = text.len();
@@ -260,7 +311,10 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
     let mut strings: Vec<Vec<u8>> = vec![vec![]];
     let mut layer: Vec<Vec<u8>> = vec![vec![]];
     for _ in 0..5 {
-        layer = layer.iter().flat_map(|s| b"abc".iter().map(move |&c| [s.clone(), vec![c]].concat())).collect();
+        layer = layer
+            .iter()
+            .flat_map(|s| b"abc".iter().map(move |&c| [s.clone(), vec![c]].concat()))
+            .collect();
         strings.extend(layer.iter().cloned());
     }
     let mut rng = Rng(0x0bad_cafe_dead_beef);
@@ -276,10 +330,18 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
         let r = ReferenceRecognizer::new(&g).unwrap();
         for s in &strings {
             let expected = oracle(&def, s);
-            assert_eq!(r.accepts(s), expected, "{text}on {:?}", String::from_utf8_lossy(s));
+            assert_eq!(
+                r.accepts(s),
+                expected,
+                "{text}on {:?}",
+                String::from_utf8_lossy(s)
+            );
             agreements_accepting += expected as usize;
         }
         compared += 1;
     }
-    assert!(compared > 50 && agreements_accepting > 100, "compared {compared}, accepting {agreements_accepting}");
+    assert!(
+        compared > 50 && agreements_accepting > 100,
+        "compared {compared}, accepting {agreements_accepting}"
+    );
 }

@@ -21,8 +21,8 @@ impl Rng {
 }
 
 const PIECES: &[&str] = &[
-    "(", ")", "[", "]", "\"", "\\", "|", "*", "+", "?", "{", "}", "{0,3}", "::=", ":", "\n", " ", "^", "-", ".", "/", "%ignore ",
-    "x", "\\u00", "#",
+    "(", ")", "[", "]", "\"", "\\", "|", "*", "+", "?", "{", "}", "{0,3}", "::=", ":", "\n", " ",
+    "^", "-", ".", "/", "%ignore ", "x", "\\u00", "#",
 ];
 
 fn mutate(text: &str, rng: &mut Rng) -> String {
@@ -82,8 +82,14 @@ fn seeds() -> Vec<(String, bool)> {
 #[test]
 fn mutated_grammars_never_panic() {
     // `DOMINO_MUTATION_SEED` / `DOMINO_MUTATIONS` widen the search when run by hand.
-    let seed = std::env::var("DOMINO_MUTATION_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9E37_79B9_7F4A_7C15u64);
-    let rounds: usize = std::env::var("DOMINO_MUTATIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seed = std::env::var("DOMINO_MUTATION_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9E37_79B9_7F4A_7C15u64);
+    let rounds: usize = std::env::var("DOMINO_MUTATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
     let mut rng = Rng(seed | 1);
     let mut parsed = 0;
     let mut lowered = 0;
@@ -91,11 +97,18 @@ fn mutated_grammars_never_panic() {
         for _ in 0..rounds {
             let m = mutate(&text, &mut rng);
             let lines = m.split('\n').count() as u32;
-            let source = if is_lark { GrammarSource::Lark(m.clone()) } else { GrammarSource::Gbnf(m.clone()) };
+            let source = if is_lark {
+                GrammarSource::Lark(m.clone())
+            } else {
+                GrammarSource::Gbnf(m.clone())
+            };
             match source.parse(&Default::default()) {
                 Err(e) => {
                     if let Location::LineColumn { line, column } = e.location {
-                        assert!(line >= 1 && line <= lines && column >= 1, "bad position in {e} for {m:?}");
+                        assert!(
+                            line >= 1 && line <= lines && column >= 1,
+                            "bad position in {e} for {m:?}"
+                        );
                     }
                 }
                 Ok(def) => {
@@ -113,5 +126,8 @@ fn mutated_grammars_never_panic() {
         }
     }
     // The mutations must exercise both the error paths and the full pipeline.
-    assert!(parsed > 50 && lowered > 30, "parsed {parsed}, lowered {lowered}");
+    assert!(
+        parsed > 50 && lowered > 30,
+        "parsed {parsed}, lowered {lowered}"
+    );
 }

@@ -13,19 +13,43 @@ fn shipped_grammars_accept_their_examples() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let Some(stem) = name.strip_suffix(".gbnf").or_else(|| name.strip_suffix(".lark")) else { continue };
+        let Some(stem) = name
+            .strip_suffix(".gbnf")
+            .or_else(|| name.strip_suffix(".lark"))
+        else {
+            continue;
+        };
         let source = GrammarSource::from_path(&path).unwrap();
-        let grammar = source.compile(&CompileOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let grammar = source
+            .compile(&CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let rec = ReferenceRecognizer::new(&grammar).unwrap();
         let example_path = dir.join("examples").join(format!("{stem}.txt"));
-        let example = std::fs::read(&example_path).unwrap_or_else(|e| panic!("{}: {e}", example_path.display()));
-        assert!(rec.accepts(&example), "{name} rejects {}", example_path.display());
+        let example = std::fs::read(&example_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", example_path.display()));
+        assert!(
+            rec.accepts(&example),
+            "{name} rejects {}",
+            example_path.display()
+        );
         let cut = &example[..example.len() * 2 / 3];
         assert!(rec.is_viable_prefix(cut), "{name}: prefix should be viable");
         checked.push(stem.to_string());
     }
     checked.sort();
-    assert_eq!(checked, ["arithmetic", "c", "csv_row", "gsm8k", "json", "list_of_strings", "rpg_template", "xml_person"]);
+    assert_eq!(
+        checked,
+        [
+            "arithmetic",
+            "c",
+            "csv_row",
+            "gsm8k",
+            "json",
+            "list_of_strings",
+            "rpg_template",
+            "xml_person"
+        ]
+    );
 }
 
 #[test]
@@ -42,7 +66,15 @@ fn shipped_grammars_reject_broken_text() {
         ("list_of_strings.gbnf", "[\"a\" \"b\"]"),
     ];
     for (file, text) in cases {
-        let g = GrammarSource::from_path(&dir.join(file)).unwrap().compile(&CompileOptions::default()).unwrap();
-        assert!(!ReferenceRecognizer::new(&g).unwrap().accepts(text.as_bytes()), "{file} accepts {text:?}");
+        let g = GrammarSource::from_path(&dir.join(file))
+            .unwrap()
+            .compile(&CompileOptions::default())
+            .unwrap();
+        assert!(
+            !ReferenceRecognizer::new(&g)
+                .unwrap()
+                .accepts(text.as_bytes()),
+            "{file} accepts {text:?}"
+        );
     }
 }

@@ -31,7 +31,10 @@ struct Matcher<'g> {
 
 impl<'g> Matcher<'g> {
     fn new(def: &'g GrammarDef) -> Self {
-        Matcher { def, dfas: HashMap::new() }
+        Matcher {
+            def,
+            dfas: HashMap::new(),
+        }
     }
 
     fn accepts(&mut self, input: &[u8]) -> bool {
@@ -83,14 +86,20 @@ impl<'g> Matcher<'g> {
                         .build_from_hir(h)
                         .expect("regex compiles");
                     let dfa = DFA::builder()
-                        .configure(DFA::config().cache_capacity(64 << 20).match_kind(regex_automata::MatchKind::All))
+                        .configure(
+                            DFA::config()
+                                .cache_capacity(64 << 20)
+                                .match_kind(regex_automata::MatchKind::All),
+                        )
                         .build_from_nfa(nfa)
                         .expect("lazy DFA builds");
                     let cache = dfa.create_cache();
                     (dfa, cache)
                 });
                 let mut out = BTreeSet::new();
-                let mut s = dfa.start_state(cache, &start::Config::new().anchored(Anchored::Yes)).unwrap();
+                let mut s = dfa
+                    .start_state(cache, &start::Config::new().anchored(Anchored::Yes))
+                    .unwrap();
                 for (i, &b) in input.iter().enumerate().skip(pos) {
                     s = dfa.next_state(cache, s, b).unwrap();
                     if s.is_match() {
@@ -106,9 +115,9 @@ impl<'g> Matcher<'g> {
                 }
                 out
             }
-            Expr::Constrained { hir, constraints } => {
-                (pos + 1..=input.len()).filter(|&q| common::constrained_match(hir, constraints, &input[pos..q])).collect()
-            }
+            Expr::Constrained { hir, constraints } => (pos + 1..=input.len())
+                .filter(|&q| common::constrained_match(hir, constraints, &input[pos..q]))
+                .collect(),
             Expr::Ref(r) => self.rule(r.0 as usize, input, pos, memo),
             Expr::Seq(parts) => {
                 let mut cur = BTreeSet::from([pos]);
@@ -159,11 +168,17 @@ impl<'g> Matcher<'g> {
 }
 
 fn opts(ws: WhitespacePolicy) -> CompileOptions {
-    CompileOptions { whitespace: ws, ..CompileOptions::default() }
+    CompileOptions {
+        whitespace: ws,
+        ..CompileOptions::default()
+    }
 }
 
 fn validator(schema: &Value) -> jsonschema::Validator {
-    jsonschema::options().should_validate_formats(true).build(schema).expect("test schema is valid for jsonschema")
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .expect("test schema is valid for jsonschema")
 }
 
 fn layout(g: &mut Generator, v: &Value, ws: WhitespacePolicy) -> String {
@@ -178,10 +193,22 @@ fn layout(g: &mut Generator, v: &Value, ws: WhitespacePolicy) -> String {
 fn corpus() -> Vec<(&'static str, Value)> {
     let shipped = |text: &str| -> Value { serde_json::from_str(text).unwrap() };
     vec![
-        ("gsm8k", shipped(include_str!("../grammars/gsm8k.schema.json"))),
-        ("conll", shipped(include_str!("../grammars/conll.schema.json"))),
-        ("person", shipped(include_str!("../grammars/person.schema.json"))),
-        ("tool_call", shipped(include_str!("../grammars/tool_call.schema.json"))),
+        (
+            "gsm8k",
+            shipped(include_str!("../grammars/gsm8k.schema.json")),
+        ),
+        (
+            "conll",
+            shipped(include_str!("../grammars/conll.schema.json")),
+        ),
+        (
+            "person",
+            shipped(include_str!("../grammars/person.schema.json")),
+        ),
+        (
+            "tool_call",
+            shipped(include_str!("../grammars/tool_call.schema.json")),
+        ),
         ("any", json!({})),
         ("scalars", json!({"type": ["string", "null", "boolean"]})),
         (
@@ -470,15 +497,19 @@ fn corpus() -> Vec<(&'static str, Value)> {
     ]
 }
 
-const POLICIES: [WhitespacePolicy; 3] =
-    [WhitespacePolicy::Compact, WhitespacePolicy::Flexible, WhitespacePolicy::Pretty];
+const POLICIES: [WhitespacePolicy; 3] = [
+    WhitespacePolicy::Compact,
+    WhitespacePolicy::Flexible,
+    WhitespacePolicy::Pretty,
+];
 
 #[test]
 fn generated_instances_are_accepted_and_mutations_rejected() {
     for (name, schema) in corpus() {
         let v = validator(&schema);
         for ws in POLICIES {
-            let def = json_schema::compile(&schema, &opts(ws)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let def =
+                json_schema::compile(&schema, &opts(ws)).unwrap_or_else(|e| panic!("{name}: {e}"));
             let mut m = Matcher::new(&def);
             let mut g = Generator::new(&schema, 7 + ws as u64);
             let (mut valid, mut rejected_mutants) = (0, 0);
@@ -491,20 +522,32 @@ fn generated_instances_are_accepted_and_mutations_rejected() {
                 }
                 valid += 1;
                 let text = layout(&mut g, &inst, ws);
-                assert!(m.accepts(text.as_bytes()), "{name} ({ws:?}): valid instance rejected:\n{text}");
+                assert!(
+                    m.accepts(text.as_bytes()),
+                    "{name} ({ws:?}): valid instance rejected:\n{text}"
+                );
                 for _ in 0..3 {
                     let bad = g.mutate(&inst);
                     if v.is_valid(&bad) {
                         continue;
                     }
                     let text = layout(&mut g, &bad, ws);
-                    assert!(!m.accepts(text.as_bytes()), "{name} ({ws:?}): invalid instance accepted:\n{text}");
+                    assert!(
+                        !m.accepts(text.as_bytes()),
+                        "{name} ({ws:?}): invalid instance accepted:\n{text}"
+                    );
                     rejected_mutants += 1;
                 }
             }
-            assert!(valid >= 15, "{name} ({ws:?}): only {valid} valid instances generated");
+            assert!(
+                valid >= 15,
+                "{name} ({ws:?}): only {valid} valid instances generated"
+            );
             if name != "any" {
-                assert!(rejected_mutants >= 10, "{name} ({ws:?}): only {rejected_mutants} invalid mutants");
+                assert!(
+                    rejected_mutants >= 10,
+                    "{name} ({ws:?}): only {rejected_mutants} invalid mutants"
+                );
             }
         }
     }
@@ -514,20 +557,35 @@ fn generated_instances_are_accepted_and_mutations_rejected() {
 #[test]
 fn near_misses_are_rejected() {
     let cases: Vec<(Value, &str)> = vec![
-        (json!({"type": "integer", "minimum": 3, "maximum": 17}), "18"),
+        (
+            json!({"type": "integer", "minimum": 3, "maximum": 17}),
+            "18",
+        ),
         (json!({"type": "integer", "minimum": 3, "maximum": 17}), "2"),
         (json!({"type": "integer"}), "1.5"),
         (json!({"type": "string", "maxLength": 3}), "\"abcd\""),
         (json!({"type": "string", "minLength": 2}), "\"\\u00e9\""),
-        (json!({"type": "string", "format": "date"}), "\"2023-02-29\""),
+        (
+            json!({"type": "string", "format": "date"}),
+            "\"2023-02-29\"",
+        ),
         (json!({"type": "string", "format": "uuid"}), "\"123\""),
-        (json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}), "{}"),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
+            "{}",
+        ),
         (
             json!({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false}),
             "{\"b\":1}",
         ),
-        (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"a\":1,\"a\":\"x\"}"),
-        (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"\\u0061\":\"x\"}"),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+            "{\"a\":1,\"a\":\"x\"}",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+            "{\"\\u0061\":\"x\"}",
+        ),
         (json!({"type": "array", "minItems": 2}), "[1]"),
         (json!({"type": "string"}), "\"\\ud800\""),
         (json!({"type": "number"}), "1e999"),
@@ -537,9 +595,18 @@ fn near_misses_are_rejected() {
             json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
             r#"{"a":1,"b":2}"#,
         ),
-        (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), r#"{}"#),
-        (json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
-        (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1}"#),
+        (
+            json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+            r#"{}"#,
+        ),
+        (
+            json!({"properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+            "3",
+        ),
+        (
+            json!({"dependencies": {"card": ["billing"]}}),
+            r#"{"card":1}"#,
+        ),
         (
             json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}),
             r#"{"billing":"abcd","cash":1,"note":0}"#,
@@ -552,8 +619,14 @@ fn near_misses_are_rejected() {
         (json!({"not": {"required": ["x"]}}), "1"),
         (json!({"not": {}}), "1"),
         (json!({"not": {"type": ["string", "null"]}}), "null"),
-        (json!({"not": {"type": "string"}, "enum": ["a", 1]}), "\"a\""),
-        (json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}), "\"abc:def\""),
+        (
+            json!({"not": {"type": "string"}, "enum": ["a", 1]}),
+            "\"a\"",
+        ),
+        (
+            json!({"type": "string", "pattern": "^[a-z]+:[a-z]+$", "maxLength": 5}),
+            "\"abc:def\"",
+        ),
         (json!({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]}), "2"),
         (
             json!({"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 5}]}]}),
@@ -575,32 +648,53 @@ fn near_misses_are_rejected() {
             json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}),
             r#"{"t":"c"}"#,
         ),
-        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"ftp://x\""),
+        (
+            json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}),
+            "\"ftp://x\"",
+        ),
     ];
     for (schema, doc) in cases {
         // Only documents that really are invalid belong here (or that serde_json refuses).
         if let Ok(v) = serde_json::from_str::<Value>(doc) {
-            assert!(!validator(&schema).is_valid(&v), "{schema}: {doc} is valid; not a near miss");
+            assert!(
+                !validator(&schema).is_valid(&v),
+                "{schema}: {doc} is valid; not a near miss"
+            );
         }
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
-        assert!(!Matcher::new(&def).accepts(doc.as_bytes()), "{schema} accepted {doc}");
+        assert!(
+            !Matcher::new(&def).accepts(doc.as_bytes()),
+            "{schema} accepted {doc}"
+        );
     }
     let ok: Vec<(Value, &str)> = vec![
         (json!({"type": "string"}), "\"\\ud83d\\ude00 \\n\\\"\""),
         (json!({"type": "number"}), "-0.5e-7"),
-        (json!({"type": "object", "properties": {"a": {"type": "integer"}}}), "{\"ab\":\"x\",\"\":null}"),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+            "{\"ab\":\"x\",\"\":null}",
+        ),
         (json!({"type": "string", "pattern": "b"}), "\"abc\""),
         (
             json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
             r#"{"a":1,"b":2}"#,
         ),
-        (json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}), "3"),
-        (json!({"dependencies": {"card": ["billing"]}}), r#"{"card":1,"billing":2}"#),
+        (
+            json!({"properties": {"a": {}, "b": {}}, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+            "3",
+        ),
+        (
+            json!({"dependencies": {"card": ["billing"]}}),
+            r#"{"card":1,"billing":2}"#,
+        ),
         (
             json!({"dependencies": {"cash": {"properties": {"billing": {"maxLength": 3}}, "required": ["note"]}}}),
             r#"{"billing":"abc","cash":1,"note":0}"#,
         ),
-        (json!({"dependencies": {"card": ["billing"]}}), r#"{"billing":2,"x":[]}"#),
+        (
+            json!({"dependencies": {"card": ["billing"]}}),
+            r#"{"billing":2,"x":[]}"#,
+        ),
         (json!({"not": {"required": ["x"]}}), r#"{"y":1}"#),
         (json!({"not": false}), "[1]"),
         (json!({"not": {"type": ["string", "null"]}}), "1.5"),
@@ -618,13 +712,25 @@ fn near_misses_are_rejected() {
             json!({"oneOf": [{"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}}, "required": ["t"]}]}),
             r#"{"t":"b","u":1}"#,
         ),
-        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"./a\""),
-        (json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}), "\"http://a\""),
+        (
+            json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}),
+            "\"./a\"",
+        ),
+        (
+            json!({"type": "string", "oneOf": [{"pattern": "^https?://.+$"}, {"pattern": "^\\./.+$"}]}),
+            "\"http://a\"",
+        ),
     ];
     for (schema, doc) in ok {
-        assert!(validator(&schema).is_valid(&serde_json::from_str(doc).unwrap()), "{schema}: {doc} is invalid");
+        assert!(
+            validator(&schema).is_valid(&serde_json::from_str(doc).unwrap()),
+            "{schema}: {doc} is invalid"
+        );
         let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
-        assert!(Matcher::new(&def).accepts(doc.as_bytes()), "{schema} rejected {doc}");
+        assert!(
+            Matcher::new(&def).accepts(doc.as_bytes()),
+            "{schema} rejected {doc}"
+        );
     }
 }
 
@@ -639,7 +745,10 @@ fn whitespace_policies() {
     let flexible = json_schema::compile(&schema, &opts(WhitespacePolicy::Flexible)).unwrap();
     let spaced = |n: usize| format!("{{\"a\":{}[1 ,\n2]}}", " ".repeat(n));
     assert!(Matcher::new(&flexible).accepts(spaced(20).as_bytes()));
-    assert!(!Matcher::new(&flexible).accepts(spaced(21).as_bytes()), "21 spaces in a row must be rejected");
+    assert!(
+        !Matcher::new(&flexible).accepts(spaced(21).as_bytes()),
+        "21 spaces in a row must be rejected"
+    );
     assert!(Matcher::new(&flexible).accepts(b" {\n\t\"a\" : [ ] } \n"));
 
     let pretty = json_schema::compile(&schema, &opts(WhitespacePolicy::Pretty)).unwrap();
@@ -670,27 +779,52 @@ fn pointer_of(e: &domino::grammar::GrammarError) -> String {
 
 #[test]
 fn unsupported_keywords_are_named_with_their_pointer() {
-    let schema = json!({"type": "object", "properties": {"x": {"type": "string", "not": {"minLength": 3}}}});
+    let schema =
+        json!({"type": "object", "properties": {"x": {"type": "string", "not": {"minLength": 3}}}});
     let e = json_schema::compile(&schema, &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unsupported);
     assert_eq!(e.feature.as_deref(), Some("not"));
     assert_eq!(pointer_of(&e), "/properties/x/not");
 
-    let lenient = CompileOptions { lenient: true, ..CompileOptions::default() };
+    let lenient = CompileOptions {
+        lenient: true,
+        ..CompileOptions::default()
+    };
     let def = json_schema::compile(&schema, &lenient).unwrap();
-    assert!(def.warnings.iter().any(|w| w.contains("`not`") && w.contains("/properties/x/not")), "{:?}", def.warnings);
+    assert!(
+        def.warnings
+            .iter()
+            .any(|w| w.contains("`not`") && w.contains("/properties/x/not")),
+        "{:?}",
+        def.warnings
+    );
 
     for (schema, kw) in [
         (json!({"type": "array", "uniqueItems": true}), "uniqueItems"),
-        (json!({"if": {"type": "string"}, "then": {"minLength": 2}}), "if"),
-        (json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}), "oneOf"),
+        (
+            json!({"if": {"type": "string"}, "then": {"minLength": 2}}),
+            "if",
+        ),
+        (
+            json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+            "oneOf",
+        ),
         // Vacuous satisfaction across type families: "ab" satisfies both branches.
-        (json!({"oneOf": [{"maxLength": 2}, {"minimum": 5}]}), "oneOf"),
-        (json!({"type": "string", "format": "idn-hostname"}), "format"),
+        (
+            json!({"oneOf": [{"maxLength": 2}, {"minimum": 5}]}),
+            "oneOf",
+        ),
+        (
+            json!({"type": "string", "format": "idn-hostname"}),
+            "format",
+        ),
         (json!({"type": "string", "pattern": "(?=a)b"}), "pattern"),
         (json!({"$ref": "https://example.com/other.json"}), "$ref"),
         // Extra members may repeat a key (a parser keeps one), so they cannot count.
-        (json!({"additionalProperties": {"type": "integer"}, "minProperties": 2}), "minProperties"),
+        (
+            json!({"additionalProperties": {"type": "integer"}, "minProperties": 2}),
+            "minProperties",
+        ),
     ] {
         let e = json_schema::compile(&schema, &CompileOptions::default()).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unsupported, "{schema}: {e}");
@@ -703,8 +837,11 @@ fn unsupported_keywords_are_named_with_their_pointer() {
 
 #[test]
 fn inconsistent_and_hostile_schemas_are_errors() {
-    let e = json_schema::compile(&json!({"type": "array", "minItems": 3, "maxItems": 2}), &CompileOptions::default())
-        .unwrap_err();
+    let e = json_schema::compile(
+        &json!({"type": "array", "minItems": 3, "maxItems": 2}),
+        &CompileOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
     assert_eq!(pointer_of(&e), "/minItems");
 
@@ -715,11 +852,15 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     .unwrap_err();
     assert!(e.message.contains("cycle"), "{e}");
 
-    let e = json_schema::compile(&json!({"type": "integer", "minimum": 5, "maximum": 4}), &CompileOptions::default())
-        .unwrap_err();
+    let e = json_schema::compile(
+        &json!({"type": "integer", "minimum": 5, "maximum": 4}),
+        &CompileOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
 
-    let e = json_schema::compile(&json!({"$ref": "#/nope"}), &CompileOptions::default()).unwrap_err();
+    let e =
+        json_schema::compile(&json!({"$ref": "#/nope"}), &CompileOptions::default()).unwrap_err();
     assert_eq!(pointer_of(&e), "/$ref");
 
     // Nesting up to the limit compiles on an ordinary 2 MiB thread stack...
@@ -742,13 +883,19 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     let e = json_schema::compile(&deep, &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit);
 
-    let huge: Vec<Value> = (0..json_schema::MAX_ENUM_VALUES + 1).map(Value::from).collect();
+    let huge: Vec<Value> = (0..json_schema::MAX_ENUM_VALUES + 1)
+        .map(Value::from)
+        .collect();
     let e = json_schema::compile(&json!({"enum": huge}), &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit);
 
     // Self-reference through a container is fine (recursion), alone it is a cycle.
     assert!(
-        json_schema::compile(&json!({"type": "array", "items": {"$ref": "#"}}), &CompileOptions::default()).is_ok()
+        json_schema::compile(
+            &json!({"type": "array", "items": {"$ref": "#"}}),
+            &CompileOptions::default()
+        )
+        .is_ok()
     );
     assert!(json_schema::compile(&json!({"$ref": "#"}), &CompileOptions::default()).is_err());
 
@@ -760,12 +907,21 @@ fn every_shipped_schema_is_in_the_test_corpus() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars");
     let mut shipped: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
-        .filter_map(|e| e.unwrap().file_name().to_string_lossy().strip_suffix(".schema.json").map(str::to_string))
+        .filter_map(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .strip_suffix(".schema.json")
+                .map(str::to_string)
+        })
         .collect();
     shipped.sort();
     let names: Vec<&str> = corpus().iter().map(|(n, _)| *n).collect();
     for s in &shipped {
-        assert!(names.contains(&s.as_str()), "grammars/{s}.schema.json is not in corpus()");
+        assert!(
+            names.contains(&s.as_str()),
+            "grammars/{s}.schema.json is not in corpus()"
+        );
     }
 }
 
@@ -788,9 +944,12 @@ fn lowered_grammars_agree_with_the_schema() {
     for (name, schema) in corpus() {
         let v = validator(&schema);
         for ws in [WhitespacePolicy::Compact, WhitespacePolicy::Flexible] {
-            let def = json_schema::compile(&schema, &opts(ws)).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let ir = lower(&def).unwrap_or_else(|e| panic!("{name} ({ws:?}): lowering failed: {e}"));
-            let rec = ReferenceRecognizer::new(&ir).unwrap_or_else(|e| panic!("{name}: recognizer: {e}"));
+            let def =
+                json_schema::compile(&schema, &opts(ws)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let ir =
+                lower(&def).unwrap_or_else(|e| panic!("{name} ({ws:?}): lowering failed: {e}"));
+            let rec =
+                ReferenceRecognizer::new(&ir).unwrap_or_else(|e| panic!("{name}: recognizer: {e}"));
             let mut g = Generator::new(&schema, 99 + ws as u64);
             let mut checked = 0;
             for _ in 0..80 {
@@ -815,7 +974,10 @@ fn lowered_grammars_agree_with_the_schema() {
                 }
                 checked += 1;
             }
-            assert!(checked >= 8, "{name} ({ws:?}): only {checked} instances checked");
+            assert!(
+                checked >= 8,
+                "{name} ({ws:?}): only {checked} instances checked"
+            );
         }
     }
 }
@@ -824,14 +986,27 @@ fn lowered_grammars_agree_with_the_schema() {
 #[test]
 fn format_regexes_are_sound() {
     use domino::grammar::json_schema::lexical::{format_pattern, hir};
-    for f in ["date", "time", "date-time", "uuid", "ipv4", "ipv6", "email", "hostname", "uri"] {
+    for f in [
+        "date",
+        "time",
+        "date-time",
+        "uuid",
+        "ipv4",
+        "ipv6",
+        "email",
+        "hostname",
+        "uri",
+    ] {
         let schema = json!({"type": "string", "format": f});
         let v = validator(&schema);
         let h = hir(&format_pattern(f).unwrap());
         let mut g = Generator::new(&schema, 5);
         for _ in 0..3000 {
             let s = g.sample(&h);
-            assert!(v.is_valid(&Value::String(s.clone())), "format {f}: {s:?} is produced by the grammar but invalid");
+            assert!(
+                v.is_valid(&Value::String(s.clone())),
+                "format {f}: {s:?} is produced by the grammar but invalid"
+            );
         }
     }
 }
@@ -841,9 +1016,15 @@ fn long_string_bounds_are_exact() {
     let schema = json!({"type": "string", "minLength": 2, "maxLength": 600});
     let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
     let mut m = Matcher::new(&def);
-    for n in [0usize, 1, 2, 255, 256, 257, 511, 512, 513, 599, 600, 601, 800] {
+    for n in [
+        0usize, 1, 2, 255, 256, 257, 511, 512, 513, 599, 600, 601, 800,
+    ] {
         let doc = format!("\"{}\"", "é".repeat(n));
-        assert_eq!(m.accepts(doc.as_bytes()), (2..=600).contains(&n), "length {n}");
+        assert_eq!(
+            m.accepts(doc.as_bytes()),
+            (2..=600).contains(&n),
+            "length {n}"
+        );
     }
     let schema = json!({"type": "string", "maxLength": 300, "pattern": "^[a-z]+$"});
     let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
@@ -853,7 +1034,13 @@ fn long_string_bounds_are_exact() {
 }
 
 /// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
-fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: &mut String) -> bool {
+fn sample_def(
+    def: &GrammarDef,
+    g: &mut Generator,
+    e: &Expr,
+    depth: usize,
+    out: &mut String,
+) -> bool {
     if depth > 60 {
         return false;
     }
@@ -867,7 +1054,9 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             out.push_str(&g.sample(h));
             true
         }
-        Expr::Constrained { hir, constraints } => common::sample_constrained(g, hir, constraints).map(|x| out.push_str(&x)).is_some(),
+        Expr::Constrained { hir, constraints } => common::sample_constrained(g, hir, constraints)
+            .map(|x| out.push_str(&x))
+            .is_some(),
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
         Expr::Alt(alts) => {
@@ -875,12 +1064,20 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
                 return false;
             }
             // Deeper down, prefer the first alternatives (usually the short ones).
-            let i = if depth > 30 { 0 } else { g.range(0, alts.len() as u64 - 1) as usize };
+            let i = if depth > 30 {
+                0
+            } else {
+                g.range(0, alts.len() as u64 - 1) as usize
+            };
             sample_def(def, g, &alts[i], depth + 1, out)
         }
         Expr::Repeat { expr, min, max } => {
             let hi = max.unwrap_or(min + 2).min(min + 2);
-            let n = if depth > 30 { *min } else { g.range(*min as u64, hi as u64) as u32 };
+            let n = if depth > 30 {
+                *min
+            } else {
+                g.range(*min as u64, hi as u64) as u32
+            };
             (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
         }
     }
@@ -892,9 +1089,18 @@ fn documents_sampled_from_the_grammar_validate() {
     let mut extra = vec![
         ("number", json!({"type": "number"})),
         ("integer", json!({"type": "integer"})),
-        ("number-bounds", json!({"type": "number", "minimum": -1.5, "exclusiveMaximum": 99.25})),
-        ("money", json!({"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "exclusiveMinimum": 0})),
-        ("int-range", json!({"type": "integer", "minimum": -20, "exclusiveMaximum": 2000})),
+        (
+            "number-bounds",
+            json!({"type": "number", "minimum": -1.5, "exclusiveMaximum": 99.25}),
+        ),
+        (
+            "money",
+            json!({"type": "number", "multipleOf": 0.01, "maximum": 99999999999.99, "exclusiveMinimum": 0}),
+        ),
+        (
+            "int-range",
+            json!({"type": "integer", "minimum": -20, "exclusiveMaximum": 2000}),
+        ),
         ("pow10", json!({"type": "integer", "multipleOf": 100})),
         (
             "extra-keys",
@@ -911,13 +1117,23 @@ fn documents_sampled_from_the_grammar_validate() {
             let mut produced = 0;
             for _ in 0..300 {
                 let mut out = String::new();
-                if !sample_def(&def, &mut g, &def.rules[def.start.0 as usize].expr, 0, &mut out) {
+                if !sample_def(
+                    &def,
+                    &mut g,
+                    &def.rules[def.start.0 as usize].expr,
+                    0,
+                    &mut out,
+                ) {
                     continue;
                 }
                 produced += 1;
-                let doc: Value = serde_json::from_str(&out)
-                    .unwrap_or_else(|e| panic!("{name} ({ws:?}): grammar produced non-JSON ({e}):\n{out}"));
-                assert!(v.is_valid(&doc), "{name} ({ws:?}): grammar produced an invalid document:\n{out}");
+                let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| {
+                    panic!("{name} ({ws:?}): grammar produced non-JSON ({e}):\n{out}")
+                });
+                assert!(
+                    v.is_valid(&doc),
+                    "{name} ({ws:?}): grammar produced an invalid document:\n{out}"
+                );
             }
             assert!(produced >= 50, "{name} ({ws:?}): only {produced} samples");
         }

@@ -28,12 +28,22 @@ fn data_dir() -> PathBuf {
     // `../shared/data` from the repository root; a worktree one level deeper (`wt/<name>`)
     // finds the same folder at `../../shared/data`.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let base = std::env::var("DOMINO_DATA").map(PathBuf::from).unwrap_or_else(|_| {
-        let near = root.join("../shared/data");
-        if near.is_dir() { near } else { root.join("../../shared/data") }
-    });
+    let base = std::env::var("DOMINO_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let near = root.join("../shared/data");
+            if near.is_dir() {
+                near
+            } else {
+                root.join("../../shared/data")
+            }
+        });
     let dir = base.join("jsonschemabench");
-    assert!(dir.is_dir(), "JSONSchemaBench data missing: {} (see ../shared/data/README.md)", dir.display());
+    assert!(
+        dir.is_dir(),
+        "JSONSchemaBench data missing: {} (see ../shared/data/README.md)",
+        dir.display()
+    );
     dir
 }
 
@@ -78,7 +88,8 @@ fn jsonschemabench_dev_subset_compiles() {
                         let def = json_schema::compile(&schema, &CompileOptions::default())?;
                         let g = domino::grammar::lower::lower(&def)?;
                         domino::lexer::Scanner::new(&g).map_err(|e| {
-                            domino::grammar::GrammarError::whole(format!("scanner: {e}")).with_kind(ErrorKind::Limit)
+                            domino::grammar::GrammarError::whole(format!("scanner: {e}"))
+                                .with_kind(ErrorKind::Limit)
                         })?;
                         Ok::<usize, domino::grammar::GrammarError>(def.rules.len())
                     });
@@ -97,13 +108,18 @@ fn jsonschemabench_dev_subset_compiles() {
             }
             match result {
                 Err(_) => {
-                    panic!("{subset}/{id}: compile did not finish within {HANG:?} (or its thread died)")
+                    panic!(
+                        "{subset}/{id}: compile did not finish within {HANG:?} (or its thread died)"
+                    )
                 }
                 Ok(Err(_)) => panic!("{subset}/{id}: compile panicked"),
                 Ok(Ok(Ok(_rules))) => counts.ok += 1,
                 Ok(Ok(Err(e))) => match e.kind {
                     ErrorKind::Unsupported => {
-                        let f = e.feature.clone().expect("unsupported errors name their keyword");
+                        let f = e
+                            .feature
+                            .clone()
+                            .expect("unsupported errors name their keyword");
                         assert!(!f.is_empty());
                         *features.entry(f).or_default() += 1;
                         counts.unsupported += 1;
@@ -122,33 +138,60 @@ fn jsonschemabench_dev_subset_compiles() {
         }
     }
     let mut total = Counts::default();
-    eprintln!("{:<18} {:>5} {:>5} {:>11} {:>5} {:>5}", "subset", "total", "ok", "unsupported", "error", "limit");
+    eprintln!(
+        "{:<18} {:>5} {:>5} {:>11} {:>5} {:>5}",
+        "subset", "total", "ok", "unsupported", "error", "limit"
+    );
     for (name, c) in &per_subset {
         let n = c.ok + c.unsupported + c.error + c.limit;
-        eprintln!("{name:<18} {n:>5} {:>5} {:>11} {:>5} {:>5}", c.ok, c.unsupported, c.error, c.limit);
+        eprintln!(
+            "{name:<18} {n:>5} {:>5} {:>11} {:>5} {:>5}",
+            c.ok, c.unsupported, c.error, c.limit
+        );
         total.ok += c.ok;
         total.unsupported += c.unsupported;
         total.error += c.error;
         total.limit += c.limit;
     }
     let n = total.ok + total.unsupported + total.error + total.limit;
-    eprintln!("{:<18} {n:>5} {:>5} {:>11} {:>5} {:>5}", "TOTAL", total.ok, total.unsupported, total.error, total.limit);
-    eprintln!("ok rate {:.1}%; slowest compile {:?} ({})", 100.0 * total.ok as f64 / n as f64, slowest.0, slowest.1);
+    eprintln!(
+        "{:<18} {n:>5} {:>5} {:>11} {:>5} {:>5}",
+        "TOTAL", total.ok, total.unsupported, total.error, total.limit
+    );
+    eprintln!(
+        "ok rate {:.1}%; slowest compile {:?} ({})",
+        100.0 * total.ok as f64 / n as f64,
+        slowest.0,
+        slowest.1
+    );
     eprintln!("unsupported by keyword: {features:?}");
     for f in &failures {
         eprintln!("  {f}");
     }
-    assert!(n >= 800, "expected the whole development subset, got {n} schemas");
+    assert!(
+        n >= 800,
+        "expected the whole development subset, got {n} schemas"
+    );
     // "ok" = the engine can run it (compiled, lowered, scanner built): 831 of 872 (95.3 %).
     // The scanner is lazy, so schemas whose full product has millions of states run too
     // (`jsonschemabench_grammar_samples_validate` pushes samples through the engine).
     // This ratchet keeps what we have.
     let rate = total.ok as f64 / n as f64;
-    assert!(rate >= 0.952, "ok rate {:.1}% fell below the floor", 100.0 * rate);
+    assert!(
+        rate >= 0.952,
+        "ok rate {:.1}% fell below the floor",
+        100.0 * rate
+    );
 }
 
 /// Random documents drawn from the grammar itself (a random walk over the `GrammarDef`).
-fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: &mut String) -> bool {
+fn sample_def(
+    def: &GrammarDef,
+    g: &mut Generator,
+    e: &Expr,
+    depth: usize,
+    out: &mut String,
+) -> bool {
     if depth > 80 || out.len() > 200_000 {
         return false;
     }
@@ -162,19 +205,29 @@ fn sample_def(def: &GrammarDef, g: &mut Generator, e: &Expr, depth: usize, out: 
             out.push_str(&g.sample(h));
             true
         }
-        Expr::Constrained { hir, constraints } => common::sample_constrained(g, hir, constraints).map(|x| out.push_str(&x)).is_some(),
+        Expr::Constrained { hir, constraints } => common::sample_constrained(g, hir, constraints)
+            .map(|x| out.push_str(&x))
+            .is_some(),
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
         Expr::Alt(alts) => {
             if alts.is_empty() {
                 return false;
             }
-            let i = if depth > 40 { 0 } else { g.range(0, alts.len() as u64 - 1) as usize };
+            let i = if depth > 40 {
+                0
+            } else {
+                g.range(0, alts.len() as u64 - 1) as usize
+            };
             sample_def(def, g, &alts[i], depth + 1, out)
         }
         Expr::Repeat { expr, min, max } => {
             let hi = max.unwrap_or(min + 2).min(min + 2);
-            let n = if depth > 40 { *min } else { g.range(*min as u64, hi as u64) as u32 };
+            let n = if depth > 40 {
+                *min
+            } else {
+                g.range(*min as u64, hi as u64) as u32
+            };
             (0..n).all(|_| sample_def(def, g, expr, depth + 1, out))
         }
     }
@@ -194,21 +247,34 @@ fn jsonschemabench_grammar_samples_validate() {
     let (mut checked, mut docs, mut skipped, mut engine_docs) = (0usize, 0usize, 0usize, 0usize);
     let mut failures = Vec::new();
     let vocab = std::sync::Arc::new(
-        domino::vocab::tokenizer_json::load(&dir.join("../../tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+        domino::vocab::tokenizer_json::load(
+            &dir.join("../../tokenizers/SmolLM2-135M-Instruct.tokenizer.json"),
+        )
+        .unwrap(),
     );
     for file in &files {
         let subset = file.file_stem().unwrap().to_string_lossy().to_string();
-        for line in std::fs::read_to_string(file).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+        for line in std::fs::read_to_string(file)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+        {
             let item: Value = serde_json::from_str(line).unwrap();
             let id = item["id"].as_str().unwrap_or("?");
             let schema = &item["schema"];
             let Ok(def) = json_schema::compile(
                 schema,
-                &CompileOptions { whitespace: WhitespacePolicy::Compact, ..CompileOptions::default() },
+                &CompileOptions {
+                    whitespace: WhitespacePolicy::Compact,
+                    ..CompileOptions::default()
+                },
             ) else {
                 continue;
             };
-            let Ok(validator) = jsonschema::options().should_validate_formats(true).build(schema) else {
+            let Ok(validator) = jsonschema::options()
+                .should_validate_formats(true)
+                .build(schema)
+            else {
                 skipped += 1;
                 continue;
             };
@@ -220,14 +286,22 @@ fn jsonschemabench_grammar_samples_validate() {
             let mut g = Generator::new(schema, 3);
             for _ in 0..20 {
                 let mut out = String::new();
-                if !sample_def(&def, &mut g, &def.rules[def.start.0 as usize].expr, 0, &mut out) {
+                if !sample_def(
+                    &def,
+                    &mut g,
+                    &def.rules[def.start.0 as usize].expr,
+                    0,
+                    &mut out,
+                ) {
                     continue;
                 }
                 docs += 1;
                 match serde_json::from_str::<Value>(&out) {
                     Ok(doc) if validator.is_valid(&doc) => {
                         let Some(engine) = &engine else { continue };
-                        let mut c = domino::engine::Constraint::new(engine, &vocab, Default::default()).unwrap();
+                        let mut c =
+                            domino::engine::Constraint::new(engine, &vocab, Default::default())
+                                .unwrap();
                         if c.commit_bytes(out.as_bytes()).is_err() || !c.is_accepting() {
                             failures.push(format!(
                                 "{subset}/{id}: the engine rejects the sample {}",
@@ -264,9 +338,16 @@ fn jsonschemabench_grammar_samples_validate() {
         "sampled {docs} documents from {checked} compiled schemas ({skipped} skipped: no jsonschema validator); \
          the engine accepted {engine_docs} valid ones"
     );
-    assert!(engine_docs > 5_000, "too few samples went through the engine: {engine_docs}");
+    assert!(
+        engine_docs > 5_000,
+        "too few samples went through the engine: {engine_docs}"
+    );
     for f in &failures {
         eprintln!("  {f}");
     }
-    assert!(failures.is_empty(), "{} schemas produced invalid documents", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} schemas produced invalid documents",
+        failures.len()
+    );
 }

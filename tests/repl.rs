@@ -295,7 +295,13 @@ fn drafts_and_baselines_run_through_decode_and_keep_greedy_output() {
         ":json\n:max 40\n{prompt}\n:draft 4\n{prompt}\n{prompt}\n:draft 0\n:method template\n{prompt}\n:save {}\n:quit\n",
         transcript.display()
     );
-    let s = run(repl().arg("--chat"), &input);
+    // The threshold policy verifies every proposal, so whether the second drafted turn drafts
+    // depends on the counts alone; the cost policy (the default) may rightly decide that drafts
+    // do not pay on this machine (tests/decode_cli.rs covers it).
+    let s = run(
+        repl().args(["--chat", "--draft-policy", "threshold"]),
+        &input,
+    );
     let saved = std::fs::read_to_string(&transcript).unwrap();
     let turns: Vec<serde_json::Value> = saved
         .lines()

@@ -18,7 +18,14 @@ fn a_second_setup_run_succeeds_and_changes_nothing() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "scripts/setup exited {:?}:\n{stderr}", out.status.code());
+    assert!(
+        out.status.success(),
+        "scripts/setup exited {:?}:\n{stderr}",
+        out.status.code()
+    );
     assert!(stderr.contains("setup: ready"), "{stderr}");
-    assert!(!stderr.contains("fetching"), "nothing should be downloaded again:\n{stderr}");
+    assert!(
+        !stderr.contains("fetching"),
+        "nothing should be downloaded again:\n{stderr}"
+    );
 }

@@ -52,7 +52,11 @@ impl ConstraintArgs {
                 _ => {
                     let text = std::fs::read_to_string(p)?;
                     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                        crate::grammar::GrammarError::at(e.line() as u32, e.column() as u32, format!("schema is not valid JSON: {e}"))
+                        crate::grammar::GrammarError::at(
+                            e.line() as u32,
+                            e.column() as u32,
+                            format!("schema is not valid JSON: {e}"),
+                        )
                     })?;
                     Some(GrammarSource::JsonSchema(value))
                 }
@@ -81,6 +85,8 @@ pub fn parse_k(s: &str) -> Result<Option<u32>, String> {
     if s.eq_ignore_ascii_case("inf") || s == "∞" {
         Ok(None)
     } else {
-        s.parse::<u32>().map(Some).map_err(|_| format!("expected a number or `inf`, got `{s}`"))
+        s.parse::<u32>()
+            .map(Some)
+            .map_err(|_| format!("expected a number or `inf`, got `{s}`"))
     }
 }

@@ -102,7 +102,12 @@ impl Stats {
 }
 
 /// Step every document through `c` (a fresh clone per document), timing each mask.
-fn pass(base: &Constraint, docs: &[Vec<TokenId>], uncached: bool, first: &mut Option<f64>) -> Vec<f64> {
+fn pass(
+    base: &Constraint,
+    docs: &[Vec<TokenId>],
+    uncached: bool,
+    first: &mut Option<f64>,
+) -> Vec<f64> {
     let mut times = Vec::new();
     let mut mask = TokenSet::new(base.vocab().len());
     for (di, doc) in docs.iter().enumerate() {
@@ -139,7 +144,10 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
     let k = lookahead(&args.k)?;
     if let Some(other) = &args.vs {
         if other != "llguidance" {
-            return Err(crate::cli::UsageError(format!("--vs: unknown engine `{other}` (expected `llguidance`)")).into());
+            return Err(crate::cli::UsageError(format!(
+                "--vs: unknown engine `{other}` (expected `llguidance`)"
+            ))
+            .into());
         }
         if !cfg!(feature = "bench-llguidance") {
             return Err(crate::cli::UsageError(
@@ -313,7 +321,12 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             let r = &report;
             println!(
                 "{} docs ({} rejected), vocab {}, k {}, {} terminals, {} scanner states",
-                r["docs"], r["rejected_docs"], r["vocab_size"], args.k, r["terminals"], r["scanner_states"]
+                r["docs"],
+                r["rejected_docs"],
+                r["vocab_size"],
+                args.k,
+                r["terminals"],
+                r["scanner_states"]
             );
             println!("compile {:.2} ms, vocab trie {:.2} ms", compile_ms, trie_ms);
             if let Some(p) = precompute_ms {

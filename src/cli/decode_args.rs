@@ -55,9 +55,11 @@ impl DecodeArgs {
     /// The decoder configuration these flags describe.
     pub fn config(&self) -> anyhow::Result<DecoderConfig> {
         let source = self.constraint.source()?;
-        let method = self
-            .method
-            .unwrap_or(if source.is_some() { Method::Domino } else { Method::None });
+        let method = self.method.unwrap_or(if source.is_some() {
+            Method::Domino
+        } else {
+            Method::None
+        });
         if !(0.0..=1.0).contains(&self.draft_threshold) {
             return Err(crate::cli::UsageError(format!(
                 "--draft-threshold must be in [0, 1], got {}",

@@ -222,7 +222,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     decoder.save_draft_stats()?;
     if args.decode.stats {
-        eprintln!("{}", crate::cli::decode_args::stats_line(decoder.method(), &result));
+        eprintln!(
+            "{}",
+            crate::cli::decode_args::stats_line(decoder.method(), &result)
+        );
     }
     let s = &result.stats;
     crate::log!(

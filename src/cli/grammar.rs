@@ -11,7 +11,9 @@
 
 use crate::cli::UsageError;
 use crate::cli::args::{ConstraintArgs, OutputFormat};
-use crate::grammar::{CompileOptions, ErrorKind, GrammarError, GrammarSource, WhitespacePolicy, print};
+use crate::grammar::{
+    CompileOptions, ErrorKind, GrammarError, GrammarSource, WhitespacePolicy, print,
+};
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
@@ -81,10 +83,11 @@ pub fn run(cmd: GrammarCommand) -> anyhow::Result<()> {
 }
 
 fn convert(args: ConvertArgs) -> anyhow::Result<()> {
-    let source = args
-        .constraint
-        .source()?
-        .ok_or_else(|| UsageError("give the grammar to convert: --schema F, --grammar F, --regex RE or --json".into()))?;
+    let source = args.constraint.source()?.ok_or_else(|| {
+        UsageError(
+            "give the grammar to convert: --schema F, --grammar F, --regex RE or --json".into(),
+        )
+    })?;
     let opts = args.constraint.compile_options();
     let def = source.parse(&opts)?;
     for w in &def.warnings {
@@ -144,7 +147,10 @@ pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<St
     let def = source.parse(opts)?;
     let g = crate::grammar::lower::lower(&def)?;
     let scanner = crate::lexer::Scanner::new(&g).map_err(|e| {
-        GrammarError::whole(format!("the engine cannot build this grammar's scanner: {e}")).with_kind(ErrorKind::Limit)
+        GrammarError::whole(format!(
+            "the engine cannot build this grammar's scanner: {e}"
+        ))
+        .with_kind(ErrorKind::Limit)
     })?;
     let (states, complete) = scanner.explore(SCANNER_STATES_COUNTED);
     Ok(Stats {
@@ -154,7 +160,11 @@ pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<St
         productions: g.productions.len(),
         warnings: g.warnings,
         // Beyond the count: "more than SCANNER_STATES_COUNTED".
-        scanner_states: Some(if complete { states } else { SCANNER_STATES_COUNTED }),
+        scanner_states: Some(if complete {
+            states
+        } else {
+            SCANNER_STATES_COUNTED
+        }),
         scanner_complete: complete,
         scanner_components: scanner.num_components(),
     })
@@ -162,12 +172,21 @@ pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<St
 
 /// Compile in a worker thread with a time limit; panics become [`Outcome::Panic`].
 /// A timed-out worker is left to finish in the background (threads cannot be killed).
-pub fn check_with_timeout(source: GrammarSource, opts: CompileOptions, timeout: Duration) -> Outcome {
+pub fn check_with_timeout(
+    source: GrammarSource,
+    opts: CompileOptions,
+    timeout: Duration,
+) -> Outcome {
     let (tx, rx) = mpsc::channel();
-    let spawned = std::thread::Builder::new().name("grammar-check".into()).stack_size(64 << 20).spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile_stats(&source, &opts)));
-        let _ = tx.send(r);
-    });
+    let spawned = std::thread::Builder::new()
+        .name("grammar-check".into())
+        .stack_size(64 << 20)
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                compile_stats(&source, &opts)
+            }));
+            let _ = tx.send(r);
+        });
     if let Err(e) = spawned {
         return Outcome::Panic(format!("cannot start a worker thread: {e}"));
     }
@@ -225,7 +244,10 @@ fn outcome_json(key: &str, name: &str, o: &Outcome, ms: f64) -> Value {
             m.insert("error".into(), json!("timeout"));
         }
         Outcome::Panic(p) => {
-            m.insert("error".into(), json!(format!("internal error (panic): {p}")));
+            m.insert(
+                "error".into(),
+                json!(format!("internal error (panic): {p}")),
+            );
         }
     }
     v
@@ -253,7 +275,9 @@ fn outcome_text(name: &str, o: &Outcome) -> String {
             }
             line
         }
-        Outcome::Failed(e) if e.kind == ErrorKind::Unsupported => format!("{name}: unsupported: {e}"),
+        Outcome::Failed(e) if e.kind == ErrorKind::Unsupported => {
+            format!("{name}: unsupported: {e}")
+        }
         Outcome::Failed(e) => format!("{name}: error: {e}"),
         Outcome::Timeout => format!("{name}: error: timeout"),
         Outcome::Panic(p) => format!("{name}: error: internal error (panic): {p}"),
@@ -287,13 +311,19 @@ impl Summary {
 /// directly are kept whatever their extension, so a wrong one is reported.
 fn expand_directories(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
     fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        let mut entries: Vec<std::path::PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<std::path::PathBuf> =
+            entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         entries.sort();
         for p in entries {
             if p.is_dir() {
                 walk(&p, out);
-            } else if p.extension().is_some_and(|e| e == "gbnf" || e == "lark" || e == "json") {
+            } else if p
+                .extension()
+                .is_some_and(|e| e == "gbnf" || e == "lark" || e == "json")
+            {
                 out.push(p);
             }
         }
@@ -304,7 +334,10 @@ fn expand_directories(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
             let before = out.len();
             walk(p, &mut out);
             if out.len() == before {
-                eprintln!("note: {}: no grammar files (.gbnf, .lark, .json) in this directory", p.display());
+                eprintln!(
+                    "note: {}: no grammar files (.gbnf, .lark, .json) in this directory",
+                    p.display()
+                );
             }
         } else {
             out.push(p.clone());
@@ -315,7 +348,9 @@ fn expand_directories(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
 
 fn check(args: CheckArgs) -> anyhow::Result<()> {
     if args.files.is_empty() && args.schema_jsonl.is_none() {
-        return Err(UsageError("give grammar files to check, or --schema-jsonl FILE".into()).into());
+        return Err(
+            UsageError("give grammar files to check, or --schema-jsonl FILE".into()).into(),
+        );
     }
     let opts = CompileOptions {
         start: args.start.clone(),
@@ -341,7 +376,11 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
                     // Unreadable file or unknown extension: a usage problem.
                     let msg = format!("{e:#}");
                     if json_out {
-                        writeln!(out, "{}", json!({"file": name, "status": "error", "error": msg}))?;
+                        writeln!(
+                            out,
+                            "{}",
+                            json!({"file": name, "status": "error", "error": msg})
+                        )?;
                     } else {
                         writeln!(out, "{name}: error: {msg}")?;
                     }
@@ -361,14 +400,17 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         if first_failure.is_none() && !matches!(outcome, Outcome::Ok(_)) {
             first_failure = Some(match outcome {
-                Outcome::Failed(e) => anyhow::Error::new(e).context(format!("{name} failed the check")),
+                Outcome::Failed(e) => {
+                    anyhow::Error::new(e).context(format!("{name} failed the check"))
+                }
                 _ => anyhow::anyhow!("{name} failed the check"),
             });
         }
     }
 
     if let Some(jsonl) = &args.schema_jsonl {
-        let file = std::fs::File::open(jsonl).with_context(|| format!("cannot read {}", jsonl.display()))?;
+        let file = std::fs::File::open(jsonl)
+            .with_context(|| format!("cannot read {}", jsonl.display()))?;
         let mut per_file = Summary::default();
         for (lineno, line) in std::io::BufReader::new(file).lines().enumerate() {
             let line = line.with_context(|| format!("cannot read {}", jsonl.display()))?;
@@ -384,15 +426,29 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
                         None => format!("line {}", lineno + 1),
                     };
                     match v.get("schema") {
-                        Some(schema) => {
-                            (id, check_with_timeout(GrammarSource::JsonSchema(schema.clone()), opts.clone(), timeout))
-                        }
-                        None => (id, Outcome::Failed(GrammarError::whole("the line has no \"schema\" field"))),
+                        Some(schema) => (
+                            id,
+                            check_with_timeout(
+                                GrammarSource::JsonSchema(schema.clone()),
+                                opts.clone(),
+                                timeout,
+                            ),
+                        ),
+                        None => (
+                            id,
+                            Outcome::Failed(GrammarError::whole(
+                                "the line has no \"schema\" field",
+                            )),
+                        ),
                     }
                 }
                 Err(e) => (
                     format!("line {}", lineno + 1),
-                    Outcome::Failed(GrammarError::at(lineno as u32 + 1, e.column() as u32, format!("not valid JSON: {e}"))),
+                    Outcome::Failed(GrammarError::at(
+                        lineno as u32 + 1,
+                        e.column() as u32,
+                        format!("not valid JSON: {e}"),
+                    )),
                 ),
             };
             let ms = started.elapsed().as_secs_f64() * 1000.0;

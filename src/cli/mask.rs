@@ -35,25 +35,27 @@ impl VocabArgs {
             return Ok(Arc::new(crate::vocab::tokenizer_json::load(p)?));
         }
         if let Some(p) = &self.model {
-            return Ok(Arc::new(
-                crate::runtime::load_vocabulary(p)
-                    .with_context(|| format!("cannot load the vocabulary of {}", p.display()))?,
-            ));
+            return Ok(Arc::new(crate::runtime::load_vocabulary(p).with_context(
+                || format!("cannot load the vocabulary of {}", p.display()),
+            )?));
         }
-        Err(UsageError("a vocabulary is needed: pass --model PATH or --tokenizer FILE".into()).into())
+        Err(
+            UsageError("a vocabulary is needed: pass --model PATH or --tokenizer FILE".into())
+                .into(),
+        )
     }
 }
 
 /// Compile the chosen constraint for the engine (grammar errors exit 2).
 pub fn compile_constraint(args: &ConstraintArgs) -> anyhow::Result<Arc<CompiledGrammar>> {
-    let source = args
-        .source()?
-        .ok_or_else(|| UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into()))?;
+    let source = args.source()?.ok_or_else(|| {
+        UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into())
+    })?;
     let ir = source.compile(&args.compile_options())?;
     CompiledGrammar::new(ir).map_err(|e| match e {
-        EngineError::Lexer(l) => {
-            anyhow::Error::new(GrammarError::whole(l.to_string()).with_kind(crate::grammar::ErrorKind::Limit))
-        }
+        EngineError::Lexer(l) => anyhow::Error::new(
+            GrammarError::whole(l.to_string()).with_kind(crate::grammar::ErrorKind::Limit),
+        ),
         other => anyhow::Error::new(other),
     })
 }
@@ -65,7 +67,8 @@ pub fn lookahead(k: &str) -> anyhow::Result<Option<u32>> {
 
 /// Read a file of JSON strings, one per line (blank lines skipped).
 pub fn read_json_lines(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -159,7 +162,11 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
                     out,
                     "prefix {prefix:?}: {count} of {} tokens allowed{}",
                     vocab.len(),
-                    if eos { " (end of generation allowed)" } else { "" }
+                    if eos {
+                        " (end of generation allowed)"
+                    } else {
+                        ""
+                    }
                 )?;
                 let sample: Vec<String> = mask
                     .iter()
@@ -177,7 +184,11 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
                 }
                 let forced = c.forced_bytes();
                 if !forced.is_empty() {
-                    writeln!(out, "  forced continuation: {:?}", String::from_utf8_lossy(&forced))?;
+                    writeln!(
+                        out,
+                        "  forced continuation: {:?}",
+                        String::from_utf8_lossy(&forced)
+                    )?;
                 }
             }
         }

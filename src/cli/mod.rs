@@ -6,9 +6,9 @@
 
 pub mod args;
 pub mod bench;
-pub mod decode_args;
 #[cfg(feature = "bench-llguidance")]
 pub mod bench_llguidance;
+pub mod decode_args;
 pub mod generate;
 pub mod grammar;
 pub mod mask;
@@ -23,7 +23,12 @@ use std::process::ExitCode;
 /// Schema, GBNF or Lark grammars, or regexes, with masks that block no token the grammar
 /// could still accept (bridge tokens such as ` "` included).
 #[derive(Parser, Debug)]
-#[command(name = "domino", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "domino",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// More log output on stderr (-v: info, -vv: debug, including llama.cpp's own logs).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -108,7 +113,10 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // Broken pipe on stdout (e.g. `| head`) is not an error worth reporting.
-            if err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)) {
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {err:#}");

@@ -20,7 +20,11 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct PerplexityArgs {
     /// A text file (UTF-8).
-    #[arg(value_name = "FILE", required_unless_present = "jsonl", conflicts_with = "jsonl")]
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "jsonl",
+        conflicts_with = "jsonl"
+    )]
     pub file: Option<PathBuf>,
     /// Score one field of every record of this JSON Lines file instead.
     #[arg(long, value_name = "FILE", requires = "field")]
@@ -54,7 +58,9 @@ pub fn text_likelihood(session: &mut Session<'_>, text: &str) -> anyhow::Result<
     let tokens = session.model().tokenize(text, true, false);
     let chunk_len = session.n_ctx();
     if chunk_len < 2 {
-        bail!(UsageError("--ctx must be at least 2 to score a text".into()));
+        bail!(UsageError(
+            "--ctx must be at least 2 to score a text".into()
+        ));
     }
     let mut total = Likelihood::default();
     for chunk in tokens.chunks(chunk_len) {
@@ -76,23 +82,41 @@ pub fn run(args: PerplexityArgs) -> anyhow::Result<()> {
     // Read the input before loading the model: a missing file fails fast.
     let texts: Vec<(String, String)> = match (&args.file, &args.jsonl, &args.field) {
         (Some(path), _, _) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             vec![(path.display().to_string(), text)]
         }
         (None, Some(path), Some(field)) => {
-            let body = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let body = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             let mut texts = Vec::new();
-            for (i, line) in body.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                let record: serde_json::Value = serde_json::from_str(line)
-                    .map_err(|e| UsageError(format!("{}:{}:{}: not JSON: {e}", path.display(), i + 1, e.column())))?;
+            for (i, line) in body
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
+                let record: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+                    UsageError(format!(
+                        "{}:{}:{}: not JSON: {e}",
+                        path.display(),
+                        i + 1,
+                        e.column()
+                    ))
+                })?;
                 let Some(text) = record.get(field).and_then(|v| v.as_str()) else {
-                    bail!(UsageError(format!("{}:{}: record has no string field `{field}`", path.display(), i + 1)));
+                    bail!(UsageError(format!(
+                        "{}:{}: record has no string field `{field}`",
+                        path.display(),
+                        i + 1
+                    )));
                 };
                 texts.push((format!("line {}", i + 1), text.to_string()));
             }
             texts
         }
-        _ => bail!(UsageError("give a text FILE, or --jsonl FILE --field NAME".into())),
+        _ => bail!(UsageError(
+            "give a text FILE, or --jsonl FILE --field NAME".into()
+        )),
     };
     let model = args.model.load()?;
     let mut session = model.session(args.model.session_options())?;
@@ -105,7 +129,10 @@ pub fn run(args: PerplexityArgs) -> anyhow::Result<()> {
         records.push((name, l));
     }
     if total.tokens == 0 {
-        bail!(UsageError("the input has no tokens to score (each text needs at least one token after BOS)".into()));
+        bail!(UsageError(
+            "the input has no tokens to score (each text needs at least one token after BOS)"
+                .into()
+        ));
     }
     let mut out = std::io::stdout().lock();
     match args.format {
@@ -131,7 +158,12 @@ pub fn run(args: PerplexityArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            writeln!(out, "perplexity {:.4} over {} tokens", total.perplexity(), total.tokens)?;
+            writeln!(
+                out,
+                "perplexity {:.4} over {} tokens",
+                total.perplexity(),
+                total.tokens
+            )?;
         }
     }
     Ok(())

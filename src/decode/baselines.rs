@@ -15,7 +15,9 @@
 //! grammar's forced end-of-generation token (one forward pass later than DOMINO's
 //! `grammar_end`), or at `max_tokens`.
 
-use super::{FinishReason, GenerationRequest, GenerationResult, GenerationStats, Sampler, log_softmax_at};
+use super::{
+    FinishReason, GenerationRequest, GenerationResult, GenerationStats, Sampler, log_softmax_at,
+};
 use crate::runtime::{LogitsAt, Session};
 use crate::vocab::{TokenId, TokenSet};
 use llama_cpp_2::sampling::LlamaSampler;
@@ -25,7 +27,11 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use std::time::Instant;
 
 /// Build llama.cpp's grammar sampler, turning its refusal into a grammar error (exit 2).
-pub fn llama_grammar_sampler(session: &Session<'_>, gbnf: &str, root: &str) -> anyhow::Result<LlamaSampler> {
+pub fn llama_grammar_sampler(
+    session: &Session<'_>,
+    gbnf: &str,
+    root: &str,
+) -> anyhow::Result<LlamaSampler> {
     LlamaSampler::grammar(session.model().llama(), gbnf, root).map_err(|e| {
         anyhow::Error::new(crate::grammar::GrammarError::whole(format!(
             "llama.cpp could not parse the grammar (root rule `{root}`): {e}"
@@ -76,7 +82,11 @@ pub fn generate_llama_grammar(
             .ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
         // Check the one sampled token.
         let mut one = LlamaTokenDataArray::new(
-            vec![LlamaTokenData::new(LlamaToken(raw.0 as i32), logits[raw.index()], 0.0)],
+            vec![LlamaTokenData::new(
+                LlamaToken(raw.0 as i32),
+                logits[raw.index()],
+                0.0,
+            )],
             false,
         );
         grammar.apply(&mut one);
@@ -104,9 +114,9 @@ pub fn generate_llama_grammar(
             candidates = all.data;
             stats.masks_computed += 1;
             stats.mask_us_total += t0.elapsed().as_secs_f64() * 1e6;
-            sampler
-                .sample(logits, Some(&mask))
-                .ok_or_else(|| anyhow::anyhow!("llama.cpp's grammar sampler allows no token here"))?
+            sampler.sample(logits, Some(&mask)).ok_or_else(|| {
+                anyhow::anyhow!("llama.cpp's grammar sampler allows no token here")
+            })?
         };
         if vocab.is_eog(token) {
             break FinishReason::Eos;
@@ -116,7 +126,12 @@ pub fn generate_llama_grammar(
         }
         grammar
             .try_accept(LlamaToken(token.0 as i32))
-            .map_err(|e| anyhow::anyhow!("llama.cpp's grammar sampler failed to accept token {}: {e:?}", token.0))?;
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "llama.cpp's grammar sampler failed to accept token {}: {e:?}",
+                    token.0
+                )
+            })?;
         let piece = vocab.bytes(token);
         tokens.push(token);
         bytes.extend_from_slice(piece);

@@ -102,9 +102,9 @@ impl Run<'_> {
     /// Output `t`: commit it, count it for the draft model, report it.
     fn accept(&mut self, t: TokenId, logprob: Option<f32>) -> anyhow::Result<()> {
         let ctx = self.constraint.draft_context();
-        self.constraint
-            .commit(t)
-            .map_err(|e| anyhow::anyhow!("internal error: the chosen token was rejected by the constraint: {e}"))?;
+        self.constraint.commit(t).map_err(|e| {
+            anyhow::anyhow!("internal error: the chosen token was rejected by the constraint: {e}")
+        })?;
         self.drafts.observe(ctx, t);
         let piece = self.vocab.bytes(t);
         self.tokens.push(t);
@@ -144,8 +144,22 @@ impl Run<'_> {
     }
 
     /// Up to `room` draft tokens after the current state ([`propose_draft`]).
-    fn propose(&mut self, room: usize, threshold: f32, out: &mut Vec<TokenId>, guesses: &mut Vec<DraftGuess>) {
-        propose_draft(self.constraint, self.drafts, &self.vocab, room, threshold, out, guesses);
+    fn propose(
+        &mut self,
+        room: usize,
+        threshold: f32,
+        out: &mut Vec<TokenId>,
+        guesses: &mut Vec<DraftGuess>,
+    ) {
+        propose_draft(
+            self.constraint,
+            self.drafts,
+            &self.vocab,
+            room,
+            threshold,
+            out,
+            guesses,
+        );
     }
 }
 
@@ -189,14 +203,28 @@ pub(crate) fn propose_draft(
             break;
         }
         visited.push(ctx);
-        let counted = drafts.best(ctx).filter(|&(_, p)| confidence * p >= threshold);
+        let counted = drafts
+            .best(ctx)
+            .filter(|&(_, p)| confidence * p >= threshold);
         let (t, guess) = match counted {
             Some((t, p)) => {
                 confidence *= p;
-                (t, DraftGuess { q: p, source: DraftSource::Counted })
+                (
+                    t,
+                    DraftGuess {
+                        q: p,
+                        source: DraftSource::Counted,
+                    },
+                )
             }
             None => match forced_token(constraint, vocab) {
-                Some(t) => (t, DraftGuess { q: 1.0, source: DraftSource::Forced }),
+                Some(t) => (
+                    t,
+                    DraftGuess {
+                        q: 1.0,
+                        source: DraftSource::Forced,
+                    },
+                ),
                 None => break,
             },
         };
@@ -257,7 +285,10 @@ pub fn generate_constrained(
         .validate()
         .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
     if !(0.0..=1.0).contains(&opts.draft_threshold) {
-        anyhow::bail!("the draft threshold must be in [0, 1], got {}", opts.draft_threshold);
+        anyhow::bail!(
+            "the draft threshold must be in [0, 1], got {}",
+            opts.draft_threshold
+        );
     }
     let vocab = session.model().vocabulary();
     if vocab.len() != constraint.vocab().len() {
@@ -328,7 +359,9 @@ pub fn generate_constrained(
                 let t = run
                     .chooser
                     .choose(logits, run.constraint, None)
-                    .ok_or_else(|| anyhow::anyhow!("internal error: the grammar allows no token here"))?;
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("internal error: the grammar allows no token here")
+                    })?;
                 (t, run.want_logprobs.then(|| log_softmax_at(logits, t)))
             }
         };
@@ -394,7 +427,8 @@ pub fn generate_constrained(
         run.stats.forward_passes += 1;
         if run.want_logprobs {
             for i in 1..n_fixed {
-                run.logprobs[first_forced_out + i - 1] = log_softmax_at(session.logits(i - 1), batch[i]);
+                run.logprobs[first_forced_out + i - 1] =
+                    log_softmax_at(session.logits(i - 1), batch[i]);
             }
         }
         run.stats.draft_proposed += draft.len();
@@ -415,7 +449,9 @@ pub fn generate_constrained(
             let y = run
                 .chooser
                 .choose(logits, run.constraint, Some(d))
-                .ok_or_else(|| anyhow::anyhow!("internal error: the grammar allows no token here"))?;
+                .ok_or_else(|| {
+                    anyhow::anyhow!("internal error: the grammar allows no token here")
+                })?;
             let lp = run.want_logprobs.then(|| log_softmax_at(logits, y));
             run.tuner.observe_outcome(j, guesses[j], y == d);
             if y == d {
@@ -459,13 +495,23 @@ mod tests {
     use crate::grammar::{CompileOptions, GrammarSource};
 
     fn smollm2() -> Arc<Vocabulary> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tokenizers/SmolLM2-135M-Instruct.tokenizer.json");
-        Arc::new(crate::vocab::tokenizer_json::load(&path).expect("../shared/tokenizers is required"))
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/tokenizers/SmolLM2-135M-Instruct.tokenizer.json");
+        Arc::new(
+            crate::vocab::tokenizer_json::load(&path).expect("../shared/tokenizers is required"),
+        )
     }
 
     fn constraint(regex: &str, vocab: &Arc<Vocabulary>) -> Constraint {
-        let ir = GrammarSource::Regex(regex.into()).compile(&CompileOptions::default()).unwrap();
-        Constraint::new(&CompiledGrammar::new(ir).unwrap(), vocab, Options::default()).unwrap()
+        let ir = GrammarSource::Regex(regex.into())
+            .compile(&CompileOptions::default())
+            .unwrap();
+        Constraint::new(
+            &CompiledGrammar::new(ir).unwrap(),
+            vocab,
+            Options::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -478,13 +524,23 @@ mod tests {
         c.commit(motors).unwrap();
         let inside = c.draft_context();
         c.commit(motors).unwrap();
-        assert_eq!(c.draft_context(), inside, "inside free text the key does not move");
+        assert_eq!(
+            c.draft_context(),
+            inside,
+            "inside free text the key does not move"
+        );
         let mut drafts = DraftModel::new(0);
         drafts.observe(inside, motors);
         let (mut out, mut guesses) = (Vec::new(), Vec::new());
         propose_draft(&mut c, &drafts, &vocab, 16, 0.8, &mut out, &mut guesses);
         assert_eq!(out, vec![motors], "one guess per context");
-        assert_eq!(guesses, vec![DraftGuess { q: 1.0, source: DraftSource::Counted }]);
+        assert_eq!(
+            guesses,
+            vec![DraftGuess {
+                q: 1.0,
+                source: DraftSource::Counted
+            }]
+        );
         assert_eq!(c.num_committed(), 2, "the constraint is left as it was");
     }
 
@@ -493,12 +549,35 @@ mod tests {
         let vocab = smollm2();
         let mut c = constraint("<name>[a-z]{1,9}</name>", &vocab);
         let (mut out, mut guesses) = (Vec::new(), Vec::new());
-        propose_draft(&mut c, &DraftModel::new(0), &vocab, 16, 0.8, &mut out, &mut guesses);
+        propose_draft(
+            &mut c,
+            &DraftModel::new(0),
+            &vocab,
+            16,
+            0.8,
+            &mut out,
+            &mut guesses,
+        );
         let text: Vec<u8> = out.iter().flat_map(|&t| vocab.bytes(t).to_vec()).collect();
-        assert_eq!(text, b"<name>", "the forced prefix, then nothing (free text, no counts)");
-        assert!(guesses.iter().all(|g| g.source == DraftSource::Forced && g.q == 1.0));
+        assert_eq!(
+            text, b"<name>",
+            "the forced prefix, then nothing (free text, no counts)"
+        );
+        assert!(
+            guesses
+                .iter()
+                .all(|g| g.source == DraftSource::Forced && g.q == 1.0)
+        );
         // Room bounds the draft.
-        propose_draft(&mut c, &DraftModel::new(0), &vocab, 1, 0.8, &mut out, &mut guesses);
+        propose_draft(
+            &mut c,
+            &DraftModel::new(0),
+            &vocab,
+            1,
+            0.8,
+            &mut out,
+            &mut guesses,
+        );
         assert_eq!(out.len(), 1);
     }
 

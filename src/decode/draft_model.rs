@@ -127,7 +127,9 @@ impl DraftModel {
 
     /// The token to draft in `ctx` when its probability reaches `threshold`.
     pub fn propose(&self, ctx: u64, threshold: f32) -> Option<TokenId> {
-        self.best(ctx).filter(|&(_, p)| p >= threshold).map(|(t, _)| t)
+        self.best(ctx)
+            .filter(|&(_, p)| p >= threshold)
+            .map(|(t, _)| t)
     }
 
     /// Load counts saved by [`save`](Self::save). A missing file gives an empty model; a file
@@ -137,7 +139,9 @@ impl DraftModel {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::new(key)),
-            Err(e) => return Err(e).with_context(|| format!("reading draft stats {}", path.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading draft stats {}", path.display()));
+            }
         };
         let v: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("draft stats {} are not valid JSON", path.display()))?;
@@ -163,7 +167,11 @@ impl DraftModel {
             .and_then(|x| x.as_array())
             .ok_or_else(|| bad("missing \"contexts\""))?;
         for (i, entry) in contexts.iter().enumerate() {
-            let err = || bad(&format!("/contexts/{i} is not [context, total, [[token, count], …]]"));
+            let err = || {
+                bad(&format!(
+                    "/contexts/{i} is not [context, total, [[token, count], …]]"
+                ))
+            };
             let a = entry.as_array().filter(|a| a.len() == 3).ok_or_else(err)?;
             let ctx = a[0]
                 .as_str()
@@ -173,7 +181,10 @@ impl DraftModel {
             let mut tokens = Vec::new();
             for tc in a[2].as_array().ok_or_else(err)? {
                 let tc = tc.as_array().filter(|x| x.len() == 2).ok_or_else(err)?;
-                let t = tc[0].as_u64().filter(|&t| t <= u32::MAX as u64).ok_or_else(err)?;
+                let t = tc[0]
+                    .as_u64()
+                    .filter(|&t| t <= u32::MAX as u64)
+                    .ok_or_else(err)?;
                 let n = tc[1].as_u64().ok_or_else(err)?.min(u32::MAX as u64) as u32;
                 tokens.push((TokenId(t as u32), n));
             }
@@ -208,8 +219,10 @@ impl DraftModel {
             "contexts": contexts,
         });
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&v)?).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        std::fs::write(&tmp, serde_json::to_vec(&v)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
         Ok(())
     }
 }
@@ -274,8 +287,16 @@ mod tests {
         let back = DraftModel::load(&path, 42).unwrap();
         assert_eq!(back.best(u64::MAX), Some((TokenId(9), 0.75)));
         assert!(DraftModel::load(&path, 43).unwrap().is_empty());
-        assert!(DraftModel::load(&dir.join("missing.json"), 42).unwrap().is_empty());
-        std::fs::write(&path, "{\"version\": 1, \"key\": \"2a\", \"contexts\": [[1]]}").unwrap();
+        assert!(
+            DraftModel::load(&dir.join("missing.json"), 42)
+                .unwrap()
+                .is_empty()
+        );
+        std::fs::write(
+            &path,
+            "{\"version\": 1, \"key\": \"2a\", \"contexts\": [[1]]}",
+        )
+        .unwrap();
         let err = DraftModel::load(&path, 42).unwrap_err().to_string();
         assert!(err.contains("/contexts/0"), "{err}");
         std::fs::remove_dir_all(&dir).ok();

@@ -181,8 +181,14 @@ impl Decoder {
                     // (e.g. alternatives continued on a new line): then our printer's
                     // one-rule-per-line form of the same grammar.
                     GrammarSource::Gbnf(text) => {
-                        let root = config.compile.start.clone().unwrap_or_else(|| "root".into());
-                        if llama_cpp_2::sampling::LlamaSampler::grammar(model.llama(), text, &root).is_ok() {
+                        let root = config
+                            .compile
+                            .start
+                            .clone()
+                            .unwrap_or_else(|| "root".into());
+                        if llama_cpp_2::sampling::LlamaSampler::grammar(model.llama(), text, &root)
+                            .is_ok()
+                        {
                             (text.clone(), root)
                         } else {
                             crate::log!(
@@ -202,8 +208,16 @@ impl Decoder {
                 let t0 = std::time::Instant::now();
                 let grammar = CompiledGrammar::new(ir)
                     .map_err(|e| GrammarError::whole(format!("cannot compile the grammar: {e}")))?;
-                crate::log!(1, "grammar compiled in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
-                let lookahead = if m == Method::Naive { Some(0) } else { config.k };
+                crate::log!(
+                    1,
+                    "grammar compiled in {:.0} ms",
+                    t0.elapsed().as_secs_f64() * 1000.0
+                );
+                let lookahead = if m == Method::Naive {
+                    Some(0)
+                } else {
+                    config.k
+                };
                 let opts = EngineDecodeOptions {
                     opportunistic: config.opportunistic,
                     draft: config.draft,
@@ -253,7 +267,9 @@ impl Decoder {
     /// A fresh constraint for this decoder's grammar (engine methods only).
     pub fn constraint(&self, model: &Model) -> anyhow::Result<Option<Constraint>> {
         match &self.kind {
-            Kind::Engine { grammar, lookahead, .. } => {
+            Kind::Engine {
+                grammar, lookahead, ..
+            } => {
                 let opts = Options {
                     lookahead: *lookahead,
                     ..Options::default()
@@ -273,17 +289,33 @@ impl Decoder {
     ) -> anyhow::Result<GenerationResult> {
         match &self.kind {
             Kind::Unconstrained => generate(session, request, on_token),
-            Kind::LlamaGrammar { gbnf, root } => generate_llama_grammar(session, request, gbnf, root, on_token),
+            Kind::LlamaGrammar { gbnf, root } => {
+                generate_llama_grammar(session, request, gbnf, root, on_token)
+            }
             Kind::Engine { opts, .. } => {
                 let opts = opts.clone();
                 let mut constraint = self.constraint(session.model())?.expect("engine kind");
-                let result =
-                    generate_constrained(session, request, &mut constraint, &mut self.drafts, &mut self.tuner, &opts, on_token)?;
+                let result = generate_constrained(
+                    session,
+                    request,
+                    &mut constraint,
+                    &mut self.drafts,
+                    &mut self.tuner,
+                    &opts,
+                    on_token,
+                )?;
                 if opts.draft > 0 {
                     let (counted, forced) = self.tuner.calibration_factors();
-                    let cost = self.tuner.cost.estimate().map_or("not measured yet".to_string(), |c| {
-                        format!("{:.1} ms + {:.1} ms per extra position", c.base_ms, c.per_extra_ms)
-                    });
+                    let cost =
+                        self.tuner
+                            .cost
+                            .estimate()
+                            .map_or("not measured yet".to_string(), |c| {
+                                format!(
+                                    "{:.1} ms + {:.1} ms per extra position",
+                                    c.base_ms, c.per_extra_ms
+                                )
+                            });
                     crate::log!(
                         1,
                         "drafts ({} policy): forward pass {cost}; acceptance calibration: counted ×{counted:.2}, forced ×{forced:.2}",
@@ -291,7 +323,10 @@ impl Decoder {
                     );
                     let show = |source| {
                         let f = self.tuner.factors_by_position(source, opts.draft.min(16));
-                        f.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ")
+                        f.iter()
+                            .map(|x| format!("{x:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
                     };
                     crate::log!(
                         2,

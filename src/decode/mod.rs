@@ -95,7 +95,11 @@ impl GenerationStats {
     pub fn finish_decode(&mut self, generated: usize, decode_start: Instant) {
         self.generated_tokens = generated;
         self.decode_ms = decode_start.elapsed().as_secs_f64() * 1000.0;
-        self.tokens_per_s = if self.decode_ms > 0.0 { generated as f64 / (self.decode_ms / 1000.0) } else { 0.0 };
+        self.tokens_per_s = if self.decode_ms > 0.0 {
+            generated as f64 / (self.decode_ms / 1000.0)
+        } else {
+            0.0
+        };
     }
 }
 

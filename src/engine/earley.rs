@@ -125,15 +125,28 @@ impl ParserTables {
     pub fn new(grammar: &ir::Grammar) -> Self {
         let num_terminals = grammar.terminals.len();
         let n0 = grammar.nonterminals.len();
-        assert!((grammar.start.0 as usize) < n0, "grammar start {:?} out of range", grammar.start);
+        assert!(
+            (grammar.start.0 as usize) < n0,
+            "grammar start {:?} out of range",
+            grammar.start
+        );
         let accept_nt = n0 as u32;
         let num_nonterminals = n0 + 1;
         let check = |s: &Symbol| match *s {
-            Symbol::Terminal(t) => assert!((t.0 as usize) < num_terminals, "terminal {t:?} out of range"),
-            Symbol::Nonterminal(a) => assert!((a.0 as usize) < n0, "nonterminal {a:?} out of range"),
+            Symbol::Terminal(t) => assert!(
+                (t.0 as usize) < num_terminals,
+                "terminal {t:?} out of range"
+            ),
+            Symbol::Nonterminal(a) => {
+                assert!((a.0 as usize) < n0, "nonterminal {a:?} out of range")
+            }
         };
         for p in &grammar.productions {
-            assert!((p.lhs.0 as usize) < n0, "production lhs {:?} out of range", p.lhs);
+            assert!(
+                (p.lhs.0 as usize) < n0,
+                "production lhs {:?} out of range",
+                p.lhs
+            );
             p.rhs.iter().for_each(check);
         }
 
@@ -178,10 +191,16 @@ impl ParserTables {
             prods
                 .iter()
                 .filter(|(_, rhs)| rhs.iter().all(|&k| k >= num_terminals as u32))
-                .map(|(lhs, rhs)| (*lhs, rhs.iter().map(|&k| k - num_terminals as u32).collect())),
+                .map(|(lhs, rhs)| {
+                    (
+                        *lhs,
+                        rhs.iter().map(|&k| k - num_terminals as u32).collect(),
+                    )
+                }),
         );
-        let key_nullable =
-            |k: u32| k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize];
+        let key_nullable = |k: u32| {
+            k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize]
+        };
 
         // Flatten dotted items; skip chains computed right to left.
         let mut dots: Vec<DotInfo> = Vec::new();
@@ -191,7 +210,12 @@ impl ParserTables {
             prod_base.push(base);
             let n = rhs.len();
             for (dot, key) in rhs.iter().copied().chain([END]).enumerate() {
-                dots.push(DotInfo { key, lhs: *lhs, chain_end: base + dot as u32, last: dot + 1 == n });
+                dots.push(DotInfo {
+                    key,
+                    lhs: *lhs,
+                    chain_end: base + dot as u32,
+                    last: dot + 1 == n,
+                });
             }
             for dot in (0..n).rev() {
                 let i = (base as usize) + dot;
@@ -336,7 +360,10 @@ enum Words {
 impl Words {
     fn zeros(n: usize) -> Self {
         if n <= INLINE_WORDS {
-            Words::Inline { len: n as u8, words: [0; INLINE_WORDS] }
+            Words::Inline {
+                len: n as u8,
+                words: [0; INLINE_WORDS],
+            }
         } else {
             Words::Heap(vec![0; n].into_boxed_slice())
         }
@@ -394,12 +421,16 @@ pub struct TerminalSet {
 impl TerminalSet {
     /// The empty set over terminals `0..universe`.
     pub fn new(universe: usize) -> Self {
-        TerminalSet { words: Words::zeros(universe.div_ceil(64).max(1)) }
+        TerminalSet {
+            words: Words::zeros(universe.div_ceil(64).max(1)),
+        }
     }
 
     pub fn contains(&self, t: TerminalId) -> bool {
         let i = t.0 as usize;
-        self.words.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 
     /// Adds `t`; returns whether it was new. Terminals beyond the universe are ignored
@@ -459,12 +490,18 @@ impl TerminalSet {
 
     /// Whether the two sets share a member.
     pub fn intersects(&self, other: &TerminalSet) -> bool {
-        self.words.iter().zip(other.words.iter()).any(|(a, b)| a & b != 0)
+        self.words
+            .iter()
+            .zip(other.words.iter())
+            .any(|(a, b)| a & b != 0)
     }
 
     /// `self ∪= other` (over the common universe).
     pub fn union_with(&mut self, other: &TerminalSet) {
-        self.words.iter_mut().zip(other.words.iter()).for_each(|(a, b)| *a |= b);
+        self.words
+            .iter_mut()
+            .zip(other.words.iter())
+            .for_each(|(a, b)| *a |= b);
     }
 
     /// The raw bitset words (bit `i % 64` of word `i / 64` is terminal `i`).
@@ -799,7 +836,10 @@ impl std::fmt::Debug for Parser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Parser")
             .field("depth", &self.depth())
-            .field("expected", &self.expected.iter().map(|t| t.0).collect::<Vec<_>>())
+            .field(
+                "expected",
+                &self.expected.iter().map(|t| t.0).collect::<Vec<_>>(),
+            )
             .field("accepting", &self.is_accepting())
             .finish()
     }
@@ -929,7 +969,11 @@ impl Parser {
         let m = self.num_sets as u32;
         s.begin(tables);
         let mut accepting = false;
-        let chunks = Stack { full: &self.full, last: &self.last, words: tables.words };
+        let chunks = Stack {
+            full: &self.full,
+            last: &self.last,
+            words: tables.words,
+        };
         let top = chunks.set(m as usize - 1);
         let b = top.find(t.0).expect("expected terminal has a bucket");
         for it in top.bucket_items(b) {
@@ -945,7 +989,9 @@ impl Parser {
                 continue;
             }
             let origin_set = chunks.set(o as usize);
-            let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else { continue };
+            let Some(b) = origin_set.find(tables.num_terminals as u32 + a) else {
+                continue;
+            };
             let bucket = origin_set.buckets[b];
             if bucket.leo_nt != NO_LEO {
                 stats.leo_jumps += 1;
@@ -958,7 +1004,9 @@ impl Parser {
                     continue;
                 }
                 let top_set = chunks.set(top_origin as usize);
-                let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else { continue };
+                let Some(tb) = top_set.find(tables.num_terminals as u32 + top_nt) else {
+                    continue;
+                };
                 for it in top_set.bucket_items(tb) {
                     s.add_kernel(tables, it.dotted + 1, it.origin, m);
                 }
@@ -1026,7 +1074,11 @@ impl Parser {
     }
 
     fn stack(&self) -> Stack<'_> {
-        Stack { full: &self.full, last: &self.last, words: self.tables.words }
+        Stack {
+            full: &self.full,
+            last: &self.last,
+            words: self.tables.words,
+        }
     }
 
     fn top(&self) -> SetRef<'_> {
@@ -1035,8 +1087,14 @@ impl Parser {
 
     fn refresh_expected(&mut self) {
         let words = self.tables.words;
-        let stack = Stack { full: &self.full, last: &self.last, words };
-        self.expected.words.copy_from_slice(stack.set(self.num_sets - 1).expected);
+        let stack = Stack {
+            full: &self.full,
+            last: &self.last,
+            words,
+        };
+        self.expected
+            .words
+            .copy_from_slice(stack.set(self.num_sets - 1).expected);
     }
 
     /// Sort the scratch items into buckets, resolve Leo records, fingerprint, and append the
@@ -1045,13 +1103,18 @@ impl Parser {
         let tables = &*self.tables;
         let m = self.num_sets as u32;
         let words = tables.words;
-        let stack = Stack { full: &self.full, last: &self.last, words };
+        let stack = Stack {
+            full: &self.full,
+            last: &self.last,
+            words,
+        };
         self.stats.items_added += s.items.len() as u64;
 
         // Bucket the items by the symbol after the dot (stable within a bucket).
         s.sort_keys.clear();
         for (i, it) in s.items.iter().enumerate() {
-            s.sort_keys.push((tables.dots[it.dotted as usize].key as u64) << 32 | i as u64);
+            s.sort_keys
+                .push((tables.dots[it.dotted as usize].key as u64) << 32 | i as u64);
         }
         s.sort_keys.sort_unstable();
         s.sorted.clear();
@@ -1061,7 +1124,12 @@ impl Parser {
         for &k in &s.sort_keys {
             let key = (k >> 32) as u32;
             if s.buckets.last().is_none_or(|b| b.key != key) {
-                s.buckets.push(Bucket { key, start: s.sorted.len() as u32, leo_nt: NO_LEO, leo_origin: 0 });
+                s.buckets.push(Bucket {
+                    key,
+                    start: s.sorted.len() as u32,
+                    leo_nt: NO_LEO,
+                    leo_origin: 0,
+                });
                 if (key as usize) < tables.num_terminals {
                     s.expected[key as usize / 64] |= 1 << (key % 64);
                 }
@@ -1090,7 +1158,8 @@ impl Parser {
                 };
                 let b_nt = tables.dots[w.dotted as usize].lhs;
                 if w.origin < m {
-                    let (nt, o) = earlier_leo(&stack, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
+                    let (nt, o) =
+                        earlier_leo(&stack, nt_base, w.origin, b_nt).unwrap_or((b_nt, w.origin));
                     s.buckets[cur].leo_nt = nt;
                     s.buckets[cur].leo_origin = o;
                     s.leo_state[cur] = 2;
@@ -1107,7 +1176,11 @@ impl Parser {
                     }
                     Ok(y) if s.leo_state[y] == 2 => {
                         let yb = s.buckets[y];
-                        let (nt, o) = if yb.leo_nt != NO_LEO { (yb.leo_nt, yb.leo_origin) } else { (b_nt, m) };
+                        let (nt, o) = if yb.leo_nt != NO_LEO {
+                            (yb.leo_nt, yb.leo_origin)
+                        } else {
+                            (b_nt, m)
+                        };
                         s.buckets[cur].leo_nt = nt;
                         s.buckets[cur].leo_origin = o;
                         s.leo_state[cur] = 2;
@@ -1138,7 +1211,11 @@ impl Parser {
                 let w = bucket_single(&s.buckets, &s.sorted, cur).expect("on path");
                 let b_nt = tables.dots[w.dotted as usize].lhs;
                 let yb = s.buckets[y];
-                let (nt, o) = if yb.leo_nt != NO_LEO { (yb.leo_nt, yb.leo_origin) } else { (b_nt, m) };
+                let (nt, o) = if yb.leo_nt != NO_LEO {
+                    (yb.leo_nt, yb.leo_origin)
+                } else {
+                    (b_nt, m)
+                };
                 s.buckets[cur].leo_nt = nt;
                 s.buckets[cur].leo_origin = o;
                 s.leo_state[cur] = 2;
@@ -1164,7 +1241,10 @@ impl Parser {
             accepting,
         });
         chunk.items.extend_from_slice(&s.sorted);
-        chunk.buckets.extend(s.buckets.iter().map(|b| Bucket { start: b.start + items_start, ..*b }));
+        chunk.buckets.extend(s.buckets.iter().map(|b| Bucket {
+            start: b.start + items_start,
+            ..*b
+        }));
         chunk.cfps.resize_with(chunk.buckets.len(), Lazy::default);
         chunk.expected.extend_from_slice(&s.expected);
         self.num_sets += 1;
@@ -1229,7 +1309,12 @@ fn ensure_cfps(tables: &ParserTables, stack: &Stack<'_>, j: usize) {
                 .all_items()
                 .iter()
                 .map(|it| it.origin as usize)
-                .chain(set.buckets.iter().filter(|b| b.leo_nt != NO_LEO).map(|b| b.leo_origin as usize))
+                .chain(
+                    set.buckets
+                        .iter()
+                        .filter(|b| b.leo_nt != NO_LEO)
+                        .map(|b| b.leo_origin as usize),
+                )
                 .find(|&o| o < x && !done(o));
             if let Some(o) = dep {
                 work.push(o);
@@ -1345,7 +1430,13 @@ fn set_cfps(tables: &ParserTables, stack: &Stack<'_>, s: &mut Scratch, m: usize)
 }
 
 /// Completion fingerprints for the component in `s.t_scc` (its dependencies are done).
-fn hash_component(tables: &ParserTables, stack: &Stack<'_>, set: &SetRef<'_>, s: &mut Scratch, m: u32) {
+fn hash_component(
+    tables: &ParserTables,
+    stack: &Stack<'_>,
+    set: &SetRef<'_>,
+    s: &mut Scratch,
+    m: u32,
+) {
     let nt_base = tables.num_terminals as u32;
     // Reference to the completion of `nt` with origin `o`: its fingerprint, or a name when
     // it is a member of this component.
@@ -1381,7 +1472,9 @@ fn hash_component(tables: &ParserTables, stack: &Stack<'_>, set: &SetRef<'_>, s:
         let mut sum: u64 = 0;
         for it in set.bucket_items(v) {
             let lhs = tables.dots[it.dotted as usize].lhs;
-            sum = sum.wrapping_add(mix64(mix64(salt ^ it.dotted as u64) ^ code(s, lhs, it.origin)));
+            sum = sum.wrapping_add(mix64(
+                mix64(salt ^ it.dotted as u64) ^ code(s, lhs, it.origin),
+            ));
         }
         sum
     };
@@ -1405,7 +1498,9 @@ fn hash_component(tables: &ParserTables, stack: &Stack<'_>, set: &SetRef<'_>, s:
         total = total.wrapping_add(item_sum(s, v, mix64(name ^ 0xbb67_ae85_84ca_a73b)));
     }
     for &v in &s.t_scc {
-        set.cfps[v].set(mix64(mix64(total ^ 0x3c6e_f372_fe94_f82b) ^ set.buckets[v].key as u64));
+        set.cfps[v].set(mix64(
+            mix64(total ^ 0x3c6e_f372_fe94_f82b) ^ set.buckets[v].key as u64,
+        ));
     }
     for i in 0..s.t_scc.len() {
         let v = s.t_scc[i];
@@ -1439,7 +1534,11 @@ impl<'a> Stack<'a> {
     #[inline]
     fn set(&self, j: usize) -> SetRef<'a> {
         let c = j / CHUNK_SETS;
-        let chunk: &'a Chunk = if c < self.full.len() { &self.full[c] } else { self.last };
+        let chunk: &'a Chunk = if c < self.full.len() {
+            &self.full[c]
+        } else {
+            self.last
+        };
         chunk.set(j % CHUNK_SETS, self.words)
     }
 }
@@ -1472,7 +1571,10 @@ impl Scratch {
             if info.key == END {
                 self.completions.push((info.lhs, o));
             } else {
-                self.items.push(Item { dotted: d, origin: o });
+                self.items.push(Item {
+                    dotted: d,
+                    origin: o,
+                });
                 if info.key >= tables.num_terminals as u32 {
                     self.predict(tables, info.key - tables.num_terminals as u32, m);
                 }
@@ -1489,7 +1591,10 @@ impl Scratch {
         self.predict_stack.push(a);
         while let Some(c) = self.predict_stack.pop() {
             for &d in tables.own(c) {
-                self.items.push(Item { dotted: d, origin: m });
+                self.items.push(Item {
+                    dotted: d,
+                    origin: m,
+                });
             }
             for &b in tables.left_of(c) {
                 if self.mark_predicted(b) {

@@ -103,7 +103,10 @@ pub enum EngineError {
     /// The terminals could not be compiled into a scanner.
     Lexer(LexerError),
     /// `commit(token)` of a token the grammar does not allow here.
-    TokenNotAllowed { token: TokenId, after_commits: usize },
+    TokenNotAllowed {
+        token: TokenId,
+        after_commits: usize,
+    },
     /// `commit_bytes`: the bytes stop being a viable prefix at this offset.
     BytesNotAllowed { offset: usize, after_commits: usize },
     /// A token id outside the vocabulary.
@@ -116,18 +119,26 @@ impl std::fmt::Display for EngineError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EngineError::Lexer(e) => write!(f, "cannot build the scanner: {e}"),
-            EngineError::TokenNotAllowed { token, after_commits } => {
+            EngineError::TokenNotAllowed {
+                token,
+                after_commits,
+            } => {
                 write!(
                     f,
                     "token {} is not allowed by the grammar after {after_commits} commits",
                     token.0
                 )
             }
-            EngineError::BytesNotAllowed { offset, after_commits } => write!(
+            EngineError::BytesNotAllowed {
+                offset,
+                after_commits,
+            } => write!(
                 f,
                 "text is not allowed by the grammar at byte {offset} (after {after_commits} commits)"
             ),
-            EngineError::TokenOutOfRange(t) => write!(f, "token id {} is outside the vocabulary", t.0),
+            EngineError::TokenOutOfRange(t) => {
+                write!(f, "token id {} is outside the vocabulary", t.0)
+            }
             EngineError::Finished => write!(f, "the constraint has already ended"),
         }
     }
@@ -255,13 +266,19 @@ impl TreeCache {
         TreeCache {
             trie,
             vocab_len: vocab.len(),
-            components: (0..scanner.num_components()).map(|_| OnceLock::new()).collect(),
+            components: (0..scanner.num_components())
+                .map(|_| OnceLock::new())
+                .collect(),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
 
     /// The tree of one scanner component, built on first use.
-    pub fn component_tree(&self, grammar: &CompiledGrammar, c: ComponentId) -> &Arc<SubterminalTree> {
+    pub fn component_tree(
+        &self,
+        grammar: &CompiledGrammar,
+        c: ComponentId,
+    ) -> &Arc<SubterminalTree> {
         self.components[c.0 as usize].get_or_init(|| {
             Arc::new(SubterminalTree::build_component(
                 &grammar.scanner,
@@ -408,7 +425,11 @@ impl std::fmt::Debug for Constraint {
 }
 
 impl Constraint {
-    pub fn new(grammar: &Arc<CompiledGrammar>, vocab: &Arc<Vocabulary>, opts: Options) -> Result<Self, EngineError> {
+    pub fn new(
+        grammar: &Arc<CompiledGrammar>,
+        vocab: &Arc<Vocabulary>,
+        opts: Options,
+    ) -> Result<Self, EngineError> {
         let cache = grammar.tree_cache(vocab, opts.mask_cache_bytes);
         let parser = Parser::new(grammar.tables.clone());
         Ok(Constraint {
@@ -469,7 +490,12 @@ impl Constraint {
             None
         };
         if let Some(key) = key {
-            let hit = self.cache.masks.lock().unwrap_or_else(|e| e.into_inner()).get(&key);
+            let hit = self
+                .cache
+                .masks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key);
             if let Some(m) = hit {
                 out.words_mut().copy_from_slice(m.words());
                 return;
@@ -597,7 +623,9 @@ impl Constraint {
     /// silently losing minimal invasiveness.
     fn check_scanner_limit(&self) -> Result<(), EngineError> {
         if self.grammar.scanner.overflowed() {
-            return Err(EngineError::Lexer(LexerError::TooManyStates(crate::lexer::MAX_SCANNER_STATES)));
+            return Err(EngineError::Lexer(LexerError::TooManyStates(
+                crate::lexer::MAX_SCANNER_STATES,
+            )));
         }
         Ok(())
     }
@@ -620,7 +648,9 @@ impl Constraint {
         if self.ended {
             return false;
         }
-        self.configs.iter().any(|c| config_accepts(&self.grammar.scanner, c))
+        self.configs
+            .iter()
+            .any(|c| config_accepts(&self.grammar.scanner, c))
     }
 
     /// Nothing but end-of-generation can follow (or the constraint has ended).
@@ -629,10 +659,9 @@ impl Constraint {
             return true;
         }
         let scanner = &self.grammar.scanner;
-        !self
-            .configs
-            .iter()
-            .any(|c| (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty()))
+        !self.configs.iter().any(|c| {
+            (0..=255u8).any(|b| !step_config(scanner, &self.grammar.follow, c, b, 0).is_empty())
+        })
     }
 
     /// The bytes every continuation starts with (empty when there is a choice, including
@@ -761,7 +790,12 @@ fn step_config(scanner: &Scanner, follow: &Follow, c: &Config, b: u8, _pos: usiz
 
 /// Successor configurations after one byte; `true` marks those that ended a terminal
 /// before the byte.
-fn step_config_marked(scanner: &Scanner, _follow: &Follow, c: &Config, b: u8) -> Vec<(Config, bool)> {
+fn step_config_marked(
+    scanner: &Scanner,
+    _follow: &Follow,
+    c: &Config,
+    b: u8,
+) -> Vec<(Config, bool)> {
     let mut out = Vec::new();
     let cont = scanner.next(c.scan, b);
     if cont != DEAD && viable(scanner, &c.parser, ScanState(cont)) {

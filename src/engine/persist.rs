@@ -37,7 +37,10 @@ impl std::fmt::Display for PersistError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PersistError::Io(e) => write!(f, "tree cache file: {e}"),
-            PersistError::KeyMismatch => write!(f, "tree cache file is for another grammar, vocabulary or version"),
+            PersistError::KeyMismatch => write!(
+                f,
+                "tree cache file is for another grammar, vocabulary or version"
+            ),
             PersistError::Corrupt(what) => write!(f, "tree cache file is corrupt ({what})"),
         }
     }
@@ -100,12 +103,18 @@ impl Writer {
 struct Reader<'a>(&'a [u8]);
 impl Reader<'_> {
     fn u32(&mut self) -> Result<u32, PersistError> {
-        let (a, b) = self.0.split_at_checked(4).ok_or(PersistError::Corrupt("truncated"))?;
+        let (a, b) = self
+            .0
+            .split_at_checked(4)
+            .ok_or(PersistError::Corrupt("truncated"))?;
         self.0 = b;
         Ok(u32::from_le_bytes(a.try_into().expect("4 bytes")))
     }
     fn u64(&mut self) -> Result<u64, PersistError> {
-        let (a, b) = self.0.split_at_checked(8).ok_or(PersistError::Corrupt("truncated"))?;
+        let (a, b) = self
+            .0
+            .split_at_checked(8)
+            .ok_or(PersistError::Corrupt("truncated"))?;
         self.0 = b;
         Ok(u64::from_le_bytes(a.try_into().expect("8 bytes")))
     }
@@ -121,7 +130,12 @@ impl Reader<'_> {
 
 impl TreeCache {
     /// Write every tree built so far to `path`. Returns the number of trees written.
-    pub fn save(&self, grammar: &CompiledGrammar, vocab: &Vocabulary, path: &Path) -> Result<usize, PersistError> {
+    pub fn save(
+        &self,
+        grammar: &CompiledGrammar,
+        vocab: &Vocabulary,
+        path: &Path,
+    ) -> Result<usize, PersistError> {
         let mut w = Writer(Vec::new());
         w.u64(MAGIC);
         w.u32(VERSION);
@@ -210,9 +224,17 @@ impl TreeCache {
 
     /// Load trees saved by [`TreeCache::save`] for this grammar and vocabulary; trees already
     /// built are kept. Returns the number of trees loaded.
-    pub fn load(&self, grammar: &CompiledGrammar, vocab: &Vocabulary, path: &Path) -> Result<usize, PersistError> {
+    pub fn load(
+        &self,
+        grammar: &CompiledGrammar,
+        vocab: &Vocabulary,
+        path: &Path,
+    ) -> Result<usize, PersistError> {
         let bytes = std::fs::read(path).map_err(PersistError::Io)?;
-        let body_len = bytes.len().checked_sub(8).ok_or(PersistError::Corrupt("truncated"))?;
+        let body_len = bytes
+            .len()
+            .checked_sub(8)
+            .ok_or(PersistError::Corrupt("truncated"))?;
         let (body, sum) = bytes.split_at(body_len);
         if checksum(body) != u64::from_le_bytes(sum.try_into().expect("8 bytes")) {
             return Err(PersistError::Corrupt("checksum"));
@@ -232,7 +254,10 @@ impl TreeCache {
             for _ in 0..r.len(4)? {
                 ts.push(ir::TerminalId(r.u32()?));
             }
-            lives.push(sc.live_set_of(&ts).ok_or(PersistError::Corrupt("live set"))?);
+            lives.push(
+                sc.live_set_of(&ts)
+                    .ok_or(PersistError::Corrupt("live set"))?,
+            );
         }
         let mut states = Vec::new();
         for _ in 0..r.len(4)? {
@@ -240,7 +265,10 @@ impl TreeCache {
             for _ in 0..r.len(4)? {
                 cs.push(ComponentId(r.u32()?));
             }
-            states.push(sc.state_of_components(&cs).ok_or(PersistError::Corrupt("scanner state"))?);
+            states.push(
+                sc.state_of_components(&cs)
+                    .ok_or(PersistError::Corrupt("scanner state"))?,
+            );
         }
         let mut trees = Vec::new();
         for _ in 0..r.len(4)? {
@@ -259,7 +287,11 @@ impl TreeCache {
             let mut end_states = Vec::new();
             for _ in 0..r.len(4)? {
                 let s = r.u32()? as usize;
-                end_states.push(*states.get(s).ok_or(PersistError::Corrupt("scanner state"))?);
+                end_states.push(
+                    *states
+                        .get(s)
+                        .ok_or(PersistError::Corrupt("scanner state"))?,
+                );
             }
             let num_nodes = r.len(24)?;
             let mut raw_nodes = Vec::with_capacity(num_nodes);
@@ -280,13 +312,17 @@ impl TreeCache {
             }
             let mut groups = Vec::new();
             for _ in 0..r.len(8)? {
-                let live = *lives.get(r.u32()? as usize).ok_or(PersistError::Corrupt("live set"))?;
+                let live = *lives
+                    .get(r.u32()? as usize)
+                    .ok_or(PersistError::Corrupt("live set"))?;
                 let tokens = match r.u32()? {
                     0 => {
                         let mut ids = Vec::new();
                         for _ in 0..r.len(4)? {
                             let t = r.u32()?;
-                            if t as usize >= vocab.len() || vocab.is_special(crate::vocab::TokenId(t)) {
+                            if t as usize >= vocab.len()
+                                || vocab.is_special(crate::vocab::TokenId(t))
+                            {
                                 return Err(PersistError::Corrupt("token id"));
                             }
                             ids.push(t);
@@ -306,17 +342,19 @@ impl TreeCache {
                     }
                     _ => return Err(PersistError::Corrupt("token list kind")),
                 };
-                groups.push(Group {
-                    live,
-                    tokens,
-                });
+                groups.push(Group { live, tokens });
             }
             let mut nodes = Vec::with_capacity(num_nodes);
             for v in raw_nodes {
                 if v[3] as usize > children.len() || v[5] as usize > groups.len() {
                     return Err(PersistError::Corrupt("node range"));
                 }
-                nodes.push(TreeNode::new(ir::TerminalId(v[0]), v[1], v[2]..v[3], v[4]..v[5]));
+                nodes.push(TreeNode::new(
+                    ir::TerminalId(v[0]),
+                    v[1],
+                    v[2]..v[3],
+                    v[4]..v[5],
+                ));
             }
             if nodes.is_empty() {
                 return Err(PersistError::Corrupt("empty tree"));

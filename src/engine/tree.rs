@@ -99,7 +99,8 @@ impl Follow {
                 ir::Symbol::Nonterminal(x) => sets[x.0 as usize].clone(),
             }
         };
-        let is_nullable = |s: &ir::Symbol| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]);
+        let is_nullable =
+            |s: &ir::Symbol| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]);
         loop {
             let mut changed = false;
             for p in &g.productions {
@@ -336,7 +337,9 @@ impl SubterminalTree {
             if f != DEAD {
                 let live = scanner.live_terminals(scanner.live_set(ScanState(f)));
                 for t in 0..num_t {
-                    start_ok[t * 256 + b as usize] = live.iter().any(|&u| follow.can_follow(TerminalId(t as u32), u));
+                    start_ok[t * 256 + b as usize] = live
+                        .iter()
+                        .any(|&u| follow.can_follow(TerminalId(t as u32), u));
                 }
             }
         }
@@ -368,7 +371,8 @@ impl SubterminalTree {
                     (dfa.next(s, b), acc)
                 } else {
                     let c = scanner.next(ScanState(s), b);
-                    let ok = c != DEAD && scanner.followed_by(nodes[n as usize].terminal, ScanState(c));
+                    let ok =
+                        c != DEAD && scanner.followed_by(nodes[n as usize].terminal, ScanState(c));
                     (if ok { c } else { DEAD }, scanner.accepting(ScanState(s)))
                 };
                 if cont != DEAD && !threads[p1..].contains(&(cont, n)) {
@@ -432,7 +436,9 @@ impl SubterminalTree {
                     };
                     // Direct-mapped cache of (node, live set) → group index: nodes may have
                     // hundreds of groups, and neighbouring trie nodes hit the same ones.
-                    let slot = (n.wrapping_mul(0x9E37_79B9) ^ live.0.wrapping_mul(0x85EB_CA6B)) as usize >> 24;
+                    let slot = (n.wrapping_mul(0x9E37_79B9) ^ live.0.wrapping_mul(0x85EB_CA6B))
+                        as usize
+                        >> 24;
                     let groups = &mut nodes[n as usize].groups;
                     let g = match group_cache[slot] {
                         (cn, cl, g) if cn == n && cl == live.0 => g as usize,
@@ -533,21 +539,42 @@ impl SubterminalTree {
         self.nodes.len() * std::mem::size_of::<TreeNode>()
             + (self.end_states.len() + self.end_components.len() + self.children.len()) * 4
             + self.groups.len() * std::mem::size_of::<Group>()
-            + self.groups.iter().map(|g| g.tokens.memory_bytes()).sum::<usize>()
+            + self
+                .groups
+                .iter()
+                .map(|g| g.tokens.memory_bytes())
+                .sum::<usize>()
     }
 
     /// OR into `out` every token whose split the parser accepts, checking at most
     /// `max_inside` inside-token boundaries. `parser` is restored before returning.
-    pub fn mask_into(&self, scanner: &Scanner, parser: &mut Parser, max_inside: u32, out: &mut TokenSet) {
+    pub fn mask_into(
+        &self,
+        scanner: &Scanner,
+        parser: &mut Parser,
+        max_inside: u32,
+        out: &mut TokenSet,
+    ) {
         self.walk(0, scanner, parser, max_inside, out);
     }
 
-    fn walk(&self, node: u32, scanner: &Scanner, parser: &mut Parser, max_inside: u32, out: &mut TokenSet) {
+    fn walk(
+        &self,
+        node: u32,
+        scanner: &Scanner,
+        parser: &mut Parser,
+        max_inside: u32,
+        out: &mut TokenSet,
+    ) {
         let n = &self.nodes[node as usize];
         {
             let expected = parser.expected();
             for g in &self.groups[n.groups.start as usize..n.groups.end as usize] {
-                if scanner.live_terminals(g.live).iter().any(|&t| expected.contains(t)) {
+                if scanner
+                    .live_terminals(g.live)
+                    .iter()
+                    .any(|&t| expected.contains(t))
+                {
                     g.tokens.union_into(out);
                 }
             }

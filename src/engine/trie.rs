@@ -108,7 +108,11 @@ mod tests {
             }
         }
         // Subtree ends: "a" spans "ab", "abc".
-        let a = trie.nodes.iter().position(|n| n.depth == 1 && n.byte == b'a').unwrap();
+        let a = trie
+            .nodes
+            .iter()
+            .position(|n| n.depth == 1 && n.byte == b'a')
+            .unwrap();
         assert_eq!(trie.nodes[a].next as usize, a + 3);
         assert_eq!(trie.max_depth, 3);
     }

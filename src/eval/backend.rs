@@ -34,7 +34,10 @@ use super::metrics::FinishReason;
 use super::runner::{EvalBackend, GenerationOutcome, GenerationRequest};
 use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::{Decoder, DecoderConfig, Method as DecodeMethod};
-use crate::decode::{FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, Sampler, SamplingConfig, log_softmax_at};
+use crate::decode::{
+    FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, Sampler, SamplingConfig,
+    log_softmax_at,
+};
 use crate::grammar::{CompileOptions, GrammarSource};
 use crate::runtime::{LogitsAt, Model, Session, SessionOptions};
 use crate::vocab::TokenId;
@@ -45,21 +48,50 @@ use std::time::Instant;
 
 /// The decoder configuration an eval method stands for (`None` for `none`, which runs the
 /// stop-string-aware loop of this module).
-pub fn decoder_config(method: Method, source: GrammarSource) -> anyhow::Result<Option<DecoderConfig>> {
-    let base = DecoderConfig { source: Some(source), compile: CompileOptions::default(), ..DecoderConfig::default() };
+pub fn decoder_config(
+    method: Method,
+    source: GrammarSource,
+) -> anyhow::Result<Option<DecoderConfig>> {
+    let base = DecoderConfig {
+        source: Some(source),
+        compile: CompileOptions::default(),
+        ..DecoderConfig::default()
+    };
     Ok(Some(match method {
         Method::None => return Ok(None),
-        Method::Domino { lookahead, speculative, threshold } => DecoderConfig {
+        Method::Domino {
+            lookahead,
+            speculative,
+            threshold,
+        } => DecoderConfig {
             method: DecodeMethod::Domino,
             k: lookahead,
             opportunistic: true,
             draft: speculative.map_or(0, |s| s as usize),
-            draft_policy: if threshold { DraftPolicy::Threshold } else { DraftPolicy::Cost },
+            draft_policy: if threshold {
+                DraftPolicy::Threshold
+            } else {
+                DraftPolicy::Cost
+            },
             ..base
         },
-        Method::Naive => DecoderConfig { method: DecodeMethod::Naive, k: Some(0), draft: 0, ..base },
-        Method::Template => DecoderConfig { method: DecodeMethod::Template, k: None, draft: 0, ..base },
-        Method::LlamaGrammar => DecoderConfig { method: DecodeMethod::LlamaGrammar, draft: 0, ..base },
+        Method::Naive => DecoderConfig {
+            method: DecodeMethod::Naive,
+            k: Some(0),
+            draft: 0,
+            ..base
+        },
+        Method::Template => DecoderConfig {
+            method: DecodeMethod::Template,
+            k: None,
+            draft: 0,
+            ..base
+        },
+        Method::LlamaGrammar => DecoderConfig {
+            method: DecodeMethod::LlamaGrammar,
+            draft: 0,
+            ..base
+        },
         Method::Llguidance => {
             bail!(crate::cli::UsageError("method `llguidance` is not available: this build of domino has no llguidance engine".into()))
         }
@@ -95,7 +127,13 @@ pub struct LlamaEvalBackend<'m> {
 impl<'m> LlamaEvalBackend<'m> {
     pub fn new(model: &'m Model, options: SessionOptions) -> anyhow::Result<Self> {
         let session = model.session(options)?;
-        Ok(LlamaEvalBackend { model, session, decoders: HashMap::new(), prefix: None, drafts_frozen: false })
+        Ok(LlamaEvalBackend {
+            model,
+            session,
+            decoders: HashMap::new(),
+            prefix: None,
+            drafts_frozen: false,
+        })
     }
 
     /// The session's context size in tokens.
@@ -103,7 +141,12 @@ impl<'m> LlamaEvalBackend<'m> {
         self.session.n_ctx()
     }
 
-    fn decoder(&mut self, task: &str, grammar: &Path, method: Method) -> anyhow::Result<Option<&mut Decoder>> {
+    fn decoder(
+        &mut self,
+        task: &str,
+        grammar: &Path,
+        method: Method,
+    ) -> anyhow::Result<Option<&mut Decoder>> {
         if method == Method::None {
             return Ok(None);
         }
@@ -111,8 +154,9 @@ impl<'m> LlamaEvalBackend<'m> {
         if !self.decoders.contains_key(&key) {
             let source = GrammarSource::from_path(grammar)?;
             let config = decoder_config(method, source)?.expect("constrained method");
-            let mut decoder =
-                Decoder::new(&config, self.model).with_context(|| format!("cannot build method {method} for {}", grammar.display()))?;
+            let mut decoder = Decoder::new(&config, self.model).with_context(|| {
+                format!("cannot build method {method} for {}", grammar.display())
+            })?;
             if self.drafts_frozen {
                 decoder.freeze_drafts();
             }
@@ -123,7 +167,11 @@ impl<'m> LlamaEvalBackend<'m> {
 
     /// Bring the KV cache to the tokens of `prompt[..shared_prefix_len]` and return the
     /// tokens still to evaluate (never empty: at least the prompt's last token).
-    fn prepare_prompt(&mut self, prompt: &str, shared_prefix_len: usize) -> anyhow::Result<Vec<TokenId>> {
+    fn prepare_prompt(
+        &mut self,
+        prompt: &str,
+        shared_prefix_len: usize,
+    ) -> anyhow::Result<Vec<TokenId>> {
         let tokens = self.model.tokenize(prompt, true, false);
         if tokens.is_empty() {
             bail!("the prompt is empty");
@@ -144,10 +192,17 @@ impl<'m> LlamaEvalBackend<'m> {
             if agree > 0 {
                 self.session.decode(&own[..agree], LogitsAt::None)?;
             }
-            self.prefix = Some(CachedPrefix { text: prefix_text.to_string(), tokens: own[..agree].to_vec() });
+            self.prefix = Some(CachedPrefix {
+                text: prefix_text.to_string(),
+                tokens: own[..agree].to_vec(),
+            });
         }
         let cached = &self.prefix.as_ref().expect("set above").tokens;
-        let keep = if tokens.starts_with(cached) && cached.len() < tokens.len() { cached.len() } else { 0 };
+        let keep = if tokens.starts_with(cached) && cached.len() < tokens.len() {
+            cached.len()
+        } else {
+            0
+        };
         self.session.truncate(keep.min(self.session.n_past()))?;
         if keep == 0 {
             self.session.clear();
@@ -159,7 +214,11 @@ impl<'m> LlamaEvalBackend<'m> {
 
 impl EvalBackend for LlamaEvalBackend<'_> {
     fn model_name(&self) -> String {
-        self.model.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| self.model.name())
+        self.model
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.model.name())
     }
 
     fn run(&mut self, request: &GenerationRequest<'_>) -> anyhow::Result<GenerationOutcome> {
@@ -170,16 +229,30 @@ impl EvalBackend for LlamaEvalBackend<'_> {
         let decode_request = DecodeRequest {
             prompt: tail,
             max_tokens: request.max_tokens,
-            sampling: SamplingConfig { temperature: request.temperature, seed: request.seed, ..SamplingConfig::default() },
+            sampling: SamplingConfig {
+                temperature: request.temperature,
+                seed: request.seed,
+                ..SamplingConfig::default()
+            },
             logprobs: true,
         };
         if request.method == Method::None {
             return generate_with_stop(&mut self.session, &decode_request, request.stop);
         }
-        let key = (request.task.to_string(), request.grammar.to_path_buf(), request.method);
+        let key = (
+            request.task.to_string(),
+            request.grammar.to_path_buf(),
+            request.method,
+        );
         let decoder = self.decoders.get_mut(&key).expect("built above");
-        let mut result = decoder.generate(&mut self.session, &decode_request, &mut |_, _| Ok(()))?;
-        fill_missing_logprobs(&mut self.session, prompt_end, &result.tokens, &mut result.logprobs)?;
+        let mut result =
+            decoder.generate(&mut self.session, &decode_request, &mut |_, _| Ok(()))?;
+        fill_missing_logprobs(
+            &mut self.session,
+            prompt_end,
+            &result.tokens,
+            &mut result.logprobs,
+        )?;
         Ok(GenerationOutcome {
             text: result.text(),
             tokens: result.tokens.iter().map(|t| t.0).collect(),
@@ -215,19 +288,30 @@ impl EvalBackend for LlamaEvalBackend<'_> {
 /// before the next forward pass). Score them with one extra pass over the output, after the
 /// timed generation, so every record has a log-probability per token. `prompt_end` is the
 /// cache length after the prompt (the output follows it).
-fn fill_missing_logprobs(session: &mut Session<'_>, prompt_end: usize, tokens: &[TokenId], logprobs: &mut [f32]) -> anyhow::Result<()> {
+fn fill_missing_logprobs(
+    session: &mut Session<'_>,
+    prompt_end: usize,
+    tokens: &[TokenId],
+    logprobs: &mut [f32],
+) -> anyhow::Result<()> {
     if !logprobs.iter().any(|l| l.is_nan()) {
         return Ok(());
     }
     if prompt_end == 0 || logprobs.len() != tokens.len() || session.tokens().len() < prompt_end {
-        bail!("internal error: cannot rescore the output ({} logprobs for {} tokens)", logprobs.len(), tokens.len());
+        bail!(
+            "internal error: cannot rescore the output ({} logprobs for {} tokens)",
+            logprobs.len(),
+            tokens.len()
+        );
     }
     let last_prompt_token = session.tokens()[prompt_end - 1];
     session.truncate(prompt_end - 1)?;
     let mut batch = vec![last_prompt_token];
     batch.extend_from_slice(tokens);
     // Logits at batch index i predict tokens[i].
-    let positions: Vec<usize> = (0..tokens.len()).filter(|&i| logprobs[i].is_nan()).collect();
+    let positions: Vec<usize> = (0..tokens.len())
+        .filter(|&i| logprobs[i].is_nan())
+        .collect();
     session.decode(&batch, LogitsAt::Positions(&positions))?;
     for &i in &positions {
         logprobs[i] = log_softmax_at(session.logits(i), tokens[i]);
@@ -238,7 +322,11 @@ fn fill_missing_logprobs(session: &mut Session<'_>, prompt_end: usize, tokens: &
 /// Unconstrained generation that stops once the output contains one of `stop` (the stop
 /// string's tokens are kept: `text` is always the bytes of `tokens`). The same loop as
 /// [`crate::decode::generate`], plus the stop check.
-pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, stop: &[String]) -> anyhow::Result<GenerationOutcome> {
+pub fn generate_with_stop(
+    session: &mut Session<'_>,
+    request: &DecodeRequest,
+    stop: &[String],
+) -> anyhow::Result<GenerationOutcome> {
     let vocab = session.model().vocabulary();
     let mut sampler = Sampler::new(request.sampling.clone());
     let start = Instant::now();
@@ -254,7 +342,9 @@ pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, st
             break FinishReason::MaxTokens;
         }
         let logits = session.logits(logits_index);
-        let token = sampler.sample(logits, None).ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
+        let token = sampler
+            .sample(logits, None)
+            .ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
         if vocab.is_eog(token) {
             break FinishReason::Eos;
         }
@@ -264,7 +354,10 @@ pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, st
         tokens.push(token.0);
         bytes.extend_from_slice(piece);
         let window = &bytes[searched_from..];
-        if stop.iter().any(|s| !s.is_empty() && window.windows(s.len()).any(|w| w == s.as_bytes())) {
+        if stop
+            .iter()
+            .any(|s| !s.is_empty() && window.windows(s.len()).any(|w| w == s.as_bytes()))
+        {
             break FinishReason::Stop;
         }
         if tokens.len() >= request.max_tokens || session.n_past() + 1 > session.n_ctx() {
@@ -291,7 +384,11 @@ pub fn generate_with_stop(session: &mut Session<'_>, request: &DecodeRequest, st
 /// Log-probabilities of `continuation` after `context` under the model, unmasked: element i
 /// is `log p(continuation[i] | context, continuation[..i])`. `context` must not be empty
 /// (start it with BOS). Clears the session first; both must fit in its context.
-pub fn score_continuation(session: &mut Session<'_>, context: &[TokenId], continuation: &[TokenId]) -> anyhow::Result<Vec<f32>> {
+pub fn score_continuation(
+    session: &mut Session<'_>,
+    context: &[TokenId],
+    continuation: &[TokenId],
+) -> anyhow::Result<Vec<f32>> {
     if context.is_empty() {
         bail!("scoring needs at least one context token (BOS)");
     }
@@ -304,7 +401,11 @@ pub fn score_continuation(session: &mut Session<'_>, context: &[TokenId], contin
     // Logits at the last context position and every continuation position but the last.
     let positions: Vec<usize> = (context.len() - 1..all.len() - 1).collect();
     session.decode(&all, LogitsAt::Positions(&positions))?;
-    Ok(positions.iter().zip(continuation).map(|(&p, &t)| log_softmax_at(session.logits(p), t)).collect())
+    Ok(positions
+        .iter()
+        .zip(continuation)
+        .map(|(&p, &t)| log_softmax_at(session.logits(p), t))
+        .collect())
 }
 
 /// `exp(-mean(logprobs))`; NaN for an empty slice.
@@ -325,16 +426,28 @@ mod tests {
     fn eval_methods_map_to_decoder_configurations() {
         assert!(config("none").unwrap().is_none());
         let d = config("domino").unwrap().unwrap();
-        assert_eq!((d.method, d.k, d.opportunistic, d.draft), (DecodeMethod::Domino, None, true, 0));
+        assert_eq!(
+            (d.method, d.k, d.opportunistic, d.draft),
+            (DecodeMethod::Domino, None, true, 0)
+        );
         let d = config("domino-k1-s4").unwrap().unwrap();
-        assert_eq!((d.method, d.k, d.opportunistic, d.draft), (DecodeMethod::Domino, Some(1), true, 4));
+        assert_eq!(
+            (d.method, d.k, d.opportunistic, d.draft),
+            (DecodeMethod::Domino, Some(1), true, 4)
+        );
         assert_eq!(d.draft_policy, DraftPolicy::Cost);
         let d = config("domino-s10-threshold").unwrap().unwrap();
         assert_eq!((d.draft, d.draft_policy), (10, DraftPolicy::Threshold));
         let d = config("naive").unwrap().unwrap();
         assert_eq!((d.method, d.k, d.draft), (DecodeMethod::Naive, Some(0), 0));
-        assert_eq!(config("template").unwrap().unwrap().method, DecodeMethod::Template);
-        assert_eq!(config("llama-grammar").unwrap().unwrap().method, DecodeMethod::LlamaGrammar);
+        assert_eq!(
+            config("template").unwrap().unwrap().method,
+            DecodeMethod::Template
+        );
+        assert_eq!(
+            config("llama-grammar").unwrap().unwrap().method,
+            DecodeMethod::LlamaGrammar
+        );
         let err = config("llguidance").unwrap_err();
         assert_eq!(crate::cli::exit_code_for(&err), 2, "{err:#}");
     }
@@ -343,7 +456,10 @@ mod tests {
     fn finish_reasons_map_to_the_harness_names() {
         assert_eq!(finish_reason(DecodeFinish::Eos), FinishReason::Eos);
         assert_eq!(finish_reason(DecodeFinish::Length), FinishReason::MaxTokens);
-        assert_eq!(finish_reason(DecodeFinish::GrammarEnd), FinishReason::GrammarEnd);
+        assert_eq!(
+            finish_reason(DecodeFinish::GrammarEnd),
+            FinishReason::GrammarEnd
+        );
     }
 
     #[test]

@@ -65,9 +65,14 @@ pub struct TaskArgs {
     /// Seed of the demonstration draw (and of sampling when --temperature > 0).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Comma-separated methods: none, domino, `domino-k<N>`, `domino-s<N>`, naive, llama-grammar,
-    /// template, llguidance.
-    #[arg(long, value_name = "LIST", default_value = "none,domino,naive,llama-grammar,template")]
+    /// Comma-separated methods: none, domino, `domino-k<N>`, `domino-s<N>` (drafts cut by measured
+    /// cost), `domino-s<N>-threshold` (drafts verified whole), naive, llama-grammar, template,
+    /// llguidance.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "none,domino,naive,llama-grammar,template"
+    )]
     pub methods: MethodList,
     /// Most tokens generated per answer (default: 512 for GSM8K; for CoNLL 64 + 32 per input
     /// token, 16 with --json-style compact, at most 2048).
@@ -132,8 +137,13 @@ pub struct ThroughputArgs {
     /// Comma-separated workload names (default: all in the manifest).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub workloads: Vec<String>,
-    /// Comma-separated methods.
-    #[arg(long, value_name = "LIST", default_value = "none,domino,domino-s10,llama-grammar,template")]
+    /// Comma-separated methods (as for `eval gsm8k`; `domino-s10` is DOMINO with speculative
+    /// drafts of up to 10 tokens cut by measured cost, `domino-s10-threshold` the paper's rule).
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "none,domino,domino-s10,llama-grammar,template"
+    )]
     pub methods: MethodList,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -176,7 +186,13 @@ impl TaskArgs {
 /// The command line as typed, for reports (arguments with spaces quoted).
 pub fn command_line() -> String {
     std::env::args()
-        .map(|a| if a.contains(char::is_whitespace) || a.is_empty() { format!("'{a}'") } else { a })
+        .map(|a| {
+            if a.contains(char::is_whitespace) || a.is_empty() {
+                format!("'{a}'")
+            } else {
+                a
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -206,7 +222,10 @@ pub fn run(
         EvalCommand::Conll(args) => run_accuracy(Task::Conll, &args, load_model, &mut stdout),
         EvalCommand::Retokenize(args) => super::retokenize::run(&args),
         EvalCommand::Throughput(args) => {
-            let manifest_path = args.manifest.clone().unwrap_or_else(|| super::resolve("eval/throughput.json"));
+            let manifest_path = args
+                .manifest
+                .clone()
+                .unwrap_or_else(|| super::resolve("eval/throughput.json"));
             let manifest = Manifest::load(&manifest_path)?;
             let opts = ThroughputOptions {
                 methods: args.methods.0.clone(),
@@ -220,13 +239,23 @@ pub fn run(
                 command_line: command_line(),
                 progress: !args.quiet,
             };
-            let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval-runs/throughput"));
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("eval-runs/throughput"));
             let (model, session_options) = load_model()?;
             let mut backend = LlamaEvalBackend::new(&model, session_options)?;
-            let report = run_throughput(&manifest, &mut backend as &mut dyn EvalBackend, &opts, &out)?;
+            let report =
+                run_throughput(&manifest, &mut backend as &mut dyn EvalBackend, &opts, &out)?;
             match args.format {
-                OutputFormat::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,
-                OutputFormat::Text => write!(stdout, "{}", render_throughput_markdown(&report, &opts.methods))?,
+                OutputFormat::Json => {
+                    writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?
+                }
+                OutputFormat::Text => write!(
+                    stdout,
+                    "{}",
+                    render_throughput_markdown(&report, &opts.methods)
+                )?,
             }
             eprintln!("reports written to {}", out.display());
             Ok(())
@@ -253,7 +282,10 @@ fn run_accuracy(
         write!(stdout, "{prompt}")?;
         return Ok(());
     }
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval-runs").join(task.name()));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("eval-runs").join(task.name()));
     let report = if args.report_only {
         super::runner::rewrite_report(task, &opts, &out)?
     } else {
@@ -283,19 +315,30 @@ mod tests {
     #[test]
     fn flags_parse_with_paper_defaults() {
         let h = Harness::try_parse_from(["eval", "gsm8k", "--limit", "20"]).unwrap();
-        let EvalCommand::Gsm8k(args) = h.cmd else { panic!() };
+        let EvalCommand::Gsm8k(args) = h.cmd else {
+            panic!()
+        };
         let opts = args.run_options(String::new());
-        assert_eq!((opts.limit, opts.shots, opts.temperature), (Some(20), 5, 0.0));
+        assert_eq!(
+            (opts.limit, opts.shots, opts.temperature),
+            (Some(20), 5, 0.0)
+        );
         assert_eq!(opts.methods, Method::default_accuracy_methods());
 
         let h = Harness::try_parse_from(["eval", "conll", "--methods", "none,domino-k0"]).unwrap();
-        let EvalCommand::Conll(args) = h.cmd else { panic!() };
+        let EvalCommand::Conll(args) = h.cmd else {
+            panic!()
+        };
         assert_eq!(args.methods.0, vec![Method::None, Method::domino_k(0)]);
 
         assert!(Harness::try_parse_from(["eval", "gsm8k", "--methods", "none,bogus"]).is_err());
 
-        let h = Harness::try_parse_from(["eval", "throughput", "--reps", "3", "--workloads", "json,c"]).unwrap();
-        let EvalCommand::Throughput(args) = h.cmd else { panic!() };
+        let h =
+            Harness::try_parse_from(["eval", "throughput", "--reps", "3", "--workloads", "json,c"])
+                .unwrap();
+        let EvalCommand::Throughput(args) = h.cmd else {
+            panic!()
+        };
         assert_eq!(args.workloads, ["json", "c"]);
         assert_eq!(args.methods.0, Method::default_throughput_methods());
     }

@@ -48,12 +48,18 @@ pub fn data_root() -> PathBuf {
     if primary.is_dir() {
         return primary;
     }
-    root.ancestors().skip(2).map(|a| a.join("shared").join("data")).find(|p| p.is_dir()).unwrap_or(primary)
+    root.ancestors()
+        .skip(2)
+        .map(|a| a.join("shared").join("data"))
+        .find(|p| p.is_dir())
+        .unwrap_or(primary)
 }
 
 /// The default location of a split: `<data root>/<dir>/<split>.jsonl` (see [`data_root`]).
 pub fn default_path(task: Task, split: Split) -> PathBuf {
-    data_root().join(task.data_dir_name()).join(split.file_name())
+    data_root()
+        .join(task.data_dir_name())
+        .join(split.file_name())
 }
 
 /// One GSM8K problem.
@@ -82,7 +88,9 @@ pub struct ConllSample {
 }
 
 /// The tags CoNLL-2003 uses (IOB2), in the order of the task schema's enum.
-pub const CONLL_TAGS: [&str; 9] = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC"];
+pub const CONLL_TAGS: [&str; 9] = [
+    "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC",
+];
 
 /// A loaded split of either task.
 #[derive(Clone, Debug)]
@@ -121,7 +129,10 @@ impl Dataset {
 
 /// Read a JSON Lines file into records, numbering them by line. Blank lines are skipped
 /// (but still counted, so ids stay line indices).
-fn load_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, task_dir: &str) -> anyhow::Result<Vec<(usize, T)>> {
+fn load_jsonl<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    task_dir: &str,
+) -> anyhow::Result<Vec<(usize, T)>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
@@ -130,15 +141,23 @@ fn load_jsonl<T: for<'de> Deserialize<'de>>(path: &Path, task_dir: &str) -> anyh
              their origin and format) or pass --data/--train PATH",
             path.display()
         ),
-        Err(e) => return Err(e).with_context(|| format!("cannot read data file {}", path.display())),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read data file {}", path.display()));
+        }
     };
     let mut out = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let record: T = serde_json::from_str(line)
-            .map_err(|e| anyhow::anyhow!("{}:{}:{}: not a valid record: {e}", path.display(), index + 1, e.column()))?;
+        let record: T = serde_json::from_str(line).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}:{}: not a valid record: {e}",
+                path.display(),
+                index + 1,
+                e.column()
+            )
+        })?;
         out.push((index, record));
     }
     if out.is_empty() {
@@ -155,7 +174,11 @@ pub fn load_gsm8k(path: &Path) -> anyhow::Result<Vec<GsmSample>> {
         .map(|(id, mut s)| {
             s.id = id;
             if !s.answer.lines().any(|l| l.trim_start().starts_with("####")) {
-                bail!("{}:{}: solution has no `#### N` line", path.display(), id + 1);
+                bail!(
+                    "{}:{}: solution has no `#### N` line",
+                    path.display(),
+                    id + 1
+                );
             }
             Ok(s)
         })
@@ -170,7 +193,13 @@ pub fn load_conll(path: &Path) -> anyhow::Result<Vec<ConllSample>> {
         .map(|(id, mut s)| {
             s.id = id;
             if s.tokens.len() != s.tags.len() {
-                bail!("{}:{}: {} tokens but {} tags", path.display(), id + 1, s.tokens.len(), s.tags.len());
+                bail!(
+                    "{}:{}: {} tokens but {} tags",
+                    path.display(),
+                    id + 1,
+                    s.tokens.len(),
+                    s.tags.len()
+                );
             }
             if let Some(bad) = s.tags.iter().find(|t| !CONLL_TAGS.contains(&t.as_str())) {
                 bail!("{}:{}: unknown tag `{bad}`", path.display(), id + 1);

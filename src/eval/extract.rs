@@ -37,8 +37,12 @@ impl std::fmt::Display for ExtractError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExtractError::NoJson => f.write_str("no JSON object in the output"),
-            ExtractError::Truncated { offset } => write!(f, "JSON starting at byte {offset} is truncated"),
-            ExtractError::Invalid { offset, message } => write!(f, "JSON starting at byte {offset} is invalid: {message}"),
+            ExtractError::Truncated { offset } => {
+                write!(f, "JSON starting at byte {offset} is truncated")
+            }
+            ExtractError::Invalid { offset, message } => {
+                write!(f, "JSON starting at byte {offset} is invalid: {message}")
+            }
         }
     }
 }
@@ -64,7 +68,11 @@ fn parse_at(text: &str, start: usize) -> Result<(Value, usize), serde_json::Erro
 
 /// Byte offset in `text` of serde_json's 1-based (line, column) error position.
 fn error_offset(text: &str, err: &serde_json::Error) -> usize {
-    let line_start: usize = text.split_inclusive('\n').take(err.line().saturating_sub(1)).map(str::len).sum();
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(err.line().saturating_sub(1))
+        .map(str::len)
+        .sum();
     (line_start + err.column().saturating_sub(1)).min(text.len())
 }
 
@@ -92,7 +100,10 @@ pub fn first_json_document(text: &str) -> Result<Extracted, ExtractError> {
             }
             Err(e) => {
                 resume_at = (start + error_offset(&text[start..], &e)).max(start + 1);
-                first_error.get_or_insert(ExtractError::Invalid { offset: start, message: e.to_string() });
+                first_error.get_or_insert(ExtractError::Invalid {
+                    offset: start,
+                    message: e.to_string(),
+                });
             }
         }
     }
@@ -105,24 +116,43 @@ mod tests {
 
     #[test]
     fn finds_document_among_text() {
-        let e = first_json_document("Sure! ```json\n{\"a\": [1, {\"b\": 2}]}\n```\nQ: next").unwrap();
+        let e =
+            first_json_document("Sure! ```json\n{\"a\": [1, {\"b\": 2}]}\n```\nQ: next").unwrap();
         assert_eq!(e.value, serde_json::json!({"a": [1, {"b": 2}]}));
-        assert_eq!(&"Sure! ```json\n{\"a\": [1, {\"b\": 2}]}\n```\nQ: next"[e.start..e.end], "{\"a\": [1, {\"b\": 2}]}");
+        assert_eq!(
+            &"Sure! ```json\n{\"a\": [1, {\"b\": 2}]}\n```\nQ: next"[e.start..e.end],
+            "{\"a\": [1, {\"b\": 2}]}"
+        );
     }
 
     #[test]
     fn reports_truncation_and_invalid() {
-        assert_eq!(first_json_document(" {\"a\": [1, 2"), Err(ExtractError::Truncated { offset: 1 }));
-        assert!(matches!(first_json_document("{a: 1}"), Err(ExtractError::Invalid { offset: 0, .. })));
-        assert_eq!(first_json_document("no json here"), Err(ExtractError::NoJson));
+        assert_eq!(
+            first_json_document(" {\"a\": [1, 2"),
+            Err(ExtractError::Truncated { offset: 1 })
+        );
+        assert!(matches!(
+            first_json_document("{a: 1}"),
+            Err(ExtractError::Invalid { offset: 0, .. })
+        ));
+        assert_eq!(
+            first_json_document("no json here"),
+            Err(ExtractError::NoJson)
+        );
     }
 
     #[test]
     fn inner_objects_of_a_broken_document_are_not_answers() {
         let truncated = "{\"thoughts\": [{\"step\": \"a\", \"result\": 1}, {\"step\": ";
-        assert_eq!(first_json_document(truncated), Err(ExtractError::Truncated { offset: 0 }));
+        assert_eq!(
+            first_json_document(truncated),
+            Err(ExtractError::Truncated { offset: 0 })
+        );
         let broken = "{\"a\": {\"b\": 1}, oops} then {\"c\": 2}";
-        assert_eq!(first_json_document(broken).unwrap().value, serde_json::json!({"c": 2}));
+        assert_eq!(
+            first_json_document(broken).unwrap().value,
+            serde_json::json!({"c": 2})
+        );
     }
 
     #[test]

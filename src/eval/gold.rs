@@ -24,13 +24,19 @@ pub fn json_number(x: f64) -> Value {
     if x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e15 {
         Value::Number(Number::from(x as i64))
     } else {
-        Number::from_f64(x).map(Value::Number).unwrap_or(Value::Null)
+        Number::from_f64(x)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
     }
 }
 
 /// Parse an annotation result: a decimal number (commas, `$` and `%` ignored) or `a/b`.
 pub fn parse_result(text: &str) -> Option<f64> {
-    let cleaned: String = text.trim().chars().filter(|c| !matches!(c, ',' | '$' | '%' | ' ')).collect();
+    let cleaned: String = text
+        .trim()
+        .chars()
+        .filter(|c| !matches!(c, ',' | '$' | '%' | ' '))
+        .collect();
     if let Ok(x) = cleaned.parse::<f64>() {
         return x.is_finite().then_some(x);
     }
@@ -64,7 +70,10 @@ fn split_line(line: &str) -> (String, Option<Annotation>) {
         if let Some((expr, result)) = inner.rsplit_once('=')
             && let Some(result) = parse_result(result)
         {
-            last = Some(Annotation { expr: expr.trim().to_string(), result });
+            last = Some(Annotation {
+                expr: expr.trim().to_string(),
+                result,
+            });
         }
         rest = &after[close + 2..];
     }
@@ -89,13 +98,21 @@ pub fn gsm8k_gold(sample: &GsmSample) -> Value {
         match annotation {
             Some(a) => {
                 pending.push(text);
-                let step = pending.drain(..).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ");
+                let step = pending
+                    .drain(..)
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 thoughts.push((step, a.expr, a.result));
             }
             None => pending.push(text),
         }
     }
-    let leftover = pending.into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ");
+    let leftover = pending
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
     let final_answer = sample.final_answer as f64;
     if let Some(last) = thoughts.last_mut() {
         if !leftover.is_empty() {
@@ -122,7 +139,12 @@ pub fn gsm8k_gold(sample: &GsmSample) -> Value {
 
 /// The Appendix D JSON for a CoNLL sentence.
 pub fn conll_gold(sample: &ConllSample) -> Value {
-    let tokens: Vec<Value> = sample.tokens.iter().zip(&sample.tags).map(|(token, tag)| json!({"token": token, "tag": tag})).collect();
+    let tokens: Vec<Value> = sample
+        .tokens
+        .iter()
+        .zip(&sample.tags)
+        .map(|(token, tag)| json!({"token": token, "tag": tag}))
+        .collect();
     json!({ "tokens": tokens })
 }
 
@@ -131,12 +153,20 @@ mod tests {
     use super::*;
 
     fn sample(answer: &str, final_answer: i64) -> GsmSample {
-        GsmSample { id: 0, question: "q".into(), answer: answer.into(), final_answer }
+        GsmSample {
+            id: 0,
+            question: "q".into(),
+            answer: answer.into(),
+            final_answer,
+        }
     }
 
     #[test]
     fn annotated_lines_become_thoughts() {
-        let s = sample("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+24=72>>72 clips.\n#### 72", 72);
+        let s = sample(
+            "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+24=72>>72 clips.\n#### 72",
+            72,
+        );
         let gold = gsm8k_gold(&s);
         assert_eq!(
             gold.to_string(),
@@ -146,7 +176,10 @@ mod tests {
 
     #[test]
     fn plain_lines_merge_and_fractions_parse() {
-        let s = sample("First, think.\nHalf is <<3/4=3/4>>3/4.\nSo that is it.\n#### 1", 1);
+        let s = sample(
+            "First, think.\nHalf is <<3/4=3/4>>3/4.\nSo that is it.\n#### 1",
+            1,
+        );
         let gold = gsm8k_gold(&s);
         let t = &gold["thoughts"][0];
         assert_eq!(t["step"], "First, think. Half is 3/4. So that is it.");
@@ -158,7 +191,10 @@ mod tests {
     fn no_annotation_gives_one_thought_with_the_answer() {
         let s = sample("He has 5 apples.\n#### 5", 5);
         let gold = gsm8k_gold(&s);
-        assert_eq!(gold.to_string(), r#"{"thoughts":[{"step":"He has 5 apples.","calculation":"5","result":5}],"answer":5}"#);
+        assert_eq!(
+            gold.to_string(),
+            r#"{"thoughts":[{"step":"He has 5 apples.","calculation":"5","result":5}],"answer":5}"#
+        );
     }
 
     #[test]

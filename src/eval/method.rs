@@ -39,21 +39,39 @@ pub enum Method {
 
 impl Method {
     /// DOMINO with k = ∞ and opportunistic masking: the paper's main configuration.
-    pub const DOMINO: Method = Method::Domino { lookahead: None, speculative: None, threshold: false };
+    pub const DOMINO: Method = Method::Domino {
+        lookahead: None,
+        speculative: None,
+        threshold: false,
+    };
 
     /// DOMINO at lookahead `k` (the Table 4 ablation), no drafts.
     pub const fn domino_k(k: u32) -> Method {
-        Method::Domino { lookahead: Some(k), speculative: None, threshold: false }
+        Method::Domino {
+            lookahead: Some(k),
+            speculative: None,
+            threshold: false,
+        }
     }
 
     /// DOMINO with drafts of up to `s` tokens (`threshold`: verified whole, the paper's rule).
     pub const fn domino_s(s: u32, threshold: bool) -> Method {
-        Method::Domino { lookahead: None, speculative: Some(s), threshold }
+        Method::Domino {
+            lookahead: None,
+            speculative: Some(s),
+            threshold,
+        }
     }
 
     /// The methods `domino eval gsm8k|conll` runs when `--methods` is not given.
     pub fn default_accuracy_methods() -> Vec<Method> {
-        vec![Method::None, Method::DOMINO, Method::Naive, Method::LlamaGrammar, Method::Template]
+        vec![
+            Method::None,
+            Method::DOMINO,
+            Method::Naive,
+            Method::LlamaGrammar,
+            Method::Template,
+        ]
     }
 
     /// The methods `domino eval throughput` runs when `--methods` is not given.
@@ -74,7 +92,13 @@ impl Method {
 
     /// Whether the method drafts speculatively (`domino-sN`).
     pub fn is_speculative(self) -> bool {
-        matches!(self, Method::Domino { speculative: Some(_), .. })
+        matches!(
+            self,
+            Method::Domino {
+                speculative: Some(_),
+                ..
+            }
+        )
     }
 
     /// Parse a comma-separated list such as `none,domino,naive`; duplicates are an error.
@@ -98,7 +122,11 @@ impl std::fmt::Display for Method {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Method::None => f.write_str("none"),
-            Method::Domino { lookahead, speculative, threshold } => {
+            Method::Domino {
+                lookahead,
+                speculative,
+                threshold,
+            } => {
                 f.write_str("domino")?;
                 if let Some(k) = lookahead {
                     write!(f, "-k{k}")?;
@@ -155,7 +183,11 @@ impl std::str::FromStr for Method {
                 if !rest.is_empty() && !rest.starts_with('-') {
                     return Err(unknown(s));
                 }
-                Method::Domino { lookahead, speculative, threshold }
+                Method::Domino {
+                    lookahead,
+                    speculative,
+                    threshold,
+                }
             }
         })
     }
@@ -187,22 +219,50 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for name in
-            ["none", "domino", "domino-k0", "domino-k1", "domino-s10", "domino-s10-threshold", "domino-k2-s4", "naive", "llama-grammar", "template", "llguidance"]
-        {
+        for name in [
+            "none",
+            "domino",
+            "domino-k0",
+            "domino-k1",
+            "domino-s10",
+            "domino-s10-threshold",
+            "domino-k2-s4",
+            "naive",
+            "llama-grammar",
+            "template",
+            "llguidance",
+        ] {
             let m: Method = name.parse().unwrap();
             assert_eq!(m.to_string(), name);
         }
         assert_eq!("domino-k0".parse::<Method>().unwrap(), Method::domino_k(0));
-        assert_eq!("domino-s8-threshold".parse::<Method>().unwrap(), Method::domino_s(8, true));
+        assert_eq!(
+            "domino-s8-threshold".parse::<Method>().unwrap(),
+            Method::domino_s(8, true)
+        );
     }
 
     #[test]
     fn rejects_bad_names() {
-        for bad in ["", "dominos", "domino-x3", "domino-k", "domino-s0", "domino-k1-k2", "greedy", "domino-threshold", "domino-k1-threshold", "domino-s4-threshold-threshold", "domino-s4-threshold-k1"] {
+        for bad in [
+            "",
+            "dominos",
+            "domino-x3",
+            "domino-k",
+            "domino-s0",
+            "domino-k1-k2",
+            "greedy",
+            "domino-threshold",
+            "domino-k1-threshold",
+            "domino-s4-threshold-threshold",
+            "domino-s4-threshold-k1",
+        ] {
             assert!(bad.parse::<Method>().is_err(), "{bad} parsed");
         }
         assert!(Method::parse_list("none,none").is_err());
-        assert_eq!(Method::parse_list("none, domino").unwrap(), vec![Method::None, Method::DOMINO]);
+        assert_eq!(
+            Method::parse_list("none, domino").unwrap(),
+            vec![Method::None, Method::DOMINO]
+        );
     }
 }

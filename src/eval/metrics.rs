@@ -239,8 +239,11 @@ fn rate(n: usize, d: usize) -> f64 {
 
 /// Summaries per method, in the order of `methods` (methods without results are left out).
 pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSummary> {
-    let none_results: HashMap<usize, &SampleResult> =
-        results.iter().filter(|r| r.method == Method::None && r.error.is_none()).map(|r| (r.sample_id, r)).collect();
+    let none_results: HashMap<usize, &SampleResult> = results
+        .iter()
+        .filter(|r| r.method == Method::None && r.error.is_none())
+        .map(|r| (r.sample_id, r))
+        .collect();
     let none_tps = tokens_per_second(results.iter().filter(|r| r.method == Method::None));
     let mut out = Vec::new();
     for &method in methods {
@@ -252,10 +255,15 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
         let correct = rows.iter().filter(|r| r.correct).count();
         let well_formed = rows.iter().filter(|r| r.well_formed).count();
         let token_count: usize = rows.iter().map(|r| r.logprobs.len()).sum();
-        let logprob_sum: f64 = rows.iter().flat_map(|r| r.logprobs.iter()).map(|&l| l as f64).sum();
+        let logprob_sum: f64 = rows
+            .iter()
+            .flat_map(|r| r.logprobs.iter())
+            .map(|&l| l as f64)
+            .sum();
         let perplexity = (token_count > 0).then(|| (-logprob_sum / token_count as f64).exp());
         let sample_ppl: Vec<f64> = rows.iter().filter_map(|r| r.perplexity()).collect();
-        let mean_sample_perplexity = (!sample_ppl.is_empty()).then(|| sample_ppl.iter().sum::<f64>() / sample_ppl.len() as f64);
+        let mean_sample_perplexity = (!sample_ppl.is_empty())
+            .then(|| sample_ppl.iter().sum::<f64>() / sample_ppl.len() as f64);
         let generated_tokens: u64 = rows.iter().map(|r| r.generated_tokens as u64).sum();
         let decode_seconds: f64 = rows.iter().map(|r| r.decode_ms).sum::<f64>() / 1000.0;
         let tps = tokens_per_second(rows.iter().copied());
@@ -264,7 +272,8 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
             _ => None,
         };
         let interventions: u64 = rows.iter().map(|r| r.interventions as u64).sum();
-        let intervention_rate = (generated_tokens > 0).then(|| interventions as f64 / generated_tokens as f64);
+        let intervention_rate =
+            (generated_tokens > 0).then(|| interventions as f64 / generated_tokens as f64);
         let mut compared = 0;
         let mut equal = 0;
         let (mut compared_valid, mut equal_valid) = (0, 0);
@@ -280,24 +289,38 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
                 if same {
                     equal += 1;
                 } else {
-                    let i = first_divergence(&r.tokens, &reference.tokens).unwrap_or(r.tokens.len());
+                    let i =
+                        first_divergence(&r.tokens, &reference.tokens).unwrap_or(r.tokens.len());
                     divergences.push(i as f64);
                 }
             }
         }
         let exact_match_with_none = (compared > 0).then(|| rate(equal, compared));
-        let paired: Vec<(bool, bool)> =
-            rows.iter().filter_map(|r| none_results.get(&r.sample_id).map(|n| (r.correct, n.correct))).collect();
-        let vs_none = (method != Method::None && !paired.is_empty()).then(|| PairedComparison::from_pairs(&paired));
-        let mean_first_divergence = (!divergences.is_empty()).then(|| divergences.iter().sum::<f64>() / divergences.len() as f64);
-        let entities = rows.iter().filter_map(|r| r.entities).fold(None, |acc: Option<EntityCounts>, c| {
-            let mut acc = acc.unwrap_or_default();
-            acc.add(c);
-            Some(acc)
-        });
+        let paired: Vec<(bool, bool)> = rows
+            .iter()
+            .filter_map(|r| {
+                none_results
+                    .get(&r.sample_id)
+                    .map(|n| (r.correct, n.correct))
+            })
+            .collect();
+        let vs_none = (method != Method::None && !paired.is_empty())
+            .then(|| PairedComparison::from_pairs(&paired));
+        let mean_first_divergence = (!divergences.is_empty())
+            .then(|| divergences.iter().sum::<f64>() / divergences.len() as f64);
+        let entities =
+            rows.iter()
+                .filter_map(|r| r.entities)
+                .fold(None, |acc: Option<EntityCounts>, c| {
+                    let mut acc = acc.unwrap_or_default();
+                    acc.add(c);
+                    Some(acc)
+                });
         let mut finish_reasons = BTreeMap::new();
         for r in &rows {
-            *finish_reasons.entry(r.finish_reason.name().to_string()).or_insert(0) += 1;
+            *finish_reasons
+                .entry(r.finish_reason.name().to_string())
+                .or_insert(0) += 1;
         }
         out.push(MethodSummary {
             method,
@@ -315,7 +338,8 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
             exact_match_with_none,
             mean_first_divergence,
             compared_with_none: compared,
-            exact_match_where_none_well_formed: (compared_valid > 0).then(|| rate(equal_valid, compared_valid)),
+            exact_match_where_none_well_formed: (compared_valid > 0)
+                .then(|| rate(equal_valid, compared_valid)),
             vs_none,
             entity_f1: entities.map(|e| e.f1()),
             entities,
@@ -327,7 +351,9 @@ pub fn summarize(results: &[SampleResult], methods: &[Method]) -> Vec<MethodSumm
 }
 
 fn tokens_per_second<'a>(rows: impl Iterator<Item = &'a SampleResult>) -> Option<f64> {
-    let (tokens, ms) = rows.fold((0u64, 0f64), |(t, m), r| (t + r.generated_tokens as u64, m + r.decode_ms));
+    let (tokens, ms) = rows.fold((0u64, 0f64), |(t, m), r| {
+        (t + r.generated_tokens as u64, m + r.decode_ms)
+    });
     (ms > 0.0 && tokens > 0).then(|| tokens as f64 / (ms / 1000.0))
 }
 
@@ -344,8 +370,17 @@ mod tests {
         // b = 1, c = 9: 2 · (1 + 10) / 1024.
         assert!((mcnemar_exact(9, 1) - 22.0 / 1024.0).abs() < 1e-12);
         assert!(mcnemar_exact(0, 2000) < 1e-300 || mcnemar_exact(0, 2000) == 0.0);
-        let p = PairedComparison::from_pairs(&[(true, true), (true, false), (false, true), (false, true), (false, false)]);
-        assert_eq!((p.both_correct, p.only_method, p.only_none, p.neither), (1, 1, 2, 1));
+        let p = PairedComparison::from_pairs(&[
+            (true, true),
+            (true, false),
+            (false, true),
+            (false, true),
+            (false, false),
+        ]);
+        assert_eq!(
+            (p.both_correct, p.only_method, p.only_none, p.neither),
+            (1, 1, 2, 1)
+        );
         assert!((p.p_value - 1.0).abs() < 1e-12);
     }
 
@@ -385,16 +420,35 @@ mod tests {
     #[test]
     fn constrained_output_stopping_at_the_document_end_is_the_same() {
         let none = record(Method::None, "{\"answer\": 1}\n\nQ: next");
-        assert!(same_output(&record(Method::DOMINO, "{\"answer\": 1}"), &none));
-        assert!(!same_output(&record(Method::DOMINO, "{\"answer\": 2}"), &none));
-        assert!(!same_output(&record(Method::DOMINO, "{\"answer\""), &none), "a cut-off prefix is not the same output");
+        assert!(same_output(
+            &record(Method::DOMINO, "{\"answer\": 1}"),
+            &none
+        ));
+        assert!(!same_output(
+            &record(Method::DOMINO, "{\"answer\": 2}"),
+            &none
+        ));
+        assert!(
+            !same_output(&record(Method::DOMINO, "{\"answer\""), &none),
+            "a cut-off prefix is not the same output"
+        );
         assert!(!same_output(&record(Method::DOMINO, ""), &none));
         // Diverging only after the document (the grammar's trailing whitespace then EOS, where
         // `none` writes on into the next few-shot question) is the same output.
-        assert!(same_output(&record(Method::DOMINO, "{\"answer\": 1}\n\n\n"), &none));
-        assert!(!same_output(&record(Method::DOMINO, "{\"answer\": 1 }\n\nQ: next"), &none));
+        assert!(same_output(
+            &record(Method::DOMINO, "{\"answer\": 1}\n\n\n"),
+            &none
+        ));
+        assert!(!same_output(
+            &record(Method::DOMINO, "{\"answer\": 1 }\n\nQ: next"),
+            &none
+        ));
         let summary = summarize(
-            &[none.clone(), record(Method::DOMINO, "{\"answer\": 1}"), record(Method::Naive, "{\"answer\":1}")],
+            &[
+                none.clone(),
+                record(Method::DOMINO, "{\"answer\": 1}"),
+                record(Method::Naive, "{\"answer\":1}"),
+            ],
             &[Method::None, Method::DOMINO, Method::Naive],
         );
         assert_eq!(summary[1].exact_match_with_none, Some(1.0));

@@ -134,5 +134,9 @@ pub fn repo_root() -> PathBuf {
 /// Resolve `path` against the repository root unless it is absolute or exists as given.
 pub fn resolve(path: impl AsRef<Path>) -> PathBuf {
     let path = path.as_ref();
-    if path.is_absolute() || path.exists() { path.to_path_buf() } else { repo_root().join(path) }
+    if path.is_absolute() || path.exists() {
+        path.to_path_buf()
+    } else {
+        repo_root().join(path)
+    }
 }

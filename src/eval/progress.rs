@@ -39,12 +39,25 @@ impl Progress {
                 "[{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {msg}"
             };
             let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-            bar.set_style(ProgressStyle::with_template(template).expect("valid template").progress_chars("=> "));
+            bar.set_style(
+                ProgressStyle::with_template(template)
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
             Display::Bar(bar)
         } else {
-            Display::Lines { every: (total / 20).max(1), started: Instant::now() }
+            Display::Lines {
+                every: (total / 20).max(1),
+                started: Instant::now(),
+            }
         };
-        Progress { display, total, done: 0, resumed: 0, tally: methods.iter().map(|&m| (m, 0, 0)).collect() }
+        Progress {
+            display,
+            total,
+            done: 0,
+            resumed: 0,
+            tally: methods.iter().map(|&m| (m, 0, 0)).collect(),
+        }
     }
 
     /// One (sample, method) finished by an earlier run (`--resume`): counted in the position
@@ -75,8 +88,18 @@ impl Progress {
                     let elapsed = started.elapsed().as_secs_f64();
                     let fresh = self.done - self.resumed;
                     let remaining = self.total.saturating_sub(self.done) as f64;
-                    let eta = if fresh > 0 { elapsed / fresh as f64 * remaining } else { 0.0 };
-                    eprintln!("[eval] {}/{} ETA {:.0}s  acc: {}", self.done, self.total, eta, self.accuracy_line());
+                    let eta = if fresh > 0 {
+                        elapsed / fresh as f64 * remaining
+                    } else {
+                        0.0
+                    };
+                    eprintln!(
+                        "[eval] {}/{} ETA {:.0}s  acc: {}",
+                        self.done,
+                        self.total,
+                        eta,
+                        self.accuracy_line()
+                    );
                 }
             }
         }
@@ -84,7 +107,12 @@ impl Progress {
 
     /// `none 0.40  domino 0.42 …` for the methods seen so far.
     pub fn accuracy_line(&self) -> String {
-        self.tally.iter().filter(|t| t.2 > 0).map(|(m, c, n)| format!("{m} {:.2}", *c as f64 / *n as f64)).collect::<Vec<_>>().join("  ")
+        self.tally
+            .iter()
+            .filter(|t| t.2 > 0)
+            .map(|(m, c, n)| format!("{m} {:.2}", *c as f64 / *n as f64))
+            .collect::<Vec<_>>()
+            .join("  ")
     }
 
     pub fn finish(&mut self) {

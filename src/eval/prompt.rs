@@ -71,7 +71,9 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// How demonstration answers are laid out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum JsonStyle {
     /// Indented by four spaces, one key per line, as in the paper's Listings 8 and 9.
@@ -87,7 +89,9 @@ impl std::str::FromStr for JsonStyle {
         match s {
             "pretty" => Ok(JsonStyle::Pretty),
             "compact" => Ok(JsonStyle::Compact),
-            _ => Err(format!("unknown JSON style `{s}` (expected pretty or compact)")),
+            _ => Err(format!(
+                "unknown JSON style `{s}` (expected pretty or compact)"
+            )),
         }
     }
 }
@@ -118,7 +122,11 @@ pub struct Template {
 impl Template {
     /// Parse template text (see the module docs). Errors name the problem and the line.
     pub fn parse(text: &str) -> anyhow::Result<Template> {
-        let mut lines = text.lines().enumerate().skip_while(|(_, l)| l.starts_with('#')).peekable();
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .skip_while(|(_, l)| l.starts_with('#'))
+            .peekable();
         let mut instruction = Vec::new();
         let mut found_separator = false;
         for (_, line) in lines.by_ref() {
@@ -129,7 +137,9 @@ impl Template {
             instruction.push(line);
         }
         if !found_separator {
-            bail!("template has no `---` line separating the instruction from the demonstration block");
+            bail!(
+                "template has no `---` line separating the instruction from the demonstration block"
+            );
         }
         let block_lines: Vec<&str> = lines.map(|(_, l)| l).collect();
         let block = block_lines.join("\n").trim_end().to_string();
@@ -144,12 +154,16 @@ impl Template {
         if block.matches("{answer}").count() != 1 {
             bail!("template block must contain `{{answer}}` exactly once");
         }
-        Ok(Template { instruction: instruction.join("\n").trim().to_string(), block })
+        Ok(Template {
+            instruction: instruction.join("\n").trim().to_string(),
+            block,
+        })
     }
 
     /// Load and parse a template file.
     pub fn load(path: &Path) -> anyhow::Result<Template> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read prompt template {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read prompt template {}", path.display()))?;
         Template::parse(&text).with_context(|| format!("in prompt template {}", path.display()))
     }
 
@@ -168,13 +182,20 @@ impl Template {
 
     fn render_query(&self, question: &str) -> String {
         let (before, _) = self.block.split_once("{answer}").expect("checked in parse");
-        before.replace("{question}", question).trim_end_matches([' ', '\t']).to_string()
+        before
+            .replace("{question}", question)
+            .trim_end_matches([' ', '\t'])
+            .to_string()
     }
 }
 
 /// The question text shown for a CoNLL sentence: its tokens as a JSON array of strings.
 pub fn conll_question(sample: &ConllSample) -> String {
-    let quoted: Vec<String> = sample.tokens.iter().map(|t| serde_json::to_string(t).expect("string")).collect();
+    let quoted: Vec<String> = sample
+        .tokens
+        .iter()
+        .map(|t| serde_json::to_string(t).expect("string"))
+        .collect();
     format!("[{}]", quoted.join(", "))
 }
 
@@ -194,9 +215,14 @@ fn eligible_demo(dataset: &Dataset, index: usize) -> bool {
 /// Choose `k` demonstration indices from `train` with `seed` (partial Fisher–Yates over the
 /// eligible indices, in draw order).
 pub fn choose_demos(train: &Dataset, k: usize, seed: u64) -> anyhow::Result<Vec<usize>> {
-    let mut pool: Vec<usize> = (0..train.len()).filter(|&i| eligible_demo(train, i)).collect();
+    let mut pool: Vec<usize> = (0..train.len())
+        .filter(|&i| eligible_demo(train, i))
+        .collect();
     if pool.len() < k {
-        bail!("the training split has only {} samples eligible as demonstrations, {k} requested", pool.len());
+        bail!(
+            "the training split has only {} samples eligible as demonstrations, {k} requested",
+            pool.len()
+        );
     }
     let mut rng = SplitMix64::new(seed);
     for i in 0..k {
@@ -221,7 +247,13 @@ pub struct FewShotPrompt {
 
 impl FewShotPrompt {
     /// Build the prefix from `k` demonstrations of `train` drawn with `seed`.
-    pub fn build(template: Template, train: &Dataset, k: usize, seed: u64, style: JsonStyle) -> anyhow::Result<Self> {
+    pub fn build(
+        template: Template,
+        train: &Dataset,
+        k: usize,
+        seed: u64,
+        style: JsonStyle,
+    ) -> anyhow::Result<Self> {
         let demo_ids = choose_demos(train, k, seed)?;
         let mut prefix = String::new();
         if !template.instruction.is_empty() {
@@ -236,7 +268,12 @@ impl FewShotPrompt {
             prefix.push_str(&template.render_shot(&question, &render_json(&answer, style)));
             prefix.push_str("\n\n");
         }
-        Ok(FewShotPrompt { task: train.task(), template, demo_ids, prefix })
+        Ok(FewShotPrompt {
+            task: train.task(),
+            template,
+            demo_ids,
+            prefix,
+        })
     }
 
     /// The full prompt for one test question.
@@ -266,7 +303,8 @@ impl FewShotPrompt {
 /// Load a throughput prompt list: one prompt per line, each a JSON string literal (so `\n`
 /// and quotes are unambiguous); blank lines and lines starting with `#` are skipped.
 pub fn load_prompt_list(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read prompt list {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read prompt list {}", path.display()))?;
     let mut prompts = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim();
@@ -274,7 +312,12 @@ pub fn load_prompt_list(path: &Path) -> anyhow::Result<Vec<String>> {
             continue;
         }
         let prompt: String = serde_json::from_str(trimmed).map_err(|e| {
-            anyhow::anyhow!("{}:{}:{}: a prompt line must be a JSON string literal: {e}", path.display(), index + 1, e.column())
+            anyhow::anyhow!(
+                "{}:{}:{}: a prompt line must be a JSON string literal: {e}",
+                path.display(),
+                index + 1,
+                e.column()
+            )
         })?;
         prompts.push(prompt);
     }

@@ -73,14 +73,19 @@ impl PaperReference {
     }
 
     pub fn load(path: &Path) -> anyhow::Result<PaperReference> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{} is not a paper reference file", path.display()))
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a paper reference file", path.display()))
     }
 
     /// Table 2 rows of `task`'s dataset for our `method`, one per paper model.
     pub fn table2_for(&self, task: Task, method: Method) -> Vec<&Table2Row> {
         let name = method.to_string();
-        self.table2.iter().filter(|r| r.dataset == task.name() && r.ours.as_deref() == Some(name.as_str())).collect()
+        self.table2
+            .iter()
+            .filter(|r| r.dataset == task.name() && r.ours.as_deref() == Some(name.as_str()))
+            .collect()
     }
 }
 
@@ -109,7 +114,12 @@ pub struct TaskReport {
 }
 
 impl TaskReport {
-    pub fn new(task: Task, config: &RunConfig, samples: usize, methods: Vec<MethodSummary>) -> anyhow::Result<Self> {
+    pub fn new(
+        task: Task,
+        config: &RunConfig,
+        samples: usize,
+        methods: Vec<MethodSummary>,
+    ) -> anyhow::Result<Self> {
         let paper = PaperReference::load_default()?;
         Ok(TaskReport {
             task,
@@ -125,7 +135,12 @@ impl TaskReport {
             prompt_id: config.prompt_id.clone(),
             claims: check_claims(&methods),
             methods,
-            paper_reference: paper.table2.iter().filter(|r| r.dataset == task.name()).cloned().collect(),
+            paper_reference: paper
+                .table2
+                .iter()
+                .filter(|r| r.dataset == task.name())
+                .cloned()
+                .collect(),
             paper_source: paper.source,
         })
     }
@@ -148,20 +163,30 @@ pub struct Claim {
 
 /// `, McNemar p = …` for a method compared with `none`.
 fn p_note(m: &MethodSummary) -> String {
-    m.vs_none.map_or(String::new(), |p| format!(", McNemar p = {:.3}", p.p_value))
+    m.vs_none
+        .map_or(String::new(), |p| format!(", McNemar p = {:.3}", p.p_value))
 }
 
 /// Check the paper's main accuracy-table claims against `methods` (those the run has).
 pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
     let find = |m: Method| methods.iter().find(|s| s.method == m);
     let mut claims = Vec::new();
-    let Some(none) = find(Method::None) else { return claims };
+    let Some(none) = find(Method::None) else {
+        return claims;
+    };
     let n = none.samples;
     if let Some(domino) = find(Method::DOMINO) {
         claims.push(Claim {
             claim: "DOMINO (k=∞) costs no accuracy: accuracy ≥ unconstrained".into(),
-            paper: "GSM8K 0.418 vs 0.415 (Mistral), 0.262 vs 0.262 (Llama-2); CoNLL equal for both".into(),
-            ours: format!("{:.3} vs {:.3} ({} samples{})", domino.accuracy, none.accuracy, n, p_note(domino)),
+            paper: "GSM8K 0.418 vs 0.415 (Mistral), 0.262 vs 0.262 (Llama-2); CoNLL equal for both"
+                .into(),
+            ours: format!(
+                "{:.3} vs {:.3} ({} samples{})",
+                domino.accuracy,
+                none.accuracy,
+                n,
+                p_note(domino)
+            ),
             holds: Some(domino.accuracy >= none.accuracy),
             p_value: domino.vs_none.map(|p| p.p_value),
         });
@@ -185,15 +210,32 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
         }
     }
     for (method, paper) in [
-        (Method::Template, "guidance templates: −7 / −11 points on GSM8K, −11 / −3 on CoNLL"),
-        (Method::LlamaGrammar, "llama.cpp grammars: −4 / −2.5 points on GSM8K, −9 / −1 on CoNLL"),
-        (Method::domino_k(0), "k=0: −11 points on GSM8K (Mistral, Table 4)"),
-        (Method::domino_k(1), "k=1: −31 points on GSM8K (Mistral, Table 4)"),
-        (Method::Naive, "naive constraining loses accuracy (Fig. 1, §2)"),
+        (
+            Method::Template,
+            "guidance templates: −7 / −11 points on GSM8K, −11 / −3 on CoNLL",
+        ),
+        (
+            Method::LlamaGrammar,
+            "llama.cpp grammars: −4 / −2.5 points on GSM8K, −9 / −1 on CoNLL",
+        ),
+        (
+            Method::domino_k(0),
+            "k=0: −11 points on GSM8K (Mistral, Table 4)",
+        ),
+        (
+            Method::domino_k(1),
+            "k=1: −31 points on GSM8K (Mistral, Table 4)",
+        ),
+        (
+            Method::Naive,
+            "naive constraining loses accuracy (Fig. 1, §2)",
+        ),
     ] {
         if let Some(m) = find(method) {
             claims.push(Claim {
-                claim: format!("Invasive constraining ({method}) loses accuracy against unconstrained"),
+                claim: format!(
+                    "Invasive constraining ({method}) loses accuracy against unconstrained"
+                ),
                 paper: paper.into(),
                 ours: format!(
                     "{:.3} vs {:.3} ({:+.1} points{})",
@@ -225,7 +267,10 @@ const SPEED_NOISE: f64 = 0.05;
 
 fn speed_text(ratio: f64) -> String {
     if (ratio - 1.0).abs() < SPEED_NOISE {
-        format!("{ratio:.2}× (within ±{:.0} %: no difference measured)", SPEED_NOISE * 100.0)
+        format!(
+            "{ratio:.2}× (within ±{:.0} %: no difference measured)",
+            SPEED_NOISE * 100.0
+        )
     } else {
         format!("{ratio:.2}×")
     }
@@ -245,13 +290,25 @@ fn opt(x: Option<f64>, decimals: usize) -> String {
 }
 
 /// Paper values of `field` for `method` as "Mistral 7B / Llama-2 13B".
-fn paper_cell(report: &TaskReport, method: Method, field: impl Fn(&Table2Row) -> f64, decimals: usize) -> String {
+fn paper_cell(
+    report: &TaskReport,
+    method: Method,
+    field: impl Fn(&Table2Row) -> f64,
+    decimals: usize,
+) -> String {
     let name = method.to_string();
-    let rows: Vec<&Table2Row> = report.paper_reference.iter().filter(|r| r.ours.as_deref() == Some(name.as_str())).collect();
+    let rows: Vec<&Table2Row> = report
+        .paper_reference
+        .iter()
+        .filter(|r| r.ours.as_deref() == Some(name.as_str()))
+        .collect();
     if rows.is_empty() {
         return "—".into();
     }
-    rows.iter().map(|r| format!("{:.decimals$}", field(r))).collect::<Vec<_>>().join(" / ")
+    rows.iter()
+        .map(|r| format!("{:.decimals$}", field(r)))
+        .collect::<Vec<_>>()
+        .join(" / ")
 }
 
 /// Render `report.md`.
@@ -268,12 +325,19 @@ pub fn render_markdown(report: &TaskReport) -> String {
         report.seed,
         report.prompt_id
     );
-    let sampling = if report.temperature == 0.0 { "greedy".to_string() } else { format!("temperature {}", report.temperature) };
+    let sampling = if report.temperature == 0.0 {
+        "greedy".to_string()
+    } else {
+        format!("temperature {}", report.temperature)
+    };
     let budget = match report.max_tokens {
         Some(n) => format!("at most {n} new tokens"),
         None => match report.task {
             Task::Gsm8k => "at most 512 new tokens".to_string(),
-            Task::Conll => "at most 64 + 32 new tokens per input token (16 for compact JSON), capped at 2048".to_string(),
+            Task::Conll => {
+                "at most 64 + 32 new tokens per input token (16 for compact JSON), capped at 2048"
+                    .to_string()
+            }
         },
     };
     let _ = writeln!(s, "- Decoding: {sampling}, {budget}");
@@ -297,7 +361,10 @@ pub fn render_markdown(report: &TaskReport) -> String {
         s,
         "| Dataset | Model | Method | Accuracy | Well-Formed | Perplexity | Performance Impact | Paper Accuracy | Paper Well-Formed | Paper Perplexity | Paper Impact | vs none: +/− samples (McNemar p) |"
     );
-    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for m in &report.methods {
         let _ = writeln!(
             s,
@@ -308,12 +375,16 @@ pub fn render_markdown(report: &TaskReport) -> String {
             m.accuracy,
             m.well_formed_rate,
             opt(m.perplexity, 3),
-            m.performance_impact.map_or("—".into(), |x| format!("{x:.2}×")),
+            m.performance_impact
+                .map_or("—".into(), |x| format!("{x:.2}×")),
             paper_cell(report, m.method, |r| r.accuracy, 3),
             paper_cell(report, m.method, |r| r.well_formed, 3),
             paper_cell(report, m.method, |r| r.perplexity, 3),
             paper_cell(report, m.method, |r| r.performance_impact, 2),
-            m.vs_none.map_or("—".into(), |p| format!("+{} / −{} (p = {:.3})", p.only_method, p.only_none, p.p_value)),
+            m.vs_none.map_or("—".into(), |p| format!(
+                "+{} / −{} (p = {:.3})",
+                p.only_method, p.only_none, p.p_value
+            )),
         );
     }
 
@@ -347,9 +418,17 @@ pub fn render_markdown(report: &TaskReport) -> String {
         s,
         "| Method | Samples | Correct | Intervention rate | Exact match with none | … where none is well-formed | Mean first divergence (tokens) | Tokens/s | Generated tokens | Mean sample perplexity | Finish reasons | Errors |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    let _ = writeln!(
+        s,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    );
     for m in &report.methods {
-        let reasons = m.finish_reasons.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
+        let reasons = m
+            .finish_reasons
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -357,7 +436,10 @@ pub fn render_markdown(report: &TaskReport) -> String {
             m.samples,
             m.correct,
             opt(m.intervention_rate, 4),
-            m.exact_match_with_none.map_or("—".into(), |x| format!("{x:.3} (of {})", m.compared_with_none)),
+            m.exact_match_with_none.map_or("—".into(), |x| format!(
+                "{x:.3} (of {})",
+                m.compared_with_none
+            )),
             opt(m.exact_match_where_none_well_formed, 3),
             opt(m.mean_first_divergence, 1),
             opt(m.tokens_per_second, 1),
@@ -369,8 +451,14 @@ pub fn render_markdown(report: &TaskReport) -> String {
     }
 
     if report.task == Task::Conll {
-        let _ = writeln!(s, "\n## Entity-level F1 (IOB2 chunks, seqeval default mode, micro-averaged)\n");
-        let _ = writeln!(s, "| Method | Precision | Recall | F1 | True positives | Predicted | Gold |");
+        let _ = writeln!(
+            s,
+            "\n## Entity-level F1 (IOB2 chunks, seqeval default mode, micro-averaged)\n"
+        );
+        let _ = writeln!(
+            s,
+            "| Method | Precision | Recall | F1 | True positives | Predicted | Gold |"
+        );
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
         for m in &report.methods {
             if let Some(e) = m.entities {
@@ -389,13 +477,43 @@ pub fn render_markdown(report: &TaskReport) -> String {
         }
     }
 
-    let lookahead: Vec<&MethodSummary> =
-        report.methods.iter().filter(|m| matches!(m.method, Method::None | Method::Domino { speculative: None, .. })).collect();
-    if report.task == Task::Gsm8k && lookahead.iter().any(|m| matches!(m.method, Method::Domino { lookahead: Some(_), .. })) {
-        let _ = writeln!(s, "\n## Lookahead ablation (the paper's Table 4: Mistral 7B / Llama-2 13B)\n");
-        let _ = writeln!(s, "| Configuration | Accuracy | Well-Formed | Paper accuracy |");
+    let lookahead: Vec<&MethodSummary> = report
+        .methods
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.method,
+                Method::None
+                    | Method::Domino {
+                        speculative: None,
+                        ..
+                    }
+            )
+        })
+        .collect();
+    if report.task == Task::Gsm8k
+        && lookahead.iter().any(|m| {
+            matches!(
+                m.method,
+                Method::Domino {
+                    lookahead: Some(_),
+                    ..
+                }
+            )
+        })
+    {
+        let _ = writeln!(
+            s,
+            "\n## Lookahead ablation (the paper's Table 4: Mistral 7B / Llama-2 13B)\n"
+        );
+        let _ = writeln!(
+            s,
+            "| Configuration | Accuracy | Well-Formed | Paper accuracy |"
+        );
         let _ = writeln!(s, "|---|---:|---:|---:|");
-        let table4 = PaperReference::load_default().map(|p| p.table4).unwrap_or_default();
+        let table4 = PaperReference::load_default()
+            .map(|p| p.table4)
+            .unwrap_or_default();
         for m in lookahead {
             let name = m.method.to_string();
             let paper = table4
@@ -403,7 +521,11 @@ pub fn render_markdown(report: &TaskReport) -> String {
                 .find(|r| r.get("ours").and_then(Value::as_str) == Some(name.as_str()))
                 .map(|r| format!("{} / {}", r["Mistral 7B"], r["Llama-2 13B"]))
                 .unwrap_or_else(|| "—".into());
-            let _ = writeln!(s, "| {} | {:.3} | {:.3} | {} |", m.method, m.accuracy, m.well_formed_rate, paper);
+            let _ = writeln!(
+                s,
+                "| {} | {:.3} | {:.3} | {} |",
+                m.method, m.accuracy, m.well_formed_rate, paper
+            );
         }
     }
 
@@ -428,23 +550,46 @@ pub fn render_markdown(report: &TaskReport) -> String {
         report.task.schema_path(),
         report.paper_source
     );
-    let _ = writeln!(s, "\n![accuracy and well-formed rate per method](accuracy.svg)");
+    let _ = writeln!(
+        s,
+        "\n![accuracy and well-formed rate per method](accuracy.svg)"
+    );
     s
 }
 
 /// The accuracy / well-formed chart.
 pub fn accuracy_chart(report: &TaskReport) -> BarChart {
     let mut series = vec![
-        ("accuracy".to_string(), report.methods.iter().map(|m| Some(m.accuracy)).collect()),
-        ("well-formed".to_string(), report.methods.iter().map(|m| Some(m.well_formed_rate)).collect()),
+        (
+            "accuracy".to_string(),
+            report.methods.iter().map(|m| Some(m.accuracy)).collect(),
+        ),
+        (
+            "well-formed".to_string(),
+            report
+                .methods
+                .iter()
+                .map(|m| Some(m.well_formed_rate))
+                .collect(),
+        ),
     ];
     if report.task == Task::Conll {
-        series.push(("entity F1".to_string(), report.methods.iter().map(|m| m.entity_f1).collect()));
+        series.push((
+            "entity F1".to_string(),
+            report.methods.iter().map(|m| m.entity_f1).collect(),
+        ));
     }
     BarChart {
-        title: format!("{} — {} ({} samples)", report.dataset, report.model, report.samples),
+        title: format!(
+            "{} — {} ({} samples)",
+            report.dataset, report.model, report.samples
+        ),
         y_label: "rate".into(),
-        categories: report.methods.iter().map(|m| m.method.to_string()).collect(),
+        categories: report
+            .methods
+            .iter()
+            .map(|m| m.method.to_string())
+            .collect(),
         series,
         y_max: Some(1.0),
         reference_line: None,

@@ -34,7 +34,12 @@ pub fn read_results<T: DeserializeOwned>(path: &Path) -> anyhow::Result<ReadResu
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ReadResults { records: Vec::new(), valid_len: 0, dropped_partial_line: false, needs_newline: false });
+            return Ok(ReadResults {
+                records: Vec::new(),
+                valid_len: 0,
+                dropped_partial_line: false,
+                needs_newline: false,
+            });
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
@@ -64,18 +69,31 @@ pub fn read_results<T: DeserializeOwned>(path: &Path) -> anyhow::Result<ReadResu
             Err(_) if !terminated => {
                 dropped_partial_line = true;
             }
-            Err(e) => bail!("{}:{line_no}: corrupt record ({e}); remove the line or start a fresh --out directory", path.display()),
+            Err(e) => bail!(
+                "{}:{line_no}: corrupt record ({e}); remove the line or start a fresh --out directory",
+                path.display()
+            ),
         }
         offset = next;
     }
-    Ok(ReadResults { records, valid_len, dropped_partial_line, needs_newline })
+    Ok(ReadResults {
+        records,
+        valid_len,
+        dropped_partial_line,
+        needs_newline,
+    })
 }
 
 /// The (sample id, method) pairs done in an accuracy run's results file: those with a record
 /// that is not a backend error (errors are retried on resume).
 pub fn done_pairs(path: &Path) -> anyhow::Result<HashSet<(usize, Method)>> {
     let read = read_results::<SampleResult>(path)?;
-    Ok(read.records.iter().filter(|r| r.error.is_none()).map(|r| (r.sample_id, r.method)).collect())
+    Ok(read
+        .records
+        .iter()
+        .filter(|r| r.error.is_none())
+        .map(|r| (r.sample_id, r.method))
+        .collect())
 }
 
 /// An append-only results file.
@@ -88,29 +106,47 @@ impl ResultsLog {
     /// Open `path` for appending. Without `resume` the file must not exist or be empty (so two
     /// runs are never mixed by accident). With `resume`, the existing records are returned and
     /// a partial last line is cut off.
-    pub fn open<T: DeserializeOwned>(path: &Path, resume: bool) -> anyhow::Result<(ResultsLog, Vec<T>)> {
+    pub fn open<T: DeserializeOwned>(
+        path: &Path,
+        resume: bool,
+    ) -> anyhow::Result<(ResultsLog, Vec<T>)> {
         let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         if !resume && existing > 0 {
-            bail!("{} already holds results; pass --resume to continue that run, or choose another --out", path.display());
+            bail!(
+                "{} already holds results; pass --resume to continue that run, or choose another --out",
+                path.display()
+            );
         }
         let read = read_results::<T>(path)?;
-        let mut file =
-            OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
         if read.dropped_partial_line {
-            file.set_len(read.valid_len).with_context(|| format!("cannot truncate {}", path.display()))?;
+            file.set_len(read.valid_len)
+                .with_context(|| format!("cannot truncate {}", path.display()))?;
         }
         if read.needs_newline {
             file.write_all(b"\n")?;
             file.flush()?;
         }
-        Ok((ResultsLog { file, path: path.to_path_buf() }, read.records))
+        Ok((
+            ResultsLog {
+                file,
+                path: path.to_path_buf(),
+            },
+            read.records,
+        ))
     }
 
     /// Append one record as a line and flush it to the OS.
     pub fn append<T: Serialize>(&mut self, record: &T) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(record)?;
         line.push(b'\n');
-        self.file.write_all(&line).with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.file
+            .write_all(&line)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
         self.file.flush()?;
         Ok(())
     }
@@ -122,7 +158,8 @@ mod tests {
     use serde_json::{Value, json};
 
     fn temp_file(name: &str, content: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("domino-results-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("domino-results-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("results.jsonl");
         std::fs::write(&path, content).unwrap();
@@ -135,7 +172,10 @@ mod tests {
         let (mut log, records) = ResultsLog::open::<Value>(&path, true).unwrap();
         assert_eq!(records, vec![json!({"a": 1}), json!({"a": 2})]);
         log.append(&json!({"a": 3})).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n"
+        );
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
@@ -145,8 +185,14 @@ mod tests {
         let (mut log, records) = ResultsLog::open::<Value>(&path, true).unwrap();
         assert_eq!(records, vec![json!({"a": 1})]);
         log.append(&json!({"a": 2})).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":2}\n");
-        assert!(ResultsLog::open::<Value>(&path, false).is_err(), "without resume an existing file is refused");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"a\":1}\n{\"a\":2}\n"
+        );
+        assert!(
+            ResultsLog::open::<Value>(&path, false).is_err(),
+            "without resume an existing file is refused"
+        );
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -60,7 +60,11 @@ pub struct RetokenizeReport {
 
 /// Algorithm 3: greedy model-preferred tokens spelling `text` after `prompt` (which must
 /// start with BOS if the model wants one). Returns the tokens and their unmasked logprobs.
-pub fn retokenize(session: &mut Session<'_>, prompt: &[TokenId], text: &[u8]) -> anyhow::Result<(Vec<TokenId>, Vec<f32>)> {
+pub fn retokenize(
+    session: &mut Session<'_>,
+    prompt: &[TokenId],
+    text: &[u8],
+) -> anyhow::Result<(Vec<TokenId>, Vec<f32>)> {
     if prompt.is_empty() {
         bail!("retokenization needs a prompt (at least BOS)");
     }
@@ -75,11 +79,20 @@ pub fn retokenize(session: &mut Session<'_>, prompt: &[TokenId], text: &[u8]) ->
         let logits = session.logits(logits_index);
         let best = vocab
             .text_tokens()
-            .filter(|(t, bytes)| !bytes.is_empty() && rest.starts_with(bytes) && !vocab.is_special(*t))
-            .max_by(|(a, _), (b, _)| logits[a.index()].total_cmp(&logits[b.index()]).then(b.0.cmp(&a.0)))
+            .filter(|(t, bytes)| {
+                !bytes.is_empty() && rest.starts_with(bytes) && !vocab.is_special(*t)
+            })
+            .max_by(|(a, _), (b, _)| {
+                logits[a.index()]
+                    .total_cmp(&logits[b.index()])
+                    .then(b.0.cmp(&a.0))
+            })
             .map(|(t, _)| t);
         let Some(token) = best else {
-            bail!("no vocabulary token spells the text at byte {pos} ({:?}…)", String::from_utf8_lossy(&rest[..rest.len().min(8)]));
+            bail!(
+                "no vocabulary token spells the text at byte {pos} ({:?}…)",
+                String::from_utf8_lossy(&rest[..rest.len().min(8)])
+            );
         };
         logprobs.push(log_softmax_at(logits, token));
         tokens.push(token);
@@ -95,7 +108,10 @@ pub fn retokenize(session: &mut Session<'_>, prompt: &[TokenId], text: &[u8]) ->
 fn tokenization(session: &Session<'_>, tokens: Vec<TokenId>, logprobs: Vec<f32>) -> Tokenization {
     let vocab = session.model().vocabulary();
     Tokenization {
-        pieces: tokens.iter().map(|&t| String::from_utf8_lossy(vocab.bytes(t)).into_owned()).collect(),
+        pieces: tokens
+            .iter()
+            .map(|&t| String::from_utf8_lossy(vocab.bytes(t)).into_owned())
+            .collect(),
         tokens: tokens.iter().map(|t| t.0).collect(),
         perplexity: perplexity(&logprobs),
         logprobs,
@@ -103,20 +119,32 @@ fn tokenization(session: &Session<'_>, tokens: Vec<TokenId>, logprobs: Vec<f32>)
 }
 
 /// Score the tokenizer's and the model's tokenization of `text` after `prompt`.
-pub fn compare(session: &mut Session<'_>, prompt: &str, text: &str) -> anyhow::Result<RetokenizeReport> {
+pub fn compare(
+    session: &mut Session<'_>,
+    prompt: &str,
+    text: &str,
+) -> anyhow::Result<RetokenizeReport> {
     if text.is_empty() {
-        bail!(crate::cli::UsageError("--text is empty: there is nothing to retokenize".into()));
+        bail!(crate::cli::UsageError(
+            "--text is empty: there is nothing to retokenize".into()
+        ));
     }
     let model = session.model();
     let prompt_tokens = model.tokenize(prompt, true, false);
     if prompt_tokens.is_empty() {
-        bail!(crate::cli::UsageError("the prompt is empty and the model adds no BOS token: nothing to condition on".into()));
+        bail!(crate::cli::UsageError(
+            "the prompt is empty and the model adds no BOS token: nothing to condition on".into()
+        ));
     }
     let default_tokens = model.tokenize(text, false, false);
     let default_logprobs = score_continuation(session, &prompt_tokens, &default_tokens)?;
     let (natural_tokens, natural_logprobs) = retokenize(session, &prompt_tokens, text.as_bytes())?;
     Ok(RetokenizeReport {
-        model: model.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        model: model
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         prompt_tokens: prompt_tokens.len(),
         default: tokenization(session, default_tokens, default_logprobs),
         naturalized: tokenization(session, natural_tokens, natural_logprobs),
@@ -124,7 +152,10 @@ pub fn compare(session: &mut Session<'_>, prompt: &str, text: &str) -> anyhow::R
 }
 
 fn render(t: &Tokenization) -> String {
-    t.pieces.iter().map(|p| format!("[{}]", p.escape_debug())).collect()
+    t.pieces
+        .iter()
+        .map(|p| format!("[{}]", p.escape_debug()))
+        .collect()
 }
 
 /// `domino eval retokenize`.
@@ -136,9 +167,21 @@ pub fn run(args: &RetokenizeArgs) -> anyhow::Result<()> {
     match args.format {
         OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
         OutputFormat::Text => {
-            writeln!(out, "model: {}; prompt: {} tokens", report.model, report.prompt_tokens)?;
-            for (name, t) in [("tokenizer", &report.default), ("model-preferred", &report.naturalized)] {
-                writeln!(out, "{name}: {} tokens, perplexity {:.2}", t.tokens.len(), t.perplexity)?;
+            writeln!(
+                out,
+                "model: {}; prompt: {} tokens",
+                report.model, report.prompt_tokens
+            )?;
+            for (name, t) in [
+                ("tokenizer", &report.default),
+                ("model-preferred", &report.naturalized),
+            ] {
+                writeln!(
+                    out,
+                    "{name}: {} tokens, perplexity {:.2}",
+                    t.tokens.len(),
+                    t.perplexity
+                )?;
                 writeln!(out, "  {}", render(t))?;
             }
         }

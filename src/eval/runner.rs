@@ -164,7 +164,11 @@ impl Shard {
 impl std::str::FromStr for Shard {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not a shard: expected I/N with 0 ≤ I < N, e.g. 0/2 and 1/2 for two processes");
+        let bad = || {
+            format!(
+                "`{s}` is not a shard: expected I/N with 0 ≤ I < N, e.g. 0/2 and 1/2 for two processes"
+            )
+        };
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let index: usize = i.trim().parse().map_err(|_| bad())?;
         let count: usize = n.trim().parse().map_err(|_| bad())?;
@@ -194,7 +198,9 @@ pub fn results_path(out_dir: &Path, shard: Option<Shard>) -> PathBuf {
 pub fn results_files(out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut shards = Vec::new();
     if out_dir.is_dir() {
-        for entry in std::fs::read_dir(out_dir).with_context(|| format!("cannot list {}", out_dir.display()))? {
+        for entry in std::fs::read_dir(out_dir)
+            .with_context(|| format!("cannot list {}", out_dir.display()))?
+        {
             let name = entry?.file_name();
             let name = name.to_string_lossy();
             if name.starts_with("results.shard-") && name.ends_with(".jsonl") {
@@ -204,7 +210,11 @@ pub fn results_files(out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     shards.sort();
     let main = out_dir.join("results.jsonl");
-    Ok(if main.exists() { std::iter::once(main).chain(shards).collect() } else { shards })
+    Ok(if main.exists() {
+        std::iter::once(main).chain(shards).collect()
+    } else {
+        shards
+    })
 }
 
 /// The records of every results file of a run directory (see [`results_files`]), except
@@ -294,18 +304,34 @@ pub struct PreparedTask {
 impl PreparedTask {
     /// Load data, template and schema for `task` as `opts` says.
     pub fn load(task: Task, opts: &RunOptions) -> anyhow::Result<PreparedTask> {
-        let test_path = opts.data.clone().unwrap_or_else(|| default_path(task, Split::Test));
-        let train_path = opts.train.clone().unwrap_or_else(|| default_path(task, Split::Train));
+        let test_path = opts
+            .data
+            .clone()
+            .unwrap_or_else(|| default_path(task, Split::Test));
+        let train_path = opts
+            .train
+            .clone()
+            .unwrap_or_else(|| default_path(task, Split::Train));
         let test = Dataset::load(task, &test_path)?;
         let train = Dataset::load(task, &train_path)?;
         let template = match &opts.template {
             Some(p) => Template::load(p)?,
             None => Template::for_task(task)?,
         };
-        let prompt = FewShotPrompt::build(template, &train, opts.shots, opts.seed, opts.json_style)?;
-        let schema_path = opts.schema.clone().unwrap_or_else(|| super::resolve(task.schema_path()));
+        let prompt =
+            FewShotPrompt::build(template, &train, opts.shots, opts.seed, opts.json_style)?;
+        let schema_path = opts
+            .schema
+            .clone()
+            .unwrap_or_else(|| super::resolve(task.schema_path()));
         let scorer = Scorer::new(task, &schema_path)?;
-        Ok(PreparedTask { task, test, prompt, scorer, schema_path })
+        Ok(PreparedTask {
+            task,
+            test,
+            prompt,
+            scorer,
+            schema_path,
+        })
     }
 
     /// Number of samples a run with `limit` evaluates.
@@ -316,20 +342,34 @@ impl PreparedTask {
     /// Prompt and gold answer of test sample `index`.
     pub fn sample(&self, index: usize) -> (usize, String, Gold) {
         match &self.test {
-            Dataset::Gsm8k(v) => (v[index].id, self.prompt.gsm8k_prompt(&v[index]), Gold::Number(v[index].final_answer)),
-            Dataset::Conll(v) => (v[index].id, self.prompt.conll_prompt(&v[index]), Gold::Tags(v[index].tags.clone())),
+            Dataset::Gsm8k(v) => (
+                v[index].id,
+                self.prompt.gsm8k_prompt(&v[index]),
+                Gold::Number(v[index].final_answer),
+            ),
+            Dataset::Conll(v) => (
+                v[index].id,
+                self.prompt.conll_prompt(&v[index]),
+                Gold::Tags(v[index].tags.clone()),
+            ),
         }
     }
 }
 
 /// Run `task` with `backend`, writing `results.jsonl`, `run.json` and the reports into
 /// `out_dir`. Returns the report.
-pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, out_dir: &Path) -> anyhow::Result<TaskReport> {
+pub fn run_task(
+    task: Task,
+    backend: &mut dyn EvalBackend,
+    opts: &RunOptions,
+    out_dir: &Path,
+) -> anyhow::Result<TaskReport> {
     if opts.methods.is_empty() {
         bail!(UsageError("no methods to evaluate".into()));
     }
     let prepared = PreparedTask::load(task, opts)?;
-    std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
 
     let config = RunConfig {
         task,
@@ -354,21 +394,37 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
             out_dir.display()
         );
     }
-    let config = check_or_write_config(&out_dir.join("run.json"), config, opts.resume || !others.is_empty())?;
+    let config = check_or_write_config(
+        &out_dir.join("run.json"),
+        config,
+        opts.resume || !others.is_empty(),
+    )?;
 
     let (mut log, own) = ResultsLog::open::<SampleResult>(&own_path, opts.resume)?;
     let existing: Vec<SampleResult> = own.into_iter().chain(others).collect();
     // A pair whose record is a backend error is not done: resume retries it (the report
     // prefers the retry's record).
-    let done: std::collections::HashSet<(usize, Method)> =
-        existing.iter().filter(|r| r.error.is_none()).map(|r| (r.sample_id, r.method)).collect();
+    let done: std::collections::HashSet<(usize, Method)> = existing
+        .iter()
+        .filter(|r| r.error.is_none())
+        .map(|r| (r.sample_id, r.method))
+        .collect();
 
     let count = prepared.sample_count(opts.limit);
     let in_shard = |index: usize| opts.shard.is_none_or(|s| s.contains(index));
     let shard_samples = (0..count).filter(|&i| in_shard(i)).count();
-    let mut progress = Progress::new((shard_samples * opts.methods.len()) as u64, &opts.methods, opts.progress);
-    let shard_ids: std::collections::HashSet<usize> = (0..count).filter(|&i| in_shard(i)).map(|i| prepared.sample(i).0).collect();
-    for r in existing.iter().filter(|r| r.error.is_none() && shard_ids.contains(&r.sample_id) && opts.methods.contains(&r.method)) {
+    let mut progress = Progress::new(
+        (shard_samples * opts.methods.len()) as u64,
+        &opts.methods,
+        opts.progress,
+    );
+    let shard_ids: std::collections::HashSet<usize> = (0..count)
+        .filter(|&i| in_shard(i))
+        .map(|i| prepared.sample(i).0)
+        .collect();
+    for r in existing.iter().filter(|r| {
+        r.error.is_none() && shard_ids.contains(&r.sample_id) && opts.methods.contains(&r.method)
+    }) {
         progress.record_resumed(r.method, r.correct);
     }
 
@@ -386,7 +442,9 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
                 shared_prefix_len: prepared.prompt.prefix.len(),
                 method,
                 grammar: &prepared.schema_path,
-                max_tokens: opts.max_tokens.unwrap_or_else(|| auto_max_tokens(&prepared.test, index, opts.json_style)),
+                max_tokens: opts
+                    .max_tokens
+                    .unwrap_or_else(|| auto_max_tokens(&prepared.test, index, opts.json_style)),
                 stop: &stop,
                 temperature: opts.temperature,
                 seed: opts.seed.wrapping_add(sample_id as u64),
@@ -394,7 +452,14 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
             let record = match backend.run(&request) {
                 Ok(outcome) => {
                     consecutive_errors[mi] = 0;
-                    score_outcome(&prepared, sample_id, method, &config.prompt_id, &gold, outcome)
+                    score_outcome(
+                        &prepared,
+                        sample_id,
+                        method,
+                        &config.prompt_id,
+                        &gold,
+                        outcome,
+                    )
                 }
                 Err(err) => {
                     consecutive_errors[mi] += 1;
@@ -414,7 +479,12 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
     }
     progress.finish();
     // With shards, others may still be running: report what every method has finished.
-    let finished = complete_prefix(&prepared, &read_run_records(out_dir, None)?, &opts.methods, count);
+    let finished = complete_prefix(
+        &prepared,
+        &read_run_records(out_dir, None)?,
+        &opts.methods,
+        count,
+    );
     if finished < count {
         eprintln!(
             "shard {} finished; {finished} of {count} samples are done by every method so far (other shards are still running): \
@@ -428,13 +498,20 @@ pub fn run_task(task: Task, backend: &mut dyn EvalBackend, opts: &RunOptions, ou
 /// How many of the first `count` samples every one of `methods` has a record for: the samples
 /// a report can compare all methods on. A backend error is a record (the report counts it as
 /// a failure; only resume retries it).
-fn complete_prefix(prepared: &PreparedTask, records: &[SampleResult], methods: &[Method], count: usize) -> usize {
-    let done: std::collections::HashSet<(usize, Method)> = records.iter().map(|r| (r.sample_id, r.method)).collect();
-    (0..count).take_while(|&i| {
-        let id = prepared.sample(i).0;
-        methods.iter().all(|&m| done.contains(&(id, m)))
-    })
-    .count()
+fn complete_prefix(
+    prepared: &PreparedTask,
+    records: &[SampleResult],
+    methods: &[Method],
+    count: usize,
+) -> usize {
+    let done: std::collections::HashSet<(usize, Method)> =
+        records.iter().map(|r| (r.sample_id, r.method)).collect();
+    (0..count)
+        .take_while(|&i| {
+            let id = prepared.sample(i).0;
+            methods.iter().all(|&m| done.contains(&(id, m)))
+        })
+        .count()
 }
 
 /// Score a backend outcome into a result record.
@@ -478,7 +555,14 @@ pub fn score_outcome(
     }
 }
 
-fn error_record(task: Task, sample_id: usize, method: Method, prompt_id: &str, gold: &Gold, err: &anyhow::Error) -> SampleResult {
+fn error_record(
+    task: Task,
+    sample_id: usize,
+    method: Method,
+    prompt_id: &str,
+    gold: &Gold,
+    err: &anyhow::Error,
+) -> SampleResult {
     let entities = match gold {
         Gold::Tags(tags) => Some(super::score::entity_counts(None, tags)),
         Gold::Number(_) => None,
@@ -509,11 +593,20 @@ fn error_record(task: Task, sample_id: usize, method: Method, prompt_id: &str, g
 
 /// Write `run.json`, or on resume check it matches (all but the command line) and return the
 /// recorded configuration.
-fn check_or_write_config(path: &Path, config: RunConfig, resume: bool) -> anyhow::Result<RunConfig> {
+fn check_or_write_config(
+    path: &Path,
+    config: RunConfig,
+    resume: bool,
+) -> anyhow::Result<RunConfig> {
     if resume && path.exists() {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let previous: RunConfig = serde_json::from_str(&text).with_context(|| format!("{} is not a run configuration", path.display()))?;
-        let without_command = |c: &RunConfig| RunConfig { command: String::new(), ..c.clone() };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let previous: RunConfig = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a run configuration", path.display()))?;
+        let without_command = |c: &RunConfig| RunConfig {
+            command: String::new(),
+            ..c.clone()
+        };
         if without_command(&previous) != without_command(&config) {
             let old = serde_json::to_string_pretty(&previous)?;
             let new = serde_json::to_string_pretty(&config)?;
@@ -524,13 +617,20 @@ fn check_or_write_config(path: &Path, config: RunConfig, resume: bool) -> anyhow
         }
         return Ok(previous);
     }
-    std::fs::write(path, serde_json::to_string_pretty(&config)? + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(path, serde_json::to_string_pretty(&config)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(config)
 }
 
 /// Compute the report from `results.jsonl` (first `count` samples, the run's methods) and
 /// write `report.md`, `report.json` and the charts.
-pub fn write_task_report(task: Task, opts: &RunOptions, config: &RunConfig, out_dir: &Path, count: usize) -> anyhow::Result<TaskReport> {
+pub fn write_task_report(
+    task: Task,
+    opts: &RunOptions,
+    config: &RunConfig,
+    out_dir: &Path,
+    count: usize,
+) -> anyhow::Result<TaskReport> {
     let all = read_run_records(out_dir, None)?;
     // Sample ids are line indices, increasing with the sample index: the first `count` samples
     // are exactly those with an id below the next sample's id.
@@ -541,11 +641,19 @@ pub fn write_task_report(task: Task, opts: &RunOptions, config: &RunConfig, out_
             prepared.sample(count - 1).0 + 1
         }
     };
-    let mut results: Vec<SampleResult> =
-        all.into_iter().filter(|r| r.task == task && r.sample_id < id_limit && opts.methods.contains(&r.method)).collect();
+    let mut results: Vec<SampleResult> = all
+        .into_iter()
+        .filter(|r| r.task == task && r.sample_id < id_limit && opts.methods.contains(&r.method))
+        .collect();
     // One record per (sample, method): a successful one over a backend error (stable sort keeps
     // file order among equals, so the first success wins).
-    results.sort_by_key(|r| (r.sample_id, opts.methods.iter().position(|m| *m == r.method), r.error.is_some()));
+    results.sort_by_key(|r| {
+        (
+            r.sample_id,
+            opts.methods.iter().position(|m| *m == r.method),
+            r.error.is_some(),
+        )
+    });
     results.dedup_by_key(|r| (r.sample_id, r.method));
     let summaries = summarize(&results, &opts.methods);
     let report = TaskReport::new(task, config, count, summaries)?;
@@ -558,11 +666,21 @@ pub fn write_task_report(task: Task, opts: &RunOptions, config: &RunConfig, out_
 /// Reports every method found in `results.jsonl`, in the order the run used them.
 pub fn rewrite_report(task: Task, opts: &RunOptions, out_dir: &Path) -> anyhow::Result<TaskReport> {
     let config_path = out_dir.join("run.json");
-    let text = std::fs::read_to_string(&config_path)
-        .with_context(|| format!("cannot read {}: is {} a run directory?", config_path.display(), out_dir.display()))?;
-    let config: RunConfig = serde_json::from_str(&text).with_context(|| format!("{} is not a run configuration", config_path.display()))?;
+    let text = std::fs::read_to_string(&config_path).with_context(|| {
+        format!(
+            "cannot read {}: is {} a run directory?",
+            config_path.display(),
+            out_dir.display()
+        )
+    })?;
+    let config: RunConfig = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a run configuration", config_path.display()))?;
     if config.task != task {
-        bail!(UsageError(format!("{} holds a {} run, not {task}", out_dir.display(), config.task)));
+        bail!(UsageError(format!(
+            "{} holds a {} run, not {task}",
+            out_dir.display(),
+            config.task
+        )));
     }
     let records = read_run_records(out_dir, None)?;
     let mut methods: Vec<Method> = Vec::new();

@@ -65,7 +65,11 @@ impl EntityCounts {
     /// F1 (0 when nothing was predicted or nothing is gold, as seqeval reports).
     pub fn f1(&self) -> f64 {
         let (p, r) = (self.precision(), self.recall());
-        if p + r == 0.0 { 0.0 } else { 2.0 * p * r / (p + r) }
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
     }
 }
 
@@ -94,7 +98,11 @@ pub fn entities(tags: &[impl AsRef<str>]) -> Vec<Entity> {
         let continues = prefix == "I" && open.as_ref().is_some_and(|(k, _)| k == kind);
         if !continues {
             if let Some((k, start)) = open.take() {
-                out.push(Entity { kind: k, start, end: i });
+                out.push(Entity {
+                    kind: k,
+                    start,
+                    end: i,
+                });
             }
             if prefix != "O" {
                 open = Some((kind.to_string(), i));
@@ -102,7 +110,11 @@ pub fn entities(tags: &[impl AsRef<str>]) -> Vec<Entity> {
         }
     }
     if let Some((kind, start)) = open {
-        out.push(Entity { kind, start, end: tags.len() });
+        out.push(Entity {
+            kind,
+            start,
+            end: tags.len(),
+        });
     }
     out
 }
@@ -111,12 +123,21 @@ pub fn entities(tags: &[impl AsRef<str>]) -> Vec<Entity> {
 pub fn entity_counts(predicted: Option<&[String]>, gold: &[String]) -> EntityCounts {
     let gold_entities = entities(gold);
     let aligned: Vec<&str> = match predicted {
-        Some(p) => (0..gold.len()).map(|i| p.get(i).map(String::as_str).unwrap_or("O")).collect(),
+        Some(p) => (0..gold.len())
+            .map(|i| p.get(i).map(String::as_str).unwrap_or("O"))
+            .collect(),
         None => vec!["O"; gold.len()],
     };
     let predicted_entities = entities(&aligned);
-    let true_positive = predicted_entities.iter().filter(|e| gold_entities.contains(e)).count();
-    EntityCounts { true_positive: true_positive as u64, predicted: predicted_entities.len() as u64, gold: gold_entities.len() as u64 }
+    let true_positive = predicted_entities
+        .iter()
+        .filter(|e| gold_entities.contains(e))
+        .count();
+    EntityCounts {
+        true_positive: true_positive as u64,
+        predicted: predicted_entities.len() as u64,
+        gold: gold_entities.len() as u64,
+    }
 }
 
 /// The result of scoring one output.
@@ -144,11 +165,23 @@ pub struct Scorer {
 impl Scorer {
     /// Compile the task's schema from `schema_path`.
     pub fn new(task: Task, schema_path: &Path) -> anyhow::Result<Scorer> {
-        let text = std::fs::read_to_string(schema_path).with_context(|| format!("cannot read schema {}", schema_path.display()))?;
-        let schema: Value = serde_json::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}:{}:{}: schema is not valid JSON: {e}", schema_path.display(), e.line(), e.column()))?;
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| anyhow::anyhow!("{}: invalid JSON Schema at {}: {e}", schema_path.display(), e.schema_path()))?;
+        let text = std::fs::read_to_string(schema_path)
+            .with_context(|| format!("cannot read schema {}", schema_path.display()))?;
+        let schema: Value = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}:{}: schema is not valid JSON: {e}",
+                schema_path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let validator = jsonschema::validator_for(&schema).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: invalid JSON Schema at {}: {e}",
+                schema_path.display(),
+                e.schema_path()
+            )
+        })?;
         Ok(Scorer { task, validator })
     }
 
@@ -176,26 +209,48 @@ impl Scorer {
         let well_formed = value.is_some() && schema_error.is_none();
         let (parsed_answer, correct, entities) = match (self.task, gold) {
             (Task::Gsm8k, Gold::Number(g)) => {
-                let answer = value.as_ref().and_then(|v| v.get("answer")).cloned().unwrap_or(Value::Null);
+                let answer = value
+                    .as_ref()
+                    .and_then(|v| v.get("answer"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 let correct = answer.as_f64().is_some_and(|x| numbers_equal(x, *g as f64));
                 (answer, correct, None)
             }
             (Task::Conll, Gold::Tags(gold_tags)) => {
-                let predicted: Option<Vec<Option<String>>> =
-                    value.as_ref().and_then(|v| v.get("tokens")).and_then(Value::as_array).map(|items| {
+                let predicted: Option<Vec<Option<String>>> = value
+                    .as_ref()
+                    .and_then(|v| v.get("tokens"))
+                    .and_then(Value::as_array)
+                    .map(|items| {
                         items
                             .iter()
-                            .map(|item| item.get("tag").and_then(Value::as_str).filter(|t| CONLL_TAGS.contains(t)).map(str::to_string))
+                            .map(|item| {
+                                item.get("tag")
+                                    .and_then(Value::as_str)
+                                    .filter(|t| CONLL_TAGS.contains(t))
+                                    .map(str::to_string)
+                            })
                             .collect()
                     });
-                let correct = predicted
-                    .as_ref()
-                    .is_some_and(|p| p.len() == gold_tags.len() && p.iter().zip(gold_tags).all(|(a, b)| a.as_deref() == Some(b.as_str())));
-                let as_o: Option<Vec<String>> =
-                    predicted.as_ref().map(|p| p.iter().map(|t| t.clone().unwrap_or_else(|| "O".into())).collect());
+                let correct = predicted.as_ref().is_some_and(|p| {
+                    p.len() == gold_tags.len()
+                        && p.iter()
+                            .zip(gold_tags)
+                            .all(|(a, b)| a.as_deref() == Some(b.as_str()))
+                });
+                let as_o: Option<Vec<String>> = predicted.as_ref().map(|p| {
+                    p.iter()
+                        .map(|t| t.clone().unwrap_or_else(|| "O".into()))
+                        .collect()
+                });
                 let counts = entity_counts(as_o.as_deref(), gold_tags);
                 let answer = match predicted {
-                    Some(p) => Value::Array(p.into_iter().map(|t| t.map(Value::String).unwrap_or(Value::Null)).collect()),
+                    Some(p) => Value::Array(
+                        p.into_iter()
+                            .map(|t| t.map(Value::String).unwrap_or(Value::Null))
+                            .collect(),
+                    ),
                     None => Value::Null,
                 };
                 (answer, correct, Some(counts))
@@ -203,7 +258,14 @@ impl Scorer {
             // A gold of the other task's kind: nothing can be correct.
             _ => (Value::Null, false, None),
         };
-        Score { well_formed, correct, parsed_answer, extract_error, schema_error, entities }
+        Score {
+            well_formed,
+            correct,
+            parsed_answer,
+            extract_error,
+            schema_error,
+            entities,
+        }
     }
 }
 
@@ -223,8 +285,20 @@ mod tests {
     #[test]
     fn chunking_follows_seqeval() {
         let e = entities(&tags("B-PER I-PER O I-LOC I-LOC B-ORG B-ORG I-MISC"));
-        let got: Vec<(&str, usize, usize)> = e.iter().map(|e| (e.kind.as_str(), e.start, e.end)).collect();
-        assert_eq!(got, vec![("PER", 0, 2), ("LOC", 3, 5), ("ORG", 5, 6), ("ORG", 6, 7), ("MISC", 7, 8)]);
+        let got: Vec<(&str, usize, usize)> = e
+            .iter()
+            .map(|e| (e.kind.as_str(), e.start, e.end))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("PER", 0, 2),
+                ("LOC", 3, 5),
+                ("ORG", 5, 6),
+                ("ORG", 6, 7),
+                ("MISC", 7, 8)
+            ]
+        );
         assert!(entities(&tags("O O X-PER")).is_empty());
     }
 
@@ -232,9 +306,33 @@ mod tests {
     fn counts_align_by_position() {
         let gold = tags("B-PER I-PER O B-LOC");
         let c = entity_counts(Some(&tags("B-PER I-PER O")), &gold);
-        assert_eq!(c, EntityCounts { true_positive: 1, predicted: 1, gold: 2 });
+        assert_eq!(
+            c,
+            EntityCounts {
+                true_positive: 1,
+                predicted: 1,
+                gold: 2
+            }
+        );
         let c = entity_counts(None, &gold);
-        assert_eq!(c, EntityCounts { true_positive: 0, predicted: 0, gold: 2 });
-        assert!((EntityCounts { true_positive: 1, predicted: 2, gold: 2 }.f1() - 0.5).abs() < 1e-12);
+        assert_eq!(
+            c,
+            EntityCounts {
+                true_positive: 0,
+                predicted: 0,
+                gold: 2
+            }
+        );
+        assert!(
+            (EntityCounts {
+                true_positive: 1,
+                predicted: 2,
+                gold: 2
+            }
+            .f1()
+                - 0.5)
+                .abs()
+                < 1e-12
+        );
     }
 }

@@ -8,7 +8,9 @@
 use std::fmt::Write;
 
 /// Colours of successive series (colour-blind-safe Okabe–Ito palette).
-const PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"];
+const PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+];
 
 /// A grouped bar chart.
 #[derive(Clone, Debug, Default)]
@@ -67,14 +69,22 @@ impl BarChart {
         let (left, right, top, bottom) = (70.0, 20.0, 50.0, 90.0);
         // Wide enough for the bars and for the title (about 8 px per character at 15 px).
         let title_width = self.title.chars().count() as f64 * 8.0;
-        let plot_width = (group_width * group_count as f64).max(300.0).max(title_width - left - right);
+        let plot_width = (group_width * group_count as f64)
+            .max(300.0)
+            .max(title_width - left - right);
         let plot_height = 260.0;
         let width = left + plot_width + right;
         let legend_height = 18.0 * series_count as f64;
         let height = top + plot_height + bottom + legend_height;
 
-        let data_max = self.series.iter().flat_map(|(_, v)| v.iter().flatten().copied()).fold(0.0f64, f64::max);
-        let y_max = self.y_max.unwrap_or_else(|| nice_ceiling(data_max.max(self.reference_line.unwrap_or(0.0)) * 1.1));
+        let data_max = self
+            .series
+            .iter()
+            .flat_map(|(_, v)| v.iter().flatten().copied())
+            .fold(0.0f64, f64::max);
+        let y_max = self.y_max.unwrap_or_else(|| {
+            nice_ceiling(data_max.max(self.reference_line.unwrap_or(0.0)) * 1.1)
+        });
         let y_of = |v: f64| top + plot_height - (v / y_max).clamp(0.0, 1.0) * plot_height;
 
         let mut s = String::new();
@@ -83,13 +93,28 @@ impl BarChart {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="12">"#
         );
         let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(s, r#"<text x="{:.1}" y="24" font-size="15" text-anchor="middle">{}</text>"#, width / 2.0, escape(&self.title));
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="24" font-size="15" text-anchor="middle">{}</text>"#,
+            width / 2.0,
+            escape(&self.title)
+        );
         // Y axis with five ticks.
         for i in 0..=5 {
             let v = y_max * i as f64 / 5.0;
             let y = y_of(v);
-            let _ = writeln!(s, r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##, left + plot_width);
-            let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, trim_number(v));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##,
+                left + plot_width
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                left - 6.0,
+                y + 4.0,
+                trim_number(v)
+            );
         }
         let _ = writeln!(
             s,
@@ -98,7 +123,11 @@ impl BarChart {
             top + plot_height / 2.0,
             escape(&self.y_label)
         );
-        let _ = writeln!(s, r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/>"##, top + plot_height);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/>"##,
+            top + plot_height
+        );
         let _ = writeln!(
             s,
             r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##,
@@ -112,7 +141,9 @@ impl BarChart {
         for (ci, category) in self.categories.iter().enumerate() {
             let gx = offset + ci as f64 * group_width;
             for (si, (series_name, values)) in self.series.iter().enumerate() {
-                let Some(Some(v)) = values.get(ci) else { continue };
+                let Some(Some(v)) = values.get(ci) else {
+                    continue;
+                };
                 let x = gx + si as f64 * bar_width;
                 let y = y_of(*v);
                 let h = top + plot_height - y;
@@ -121,7 +152,10 @@ impl BarChart {
                     r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{}</title></rect>"#,
                     bar_width - 2.0,
                     PALETTE[si % PALETTE.len()],
-                    escape(&format!("{category} — {series_name}: {}", format_value(*v, self.decimals)))
+                    escape(&format!(
+                        "{category} — {series_name}: {}",
+                        format_value(*v, self.decimals)
+                    ))
                 );
                 let _ = writeln!(
                     s,
@@ -151,8 +185,18 @@ impl BarChart {
         // Legend.
         for (si, (name, _)) in self.series.iter().enumerate() {
             let y = top + plot_height + bottom + 18.0 * si as f64;
-            let _ = writeln!(s, r#"<rect x="{left}" y="{:.1}" width="12" height="12" fill="{}"/>"#, y - 10.0, PALETTE[si % PALETTE.len()]);
-            let _ = writeln!(s, r#"<text x="{:.1}" y="{y:.1}">{}</text>"#, left + 18.0, escape(name));
+            let _ = writeln!(
+                s,
+                r#"<rect x="{left}" y="{:.1}" width="12" height="12" fill="{}"/>"#,
+                y - 10.0,
+                PALETTE[si % PALETTE.len()]
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
+                left + 18.0,
+                escape(name)
+            );
         }
         s.push_str("</svg>\n");
         s
@@ -166,7 +210,11 @@ fn format_value(v: f64, decimals: usize) -> String {
 fn trim_number(v: f64) -> String {
     let s = format!("{v:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s.is_empty() { "0".into() } else { s.to_string() }
+    if s.is_empty() {
+        "0".into()
+    } else {
+        s.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -179,7 +227,10 @@ mod tests {
             title: "A & B".into(),
             y_label: "rate".into(),
             categories: vec!["none".into(), "<domino>".into()],
-            series: vec![("accuracy".into(), vec![Some(0.5), None]), ("well-formed".into(), vec![Some(1.0), Some(0.25)])],
+            series: vec![
+                ("accuracy".into(), vec![Some(0.5), None]),
+                ("well-formed".into(), vec![Some(1.0), Some(0.25)]),
+            ],
             y_max: Some(1.0),
             reference_line: Some(1.0),
             decimals: 2,
@@ -187,7 +238,11 @@ mod tests {
         let svg = chart.render();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("A &amp; B") && svg.contains("&lt;domino&gt;"));
-        assert_eq!(svg.matches("<rect x=").count(), 3 + 2, "3 bars + 2 legend boxes");
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            3 + 2,
+            "3 bars + 2 legend boxes"
+        );
         assert!(svg.contains("stroke-dasharray"));
         assert_eq!(nice_ceiling(1.3), 2.0);
         assert_eq!(nice_ceiling(0.77), 1.0);

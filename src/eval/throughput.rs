@@ -68,9 +68,16 @@ pub struct Manifest {
 
 impl Manifest {
     pub fn load(path: &Path) -> anyhow::Result<Manifest> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read throughput manifest {}", path.display()))?;
-        let manifest: Manifest = serde_json::from_str(&text)
-            .map_err(|e| anyhow::anyhow!("{}:{}:{}: invalid throughput manifest: {e}", path.display(), e.line(), e.column()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read throughput manifest {}", path.display()))?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}:{}:{}: invalid throughput manifest: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
         let mut seen = HashSet::new();
         for w in &manifest.workloads {
             if !seen.insert(w.name.as_str()) {
@@ -93,13 +100,30 @@ pub fn workload_prompts(workload: &Workload, seed: u64) -> anyhow::Result<Vec<St
         PromptSource::FewShot { fewshot, questions } => {
             let train = Dataset::load(*fewshot, &default_path(*fewshot, Split::Train))?;
             let test = Dataset::load(*fewshot, &default_path(*fewshot, Split::Test))?;
-            let prompt = FewShotPrompt::build(Template::for_task(*fewshot)?, &train, 5, seed, JsonStyle::Pretty)?;
+            let prompt = FewShotPrompt::build(
+                Template::for_task(*fewshot)?,
+                &train,
+                5,
+                seed,
+                JsonStyle::Pretty,
+            )?;
             if *questions == 0 {
-                bail!("workload `{}`: `questions` must be at least 1", workload.name);
+                bail!(
+                    "workload `{}`: `questions` must be at least 1",
+                    workload.name
+                );
             }
             Ok(match &test {
-                Dataset::Gsm8k(v) => v.iter().take(*questions).map(|s| prompt.gsm8k_prompt(s)).collect(),
-                Dataset::Conll(v) => v.iter().take(*questions).map(|s| prompt.conll_prompt(s)).collect(),
+                Dataset::Gsm8k(v) => v
+                    .iter()
+                    .take(*questions)
+                    .map(|s| prompt.gsm8k_prompt(s))
+                    .collect(),
+                Dataset::Conll(v) => v
+                    .iter()
+                    .take(*questions)
+                    .map(|s| prompt.conll_prompt(s))
+                    .collect(),
             })
         }
     }
@@ -165,7 +189,8 @@ pub struct ThroughputRecord {
 
 impl ThroughputRecord {
     pub fn tokens_per_second(&self) -> Option<f64> {
-        (self.decode_ms > 0.0 && self.generated_tokens > 0).then(|| self.generated_tokens as f64 / (self.decode_ms / 1000.0))
+        (self.decode_ms > 0.0 && self.generated_tokens > 0)
+            .then(|| self.generated_tokens as f64 / (self.decode_ms / 1000.0))
     }
 }
 
@@ -185,8 +210,16 @@ impl Spread {
         }
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Some(Spread { min: v[0], median, max: v[n - 1] })
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            min: v[0],
+            median,
+            max: v[n - 1],
+        })
     }
 }
 
@@ -237,11 +270,16 @@ pub struct ThroughputConfig {
     pub temperature: f32,
 }
 
-fn check_or_write_config(path: &Path, config: &ThroughputConfig, resume: bool) -> anyhow::Result<()> {
+fn check_or_write_config(
+    path: &Path,
+    config: &ThroughputConfig,
+    resume: bool,
+) -> anyhow::Result<()> {
     if resume && path.exists() {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let previous: ThroughputConfig =
-            serde_json::from_str(&text).with_context(|| format!("{} is not a throughput run configuration", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let previous: ThroughputConfig = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a throughput run configuration", path.display()))?;
         if &previous != config {
             bail!(UsageError(format!(
                 "cannot resume: the run in {} used {previous:?}, this one {config:?}",
@@ -250,11 +288,16 @@ fn check_or_write_config(path: &Path, config: &ThroughputConfig, resume: bool) -
         }
         return Ok(());
     }
-    std::fs::write(path, serde_json::to_string_pretty(config)? + "\n").with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, serde_json::to_string_pretty(config)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Aggregate records into summaries, workloads × methods in the given orders.
-pub fn summarize_throughput(records: &[ThroughputRecord], workloads: &[String], methods: &[Method]) -> Vec<ThroughputSummary> {
+pub fn summarize_throughput(
+    records: &[ThroughputRecord],
+    workloads: &[String],
+    methods: &[Method],
+) -> Vec<ThroughputSummary> {
     let mut out = Vec::new();
     for w in workloads {
         let none: BTreeMap<usize, f64> = records
@@ -262,21 +305,34 @@ pub fn summarize_throughput(records: &[ThroughputRecord], workloads: &[String], 
             .filter(|r| &r.workload == w && r.method == Method::None)
             .filter_map(|r| r.tokens_per_second().map(|t| (r.rep, t)))
             .collect();
-        let none_total = total_rate(records.iter().filter(|r| &r.workload == w && r.method == Method::None));
+        let none_total = total_rate(
+            records
+                .iter()
+                .filter(|r| &r.workload == w && r.method == Method::None),
+        );
         for &m in methods {
-            let rows: Vec<&ThroughputRecord> = records.iter().filter(|r| &r.workload == w && r.method == m).collect();
+            let rows: Vec<&ThroughputRecord> = records
+                .iter()
+                .filter(|r| &r.workload == w && r.method == m)
+                .collect();
             if rows.is_empty() {
                 continue;
             }
             let tps: Vec<f64> = rows.iter().filter_map(|r| r.tokens_per_second()).collect();
-            let ratios: Vec<f64> =
-                rows.iter().filter_map(|r| Some(r.tokens_per_second()? / none.get(&r.rep).copied().filter(|x| *x > 0.0)?)).collect();
+            let ratios: Vec<f64> = rows
+                .iter()
+                .filter_map(|r| {
+                    Some(r.tokens_per_second()? / none.get(&r.rep).copied().filter(|x| *x > 0.0)?)
+                })
+                .collect();
             let total = total_rate(rows.iter().copied());
             let tokens: usize = rows.iter().map(|r| r.generated_tokens).sum();
             let interventions: u64 = rows.iter().map(|r| r.interventions as u64).sum();
             // Records written before passes were recorded say 0: no column rather than a wrong one.
-            let measured: Vec<&&ThroughputRecord> = rows.iter().filter(|r| r.error.is_none()).collect();
-            let passes_known = !measured.is_empty() && measured.iter().all(|r| r.forward_passes > 0);
+            let measured: Vec<&&ThroughputRecord> =
+                rows.iter().filter(|r| r.error.is_none()).collect();
+            let passes_known =
+                !measured.is_empty() && measured.iter().all(|r| r.forward_passes > 0);
             let measured_tokens: usize = measured.iter().map(|r| r.generated_tokens).sum();
             let passes: usize = measured.iter().map(|r| r.forward_passes).sum();
             let proposed: usize = measured.iter().map(|r| r.draft_proposed).sum();
@@ -292,7 +348,8 @@ pub fn summarize_throughput(records: &[ThroughputRecord], workloads: &[String], 
                     _ => None,
                 },
                 intervention_rate: (tokens > 0).then(|| interventions as f64 / tokens as f64),
-                passes_per_token: (passes_known && measured_tokens > 0).then(|| passes as f64 / measured_tokens as f64),
+                passes_per_token: (passes_known && measured_tokens > 0)
+                    .then(|| passes as f64 / measured_tokens as f64),
                 draft_acceptance: (proposed > 0).then(|| accepted as f64 / proposed as f64),
                 errors: rows.iter().filter(|r| r.error.is_some()).count(),
             });
@@ -302,7 +359,9 @@ pub fn summarize_throughput(records: &[ThroughputRecord], workloads: &[String], 
 }
 
 fn total_rate<'a>(rows: impl Iterator<Item = &'a ThroughputRecord>) -> Option<f64> {
-    let (t, ms) = rows.fold((0usize, 0f64), |(t, ms), r| (t + r.generated_tokens, ms + r.decode_ms));
+    let (t, ms) = rows.fold((0usize, 0f64), |(t, ms), r| {
+        (t + r.generated_tokens, ms + r.decode_ms)
+    });
     (ms > 0.0 && t > 0).then(|| t as f64 / (ms / 1000.0))
 }
 
@@ -321,12 +380,18 @@ pub fn run_throughput(
     let warmup = opts.warmup.unwrap_or(manifest.warmup);
     let max_tokens = opts.max_tokens.unwrap_or(manifest.max_tokens);
     let temperature = opts.temperature.unwrap_or(manifest.temperature);
-    let workloads: Vec<&Workload> =
-        manifest.workloads.iter().filter(|w| opts.workloads.is_empty() || opts.workloads.contains(&w.name)).collect();
+    let workloads: Vec<&Workload> = manifest
+        .workloads
+        .iter()
+        .filter(|w| opts.workloads.is_empty() || opts.workloads.contains(&w.name))
+        .collect();
     for name in &opts.workloads {
         if !manifest.workloads.iter().any(|w| &w.name == name) {
             let known: Vec<&str> = manifest.workloads.iter().map(|w| w.name.as_str()).collect();
-            bail!(UsageError(format!("unknown workload `{name}` (the manifest has {})", known.join(", "))));
+            bail!(UsageError(format!(
+                "unknown workload `{name}` (the manifest has {})",
+                known.join(", ")
+            )));
         }
     }
     // Fail before any generation, not at the first constrained method of the third workload.
@@ -334,16 +399,30 @@ pub fn run_throughput(
         for w in &workloads {
             let grammar = super::resolve(&w.grammar);
             if !grammar.is_file() {
-                bail!("grammar file {} of workload `{}` not found", grammar.display(), w.name);
+                bail!(
+                    "grammar file {} of workload `{}` not found",
+                    grammar.display(),
+                    w.name
+                );
             }
         }
     }
-    std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
-    let config = ThroughputConfig { model: backend.model_name(), seed: opts.seed, warmup, max_tokens, temperature };
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    let config = ThroughputConfig {
+        model: backend.model_name(),
+        seed: opts.seed,
+        warmup,
+        max_tokens,
+        temperature,
+    };
     check_or_write_config(&out_dir.join("throughput_run.json"), &config, opts.resume)?;
     let path = out_dir.join("throughput.jsonl");
     let (mut log, existing) = ResultsLog::open::<ThroughputRecord>(&path, opts.resume)?;
-    let done: HashSet<(String, Method, usize)> = existing.iter().map(|r| (r.workload.clone(), r.method, r.rep)).collect();
+    let done: HashSet<(String, Method, usize)> = existing
+        .iter()
+        .map(|r| (r.workload.clone(), r.method, r.rep))
+        .collect();
 
     let total = (workloads.len() * reps * opts.methods.len()) as u64;
     // No methods: a throughput run has no accuracy to show, only counts and ETA.
@@ -384,7 +463,10 @@ pub fn run_throughput(
                 // a Lark `%ignore`) is not a reason to lose the other methods: its measured
                 // repetitions fail the same way and are reported as errors.
                 if let Err(e) = backend.run(&request) {
-                    eprintln!("warning: warm-up of workload {} with {method} failed: {e:#}", w.name);
+                    eprintln!(
+                        "warning: warm-up of workload {} with {method} failed: {e:#}",
+                        w.name
+                    );
                 }
             }
         }
@@ -447,8 +529,10 @@ pub fn run_throughput(
 
     let records = read_results::<ThroughputRecord>(&path)?.records;
     let names: Vec<String> = workloads.iter().map(|w| w.name.clone()).collect();
-    let records: Vec<ThroughputRecord> =
-        records.into_iter().filter(|r| r.rep < reps && names.contains(&r.workload) && opts.methods.contains(&r.method)).collect();
+    let records: Vec<ThroughputRecord> = records
+        .into_iter()
+        .filter(|r| r.rep < reps && names.contains(&r.workload) && opts.methods.contains(&r.method))
+        .collect();
     let report = ThroughputReport {
         model: backend.model_name(),
         command: opts.command_line.clone(),
@@ -457,7 +541,10 @@ pub fn run_throughput(
         max_tokens,
         temperature,
         seed: opts.seed,
-        workloads: workloads.iter().map(|w| (w.name.clone(), w.title.clone())).collect(),
+        workloads: workloads
+            .iter()
+            .map(|w| (w.name.clone(), w.title.clone()))
+            .collect(),
         summaries: summarize_throughput(&records, &names, &opts.methods),
     };
     write_throughput_report(&report, &opts.methods, out_dir)?;
@@ -499,7 +586,11 @@ pub fn render_throughput_markdown(report: &ThroughputReport, methods: &[Method])
     for (name, title) in &report.workloads {
         let _ = write!(s, "| {title} | {} |", report.model);
         for &m in methods {
-            let cell = report.summaries.iter().find(|x| &x.workload == name && x.method == m).map_or("—".into(), ratio_cell);
+            let cell = report
+                .summaries
+                .iter()
+                .find(|x| &x.workload == name && x.method == m)
+                .map_or("—".into(), ratio_cell);
             let _ = write!(s, " {cell} |");
         }
         let _ = writeln!(s);
@@ -517,11 +608,15 @@ pub fn render_throughput_markdown(report: &ThroughputReport, methods: &[Method])
             x.workload,
             x.method,
             x.reps,
-            x.tokens_per_second.map_or("—".into(), |t| format!("{:.1}", t.median)),
-            x.total_ratio_to_none.map_or("—".into(), |r| format!("{r:.2}×")),
-            x.intervention_rate.map_or("—".into(), |r| format!("{r:.4}")),
+            x.tokens_per_second
+                .map_or("—".into(), |t| format!("{:.1}", t.median)),
+            x.total_ratio_to_none
+                .map_or("—".into(), |r| format!("{r:.2}×")),
+            x.intervention_rate
+                .map_or("—".into(), |r| format!("{r:.4}")),
             x.passes_per_token.map_or("—".into(), |r| format!("{r:.2}")),
-            x.draft_acceptance.map_or("—".into(), |r| format!("{:.0} %", r * 100.0)),
+            x.draft_acceptance
+                .map_or("—".into(), |r| format!("{:.0} %", r * 100.0)),
             x.errors
         );
     }
@@ -533,7 +628,10 @@ pub fn render_throughput_markdown(report: &ThroughputReport, methods: &[Method])
          Drafts accepted: accepted / verified draft tokens."
     );
     if !paper.table3.is_empty() {
-        let _ = writeln!(s, "\n## The paper's Table 3 (Mistral 7B and Llama-2 13B, A100/H100)\n");
+        let _ = writeln!(
+            s,
+            "\n## The paper's Table 3 (Mistral 7B and Llama-2 13B, A100/H100)\n"
+        );
         let _ = write!(s, "| Grammar | Model |");
         for c in &paper.table3_columns {
             let ours = match c.ours.as_deref() {
@@ -548,14 +646,26 @@ pub fn render_throughput_markdown(report: &ThroughputReport, methods: &[Method])
         for r in &paper.table3 {
             let _ = write!(s, "| {} | {} |", r.workload, r.model);
             for c in &paper.table3_columns {
-                let v = r.values.get(&c.name).copied().flatten().map_or("—".into(), |v| format!("{v:.2}×"));
-                let note = if c.ours.as_deref() == Some("accel_ours") { format!(" ({})", r.accel) } else { String::new() };
+                let v = r
+                    .values
+                    .get(&c.name)
+                    .copied()
+                    .flatten()
+                    .map_or("—".into(), |v| format!("{v:.2}×"));
+                let note = if c.ours.as_deref() == Some("accel_ours") {
+                    format!(" ({})", r.accel)
+                } else {
+                    String::new()
+                };
                 let _ = write!(s, " {v}{note} |");
             }
             let _ = writeln!(s);
         }
     }
-    let _ = writeln!(s, "\n![throughput ratio per workload and method](throughput.svg)");
+    let _ = writeln!(
+        s,
+        "\n![throughput ratio per workload and method](throughput.svg)"
+    );
     s
 }
 
@@ -572,7 +682,11 @@ pub fn throughput_chart(report: &ThroughputReport, methods: &[Method]) -> BarCha
                     .workloads
                     .iter()
                     .map(|(n, _)| {
-                        report.summaries.iter().find(|x| &x.workload == n && x.method == m).and_then(|x| x.ratio_to_none.map(|r| r.median))
+                        report
+                            .summaries
+                            .iter()
+                            .find(|x| &x.workload == n && x.method == m)
+                            .and_then(|x| x.ratio_to_none.map(|r| r.median))
                     })
                     .collect();
                 (m.to_string(), values)
@@ -585,13 +699,20 @@ pub fn throughput_chart(report: &ThroughputReport, methods: &[Method]) -> BarCha
 }
 
 /// Write `throughput.md`, `throughput.json` and `throughput.svg`.
-pub fn write_throughput_report(report: &ThroughputReport, methods: &[Method], out_dir: &Path) -> anyhow::Result<()> {
+pub fn write_throughput_report(
+    report: &ThroughputReport,
+    methods: &[Method],
+    out_dir: &Path,
+) -> anyhow::Result<()> {
     let write = |name: &str, text: String| -> anyhow::Result<()> {
         let path: PathBuf = out_dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
     write("throughput.md", render_throughput_markdown(report, methods))?;
-    write("throughput.json", serde_json::to_string_pretty(report)? + "\n")?;
+    write(
+        "throughput.json",
+        serde_json::to_string_pretty(report)? + "\n",
+    )?;
     write("throughput.svg", throughput_chart(report, methods).render())?;
     Ok(())
 }
@@ -602,7 +723,14 @@ mod tests {
 
     #[test]
     fn spread() {
-        assert_eq!(Spread::of(&[3.0, 1.0, 2.0]), Some(Spread { min: 1.0, median: 2.0, max: 3.0 }));
+        assert_eq!(
+            Spread::of(&[3.0, 1.0, 2.0]),
+            Some(Spread {
+                min: 1.0,
+                median: 2.0,
+                max: 3.0
+            })
+        );
         assert_eq!(Spread::of(&[1.0, 4.0]).unwrap().median, 2.5);
         assert_eq!(Spread::of(&[]), None);
     }

@@ -53,13 +53,20 @@ pub enum Expr {
     /// A regular language given as `hir` ∩ every `and` ∖ every `and_not`: always exactly one
     /// terminal (never merged into a larger regular expression), see
     /// [`crate::grammar::ir::Constraints`].
-    Constrained { hir: Hir, constraints: crate::grammar::ir::Constraints },
+    Constrained {
+        hir: Hir,
+        constraints: crate::grammar::ir::Constraints,
+    },
     /// A reference to another rule.
     Ref(RuleId),
     Seq(Vec<Expr>),
     Alt(Vec<Expr>),
     /// `min..=max` repetitions (`max: None` = unbounded).
-    Repeat { expr: Box<Expr>, min: u32, max: Option<u32> },
+    Repeat {
+        expr: Box<Expr>,
+        min: u32,
+        max: Option<u32>,
+    },
 }
 
 #[derive(Clone, Debug)]

@@ -30,7 +30,12 @@ use std::collections::HashMap;
 
 /// Parse GBNF `text` with start rule `start`.
 pub fn parse(text: &str, start: &str) -> Result<GrammarDef, GrammarError> {
-    let mut p = Parser { cur: Cursor::new(text), names: HashMap::new(), slots: Vec::new(), warnings: Vec::new() };
+    let mut p = Parser {
+        cur: Cursor::new(text),
+        names: HashMap::new(),
+        slots: Vec::new(),
+        warnings: Vec::new(),
+    };
     p.grammar()?;
     p.finish(start)
 }
@@ -46,7 +51,12 @@ pub(crate) struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     pub fn new(text: &'a str) -> Self {
-        Cursor { text, pos: 0, line: 1, column: 1 }
+        Cursor {
+            text,
+            pos: 0,
+            line: 1,
+            column: 1,
+        }
     }
     pub fn peek(&self) -> Option<char> {
         self.text[self.pos..].chars().next()
@@ -79,7 +89,10 @@ impl<'a> Cursor<'a> {
         }
     }
     pub fn span(&self) -> Span {
-        Span { line: self.line, column: self.column }
+        Span {
+            line: self.line,
+            column: self.column,
+        }
     }
     pub fn error(&self, message: impl Into<String>) -> GrammarError {
         GrammarError::at(self.line, self.column, message)
@@ -105,7 +118,11 @@ impl Built {
 
 fn check_depth(depth: usize, span: Span) -> Result<usize, GrammarError> {
     if depth > MAX_EXPR_DEPTH {
-        Err(error_at(span, format!("expression nested deeper than {MAX_EXPR_DEPTH} levels")).with_kind(ErrorKind::Limit))
+        Err(error_at(
+            span,
+            format!("expression nested deeper than {MAX_EXPR_DEPTH} levels"),
+        )
+        .with_kind(ErrorKind::Limit))
     } else {
         Ok(depth)
     }
@@ -118,7 +135,10 @@ pub(crate) fn make_seq(mut items: Vec<Built>, span: Span) -> Result<Built, Gramm
         1 => Ok(items.pop().unwrap()),
         _ => {
             let depth = check_depth(1 + items.iter().map(|b| b.depth).max().unwrap_or(0), span)?;
-            Ok(Built { expr: Expr::Seq(items.into_iter().map(|b| b.expr).collect()), depth })
+            Ok(Built {
+                expr: Expr::Seq(items.into_iter().map(|b| b.expr).collect()),
+                depth,
+            })
         }
     }
 }
@@ -129,20 +149,42 @@ pub(crate) fn make_alt(mut alts: Vec<Built>, span: Span) -> Result<Built, Gramma
         return Ok(alts.pop().unwrap());
     }
     let depth = check_depth(1 + alts.iter().map(|b| b.depth).max().unwrap_or(0), span)?;
-    Ok(Built { expr: Expr::Alt(alts.into_iter().map(|b| b.expr).collect()), depth })
+    Ok(Built {
+        expr: Expr::Alt(alts.into_iter().map(|b| b.expr).collect()),
+        depth,
+    })
 }
 
-pub(crate) fn make_repeat(inner: Built, min: u32, max: Option<u32>, span: Span) -> Result<Built, GrammarError> {
+pub(crate) fn make_repeat(
+    inner: Built,
+    min: u32,
+    max: Option<u32>,
+    span: Span,
+) -> Result<Built, GrammarError> {
     if let Some(max) = max {
         if max < min {
-            return Err(error_at(span, format!("repetition {{{min},{max}}}: maximum below minimum")));
+            return Err(error_at(
+                span,
+                format!("repetition {{{min},{max}}}: maximum below minimum"),
+            ));
         }
     }
     if min > MAX_REPEAT || max.is_some_and(|m| m > MAX_REPEAT) {
-        return Err(error_at(span, format!("repetition bound above the limit of {MAX_REPEAT}")).with_kind(ErrorKind::Limit));
+        return Err(error_at(
+            span,
+            format!("repetition bound above the limit of {MAX_REPEAT}"),
+        )
+        .with_kind(ErrorKind::Limit));
     }
     let depth = check_depth(inner.depth + 1, span)?;
-    Ok(Built { expr: Expr::Repeat { expr: Box::new(inner.expr), min, max }, depth })
+    Ok(Built {
+        expr: Expr::Repeat {
+            expr: Box::new(inner.expr),
+            min,
+            max,
+        },
+        depth,
+    })
 }
 
 /// Largest repetition bound accepted (`{m,n}`), so a typo cannot ask for a billion copies.
@@ -150,7 +192,10 @@ pub const MAX_REPEAT: u32 = 100_000;
 
 /// The class of every Unicode scalar value (`.`).
 pub(crate) fn any_char() -> Hir {
-    Hir::class(Class::Unicode(ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)])))
+    Hir::class(Class::Unicode(ClassUnicode::new([ClassUnicodeRange::new(
+        '\0',
+        char::MAX,
+    )])))
 }
 
 /// Is `c` allowed in a GBNF rule name?
@@ -179,7 +224,11 @@ impl<'a> Parser<'a> {
             return i;
         }
         let i = self.slots.len();
-        self.slots.push(Slot { name: name.to_string(), def: None, first_use: span });
+        self.slots.push(Slot {
+            name: name.to_string(),
+            def: None,
+            first_use: span,
+        });
         self.names.insert(name.to_string(), i);
         i
     }
@@ -212,7 +261,12 @@ impl<'a> Parser<'a> {
 
     /// Does a `name ::=` start here? (Ends the current rule.)
     fn at_rule_start(&self) -> bool {
-        let mut probe = Parser { cur: self.cur.clone(), names: HashMap::new(), slots: Vec::new(), warnings: Vec::new() };
+        let mut probe = Parser {
+            cur: self.cur.clone(),
+            names: HashMap::new(),
+            slots: Vec::new(),
+            warnings: Vec::new(),
+        };
         if probe.name().is_none() {
             return false;
         }
@@ -225,11 +279,16 @@ impl<'a> Parser<'a> {
         while self.cur.peek().is_some() {
             let span = self.cur.span();
             let Some(name) = self.name() else {
-                return Err(self.cur.error(format!("expected a rule name, found {:?}", self.cur.peek().unwrap())));
+                return Err(self.cur.error(format!(
+                    "expected a rule name, found {:?}",
+                    self.cur.peek().unwrap()
+                )));
             };
             self.ws();
             if !self.cur.eat("::=") {
-                return Err(self.cur.error(format!("expected `::=` after rule name `{name}`")));
+                return Err(self
+                    .cur
+                    .error(format!("expected `::=` after rule name `{name}`")));
             }
             self.ws();
             let body = self.alternates(0)?;
@@ -306,7 +365,11 @@ impl<'a> Parser<'a> {
         let result = if self.cur.peek() == Some(',') {
             self.cur.bump();
             self.inline_ws();
-            let max = if self.cur.peek().is_some_and(|c| c.is_ascii_digit()) { self.int()? } else { None };
+            let max = if self.cur.peek().is_some_and(|c| c.is_ascii_digit()) {
+                self.int()?
+            } else {
+                None
+            };
             (min.unwrap_or(0), max)
         } else {
             match min {
@@ -340,10 +403,11 @@ impl<'a> Parser<'a> {
         let digits = self.cur.rest_from(start);
         match digits.parse::<u32>() {
             Ok(n) if n <= MAX_REPEAT => Ok(Some(n)),
-            _ => {
-                Err(error_at(span, format!("repetition bound {digits} above the limit of {MAX_REPEAT}"))
-                    .with_kind(ErrorKind::Limit))
-            }
+            _ => Err(error_at(
+                span,
+                format!("repetition bound {digits} above the limit of {MAX_REPEAT}"),
+            )
+            .with_kind(ErrorKind::Limit)),
         }
     }
 
@@ -400,11 +464,17 @@ impl<'a> Parser<'a> {
     /// One possibly escaped character inside a literal or class.
     fn char_or_escape(&mut self, in_class: bool) -> Result<char, GrammarError> {
         let span = self.cur.span();
-        let c = self.cur.bump().ok_or_else(|| self.cur.error("unexpected end of input"))?;
+        let c = self
+            .cur
+            .bump()
+            .ok_or_else(|| self.cur.error("unexpected end of input"))?;
         if c != '\\' {
             return Ok(c);
         }
-        let e = self.cur.bump().ok_or_else(|| error_at(span, "unterminated escape at end of input"))?;
+        let e = self
+            .cur
+            .bump()
+            .ok_or_else(|| error_at(span, "unterminated escape at end of input"))?;
         let hex = |p: &mut Self, n: usize| -> Result<char, GrammarError> {
             let mut v: u32 = 0;
             for _ in 0..n {
@@ -413,10 +483,20 @@ impl<'a> Parser<'a> {
                         p.cur.bump();
                         v = v * 16 + d;
                     }
-                    None => return Err(error_at(span, format!("bad escape: `\\{e}` needs {n} hex digits"))),
+                    None => {
+                        return Err(error_at(
+                            span,
+                            format!("bad escape: `\\{e}` needs {n} hex digits"),
+                        ));
+                    }
                 }
             }
-            char::from_u32(v).ok_or_else(|| error_at(span, format!("bad escape: U+{v:X} is not a Unicode scalar value")))
+            char::from_u32(v).ok_or_else(|| {
+                error_at(
+                    span,
+                    format!("bad escape: U+{v:X} is not a Unicode scalar value"),
+                )
+            })
         };
         Ok(match e {
             'n' => '\n',
@@ -459,7 +539,12 @@ impl<'a> Parser<'a> {
         let mut class = ClassUnicode::empty();
         loop {
             match self.cur.peek() {
-                None => return Err(error_at(span, "unterminated character class (expected `]`)")),
+                None => {
+                    return Err(error_at(
+                        span,
+                        "unterminated character class (expected `]`)",
+                    ));
+                }
                 Some(']') => {
                     self.cur.bump();
                     break;
@@ -467,11 +552,16 @@ impl<'a> Parser<'a> {
                 _ => {
                     let lo_span = self.cur.span();
                     let lo = self.char_or_escape(true)?;
-                    let hi = if self.cur.peek() == Some('-') && self.cur.peek_at(1).is_some_and(|c| c != ']') {
+                    let hi = if self.cur.peek() == Some('-')
+                        && self.cur.peek_at(1).is_some_and(|c| c != ']')
+                    {
                         self.cur.bump();
                         let hi = self.char_or_escape(true)?;
                         if hi < lo {
-                            return Err(error_at(lo_span, format!("bad class range {lo:?}-{hi:?}: end before start")));
+                            return Err(error_at(
+                                lo_span,
+                                format!("bad class range {lo:?}-{hi:?}: end before start"),
+                            ));
                         }
                         hi
                     } else {
@@ -488,27 +578,54 @@ impl<'a> Parser<'a> {
     }
 
     fn finish(self, start: &str) -> Result<GrammarDef, GrammarError> {
-        let Parser { slots, names, mut warnings, .. } = self;
+        let Parser {
+            slots,
+            names,
+            mut warnings,
+            ..
+        } = self;
         let Some(&start_slot) = names.get(start) else {
-            return Err(GrammarError::whole(format!("the grammar has no start rule `{start}`")));
+            return Err(GrammarError::whole(format!(
+                "the grammar has no start rule `{start}`"
+            )));
         };
         if slots[start_slot].def.is_none() {
             let u = slots[start_slot].first_use;
-            return Err(error_at(u, format!("the start rule `{start}` is used but never defined")));
+            return Err(error_at(
+                u,
+                format!("the start rule `{start}` is used but never defined"),
+            ));
         }
         // Report the undefined name used first in the text.
-        if let Some(undefined) = slots.iter().filter(|s| s.def.is_none()).min_by_key(|s| (s.first_use.line, s.first_use.column)) {
-            return Err(error_at(undefined.first_use, format!("undefined rule `{}`", undefined.name)));
+        if let Some(undefined) = slots
+            .iter()
+            .filter(|s| s.def.is_none())
+            .min_by_key(|s| (s.first_use.line, s.first_use.column))
+        {
+            return Err(error_at(
+                undefined.first_use,
+                format!("undefined rule `{}`", undefined.name),
+            ));
         }
         let rules = slots
             .into_iter()
             .map(|s| {
                 let (expr, span) = s.def.unwrap();
-                Rule { name: s.name, expr, kind: RuleKind::Syntactic, span }
+                Rule {
+                    name: s.name,
+                    expr,
+                    kind: RuleKind::Syntactic,
+                    span,
+                }
             })
             .collect();
         warnings.shrink_to_fit();
-        Ok(GrammarDef { rules, start: RuleId(start_slot as u32), ignore: Vec::new(), warnings })
+        Ok(GrammarDef {
+            rules,
+            start: RuleId(start_slot as u32),
+            ignore: Vec::new(),
+            warnings,
+        })
     }
 }
 
@@ -529,10 +646,21 @@ mod tests {
 
     #[test]
     fn parses_basic_rules() {
-        let g = parse("root ::= \"a\" b* | [x-z]+\nb ::= (\"c\" | .){2,3}\n", "root").unwrap();
+        let g = parse(
+            "root ::= \"a\" b* | [x-z]+\nb ::= (\"c\" | .){2,3}\n",
+            "root",
+        )
+        .unwrap();
         assert_eq!(g.rules.len(), 2);
         assert!(matches!(rule(&g, "root").expr, Expr::Alt(ref v) if v.len() == 2));
-        assert!(matches!(rule(&g, "b").expr, Expr::Repeat { min: 2, max: Some(3), .. }));
+        assert!(matches!(
+            rule(&g, "b").expr,
+            Expr::Repeat {
+                min: 2,
+                max: Some(3),
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -553,14 +681,27 @@ mod tests {
     #[test]
     fn undefined_rule_is_named_with_position() {
         let e = parse("root ::= \"a\"\n  foo-bar", "root").unwrap_err();
-        assert_eq!(e.location, super::super::Location::LineColumn { line: 2, column: 3 });
+        assert_eq!(
+            e.location,
+            super::super::Location::LineColumn { line: 2, column: 3 }
+        );
         assert!(e.message.contains("foo-bar"), "{e}");
     }
 
     #[test]
     fn token_references_are_a_clear_error() {
-        assert!(parse("root ::= <think> \"a\"", "root").unwrap_err().message.contains("token references"));
-        assert!(parse("root ::= !<[12]>", "root").unwrap_err().message.contains("token references"));
+        assert!(
+            parse("root ::= <think> \"a\"", "root")
+                .unwrap_err()
+                .message
+                .contains("token references")
+        );
+        assert!(
+            parse("root ::= !<[12]>", "root")
+                .unwrap_err()
+                .message
+                .contains("token references")
+        );
     }
 
     #[test]
@@ -571,10 +712,30 @@ mod tests {
 
     #[test]
     fn bad_escape_and_unterminated() {
-        assert!(parse(r#"root ::= "\q""#, "root").unwrap_err().message.contains("bad escape"));
-        assert!(parse("root ::= \"abc", "root").unwrap_err().message.contains("unterminated"));
-        assert!(parse("root ::= [abc", "root").unwrap_err().message.contains("unterminated"));
-        assert!(parse("root ::= (\"a\"", "root").unwrap_err().message.contains("unclosed"));
+        assert!(
+            parse(r#"root ::= "\q""#, "root")
+                .unwrap_err()
+                .message
+                .contains("bad escape")
+        );
+        assert!(
+            parse("root ::= \"abc", "root")
+                .unwrap_err()
+                .message
+                .contains("unterminated")
+        );
+        assert!(
+            parse("root ::= [abc", "root")
+                .unwrap_err()
+                .message
+                .contains("unterminated")
+        );
+        assert!(
+            parse("root ::= (\"a\"", "root")
+                .unwrap_err()
+                .message
+                .contains("unclosed")
+        );
     }
 
     #[test]
@@ -594,14 +755,24 @@ mod tests {
     #[test]
     fn negated_class() {
         let g = parse(r#"root ::= [^"\\a-c]"#, "root").unwrap();
-        let Expr::Regex(h) = &g.rules[0].expr else { panic!() };
+        let Expr::Regex(h) = &g.rules[0].expr else {
+            panic!()
+        };
         let Some(Class::Unicode(c)) = (match h.kind() {
             regex_syntax::hir::HirKind::Class(c) => Some(c.clone()),
             _ => None,
         }) else {
             panic!()
         };
-        assert!(!c.ranges().iter().any(|r| r.start() <= 'b' && 'b' <= r.end()));
-        assert!(c.ranges().iter().any(|r| r.start() <= 'd' && 'd' <= r.end()));
+        assert!(
+            !c.ranges()
+                .iter()
+                .any(|r| r.start() <= 'b' && 'b' <= r.end())
+        );
+        assert!(
+            c.ranges()
+                .iter()
+                .any(|r| r.start() <= 'd' && 'd' <= r.end())
+        );
     }
 }

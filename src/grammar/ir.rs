@@ -68,7 +68,12 @@ impl Constraints {
 impl Terminal {
     /// A terminal without constraints.
     pub fn new(name: String, hir: Hir, literal: Option<Vec<u8>>) -> Self {
-        Terminal { name, hir, literal, constraints: Constraints::default() }
+        Terminal {
+            name,
+            hir,
+            literal,
+            constraints: Constraints::default(),
+        }
     }
 }
 

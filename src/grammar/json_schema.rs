@@ -249,7 +249,10 @@ fn required_only(v: &Value) -> Option<Vec<String>> {
         return None;
     }
     let names = m.get("required")?.as_array()?;
-    names.iter().map(|n| n.as_str().map(str::to_string)).collect()
+    names
+        .iter()
+        .map(|n| n.as_str().map(str::to_string))
+        .collect()
 }
 
 /// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
@@ -260,9 +263,18 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, Gram
         WhitespacePolicy::Flexible => (c.ws(), c.ws()),
         _ => (Expr::Empty, Expr::Empty),
     };
-    let start = c.add_rule("root", Expr::Seq(vec![lead, root_value, trail]), RuleKind::Syntactic)?;
+    let start = c.add_rule(
+        "root",
+        Expr::Seq(vec![lead, root_value, trail]),
+        RuleKind::Syntactic,
+    )?;
     c.drain_refs()?;
-    Ok(GrammarDef { rules: c.rules, start, ignore: Vec::new(), warnings: c.warnings })
+    Ok(GrammarDef {
+        rules: c.rules,
+        start,
+        ignore: Vec::new(),
+        warnings: c.warnings,
+    })
 }
 
 /// A numeric bound: the value and whether it is inclusive.
@@ -343,14 +355,21 @@ fn merge_schemas(a: Value, b: Value) -> Value {
     if is_trivially_true(&b) {
         return a;
     }
-    Value::Object([("allOf".to_string(), Value::Array(vec![a, b]))].into_iter().collect())
+    Value::Object(
+        [("allOf".to_string(), Value::Array(vec![a, b]))]
+            .into_iter()
+            .collect(),
+    )
 }
 
 fn json_entry(kind: &str, sets: Vec<Value>) -> Value {
     Value::Object(
-        [("kind".to_string(), Value::String(kind.to_string())), ("sets".to_string(), Value::Array(sets))]
-            .into_iter()
-            .collect(),
+        [
+            ("kind".to_string(), Value::String(kind.to_string())),
+            ("sets".to_string(), Value::Array(sets)),
+        ]
+        .into_iter()
+        .collect(),
     )
 }
 
@@ -359,7 +378,10 @@ fn join_ptr(ptr: &str, token: &str) -> String {
 }
 
 fn sanitize(name: &str) -> String {
-    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
     let s = s.trim_matches('-');
     let s: String = s.chars().take(40).collect();
     if s.is_empty() { "value".to_string() } else { s }
@@ -368,7 +390,9 @@ fn sanitize(name: &str) -> String {
 fn is_trivially_true(v: &Value) -> bool {
     match v {
         Value::Bool(b) => *b,
-        Value::Object(m) => m.keys().all(|k| ANNOTATIONS.contains(&k.as_str()) || !is_keyword(k)),
+        Value::Object(m) => m
+            .keys()
+            .all(|k| ANNOTATIONS.contains(&k.as_str()) || !is_keyword(k)),
         _ => false,
     }
 }
@@ -379,8 +403,17 @@ pub(super) fn is_keyword(k: &str) -> bool {
 
 fn as_u64(v: &Value, ptr: &str, kw: &str) -> Result<u64, GrammarError> {
     v.as_u64()
-        .or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15).map(|f| f as u64))
-        .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must be a non-negative integer")))
+        .or_else(|| {
+            v.as_f64()
+                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| {
+            GrammarError::at_pointer(
+                join_ptr(ptr, kw),
+                format!("`{kw}` must be a non-negative integer"),
+            )
+        })
 }
 
 impl<'a> Compiler<'a> {
@@ -405,11 +438,18 @@ impl<'a> Compiler<'a> {
 
     fn add_rule(&mut self, name: &str, expr: Expr, kind: RuleKind) -> Result<RuleId, GrammarError> {
         if self.rules.len() >= MAX_RULES {
-            return Err(GrammarError::whole(format!("schema needs more than {MAX_RULES} grammar rules"))
-                .with_kind(ErrorKind::Limit));
+            return Err(GrammarError::whole(format!(
+                "schema needs more than {MAX_RULES} grammar rules"
+            ))
+            .with_kind(ErrorKind::Limit));
         }
         let id = RuleId(self.rules.len() as u32);
-        self.rules.push(Rule { name: format!("{}-{}", sanitize(name), id.0), expr, kind, span: Span::default() });
+        self.rules.push(Rule {
+            name: format!("{}-{}", sanitize(name), id.0),
+            expr,
+            kind,
+            span: Span::default(),
+        });
         Ok(id)
     }
 
@@ -484,7 +524,9 @@ impl<'a> Compiler<'a> {
         match self.style(d) {
             Style::Flexible => Expr::Seq(vec![Expr::Bytes(b",".to_vec()), self.ws()]),
             Style::Compact => Expr::Bytes(b",".to_vec()),
-            Style::Pretty(d) => Expr::Bytes(format!(",\n{}", "  ".repeat(d as usize + 1)).into_bytes()),
+            Style::Pretty(d) => {
+                Expr::Bytes(format!(",\n{}", "  ".repeat(d as usize + 1)).into_bytes())
+            }
         }
     }
 
@@ -521,14 +563,24 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn unsupported(&mut self, ptr: &str, keyword: &str, msg: impl Into<String>) -> Result<(), GrammarError> {
+    fn unsupported(
+        &mut self,
+        ptr: &str,
+        keyword: &str,
+        msg: impl Into<String>,
+    ) -> Result<(), GrammarError> {
         let msg = msg.into();
         let at = join_ptr(ptr, keyword);
         if self.opts.lenient {
-            self.warnings.push(format!("ignored unsupported `{keyword}` at {at}: {msg}"));
+            self.warnings
+                .push(format!("ignored unsupported `{keyword}` at {at}: {msg}"));
             Ok(())
         } else {
-            Err(GrammarError::unsupported(at, keyword, format!("unsupported `{keyword}`: {msg}")))
+            Err(GrammarError::unsupported(
+                at,
+                keyword,
+                format!("unsupported `{keyword}`: {msg}"),
+            ))
         }
     }
 
@@ -541,10 +593,19 @@ impl<'a> Compiler<'a> {
     // -------------------------------------------------------------------------------
 
     /// Resolve a local `$ref` to (canonical pointer, target).
-    pub(crate) fn resolve(&self, reference: &str, ptr: &str) -> Result<(String, &'a Value), GrammarError> {
+    pub(crate) fn resolve(
+        &self,
+        reference: &str,
+        ptr: &str,
+    ) -> Result<(String, &'a Value), GrammarError> {
         let at = join_ptr(ptr, "$ref");
         let mut r = reference;
-        if let Some(id) = self.root.get("$id").or_else(|| self.root.get("id")).and_then(Value::as_str) {
+        if let Some(id) = self
+            .root
+            .get("$id")
+            .or_else(|| self.root.get("id"))
+            .and_then(Value::as_str)
+        {
             let base = id.trim_end_matches('#');
             if !base.is_empty() {
                 if let Some(rest) = r.strip_prefix(base) {
@@ -566,7 +627,10 @@ impl<'a> Compiler<'a> {
         if fragment.is_empty() || fragment.starts_with('/') {
             return match self.root.pointer(&fragment) {
                 Some(v) => Ok((fragment, v)),
-                None => Err(GrammarError::at_pointer(at, format!("`$ref` target `{reference}` does not exist"))),
+                None => Err(GrammarError::at_pointer(
+                    at,
+                    format!("`$ref` target `{reference}` does not exist"),
+                )),
             };
         }
         // A plain-name fragment: an `$anchor` (or draft-6 `$id: "#name"`).
@@ -599,11 +663,18 @@ impl<'a> Compiler<'a> {
                 _ => {}
             }
         }
-        Err(GrammarError::at_pointer(at, format!("`$ref` anchor `{reference}` not found")))
+        Err(GrammarError::at_pointer(
+            at,
+            format!("`$ref` anchor `{reference}` not found"),
+        ))
     }
 
     /// Follow `$ref`s that are the only constraint of their schema; error on a cycle.
-    pub(crate) fn resolve_chain(&self, reference: &str, ptr: &str) -> Result<(String, &'a Value), GrammarError> {
+    pub(crate) fn resolve_chain(
+        &self,
+        reference: &str,
+        ptr: &str,
+    ) -> Result<(String, &'a Value), GrammarError> {
         let (mut p, mut v) = self.resolve(reference, ptr)?;
         let mut seen = vec![p.clone()];
         loop {
@@ -620,12 +691,18 @@ impl<'a> Compiler<'a> {
             if seen.contains(&np) {
                 return Err(GrammarError::at_pointer(
                     join_ptr(ptr, "$ref"),
-                    format!("`$ref` cycle through {} never produces a value", seen.join(" -> ")),
+                    format!(
+                        "`$ref` cycle through {} never produces a value",
+                        seen.join(" -> ")
+                    ),
                 ));
             }
             if seen.len() > 64 {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "$ref"), "`$ref` chain longer than 64")
-                    .with_kind(ErrorKind::Limit));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "$ref"),
+                    "`$ref` chain longer than 64",
+                )
+                .with_kind(ErrorKind::Limit));
             }
             seen.push(np.clone());
             p = np;
@@ -640,7 +717,11 @@ impl<'a> Compiler<'a> {
             return Ok(Expr::Ref(id));
         }
         let name = target.rsplit('/').next().unwrap_or("ref").to_string();
-        let id = self.add_rule(if name.is_empty() { "root-ref" } else { &name }, Expr::Empty, RuleKind::Syntactic)?;
+        let id = self.add_rule(
+            if name.is_empty() { "root-ref" } else { &name },
+            Expr::Empty,
+            RuleKind::Syntactic,
+        )?;
         self.refs.insert(key, id);
         self.pending.push((id, target, d));
         Ok(Expr::Ref(id))
@@ -663,8 +744,11 @@ impl<'a> Compiler<'a> {
     /// for nesting depth `d`.
     fn value(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
         if self.nest >= MAX_SCHEMA_DEPTH {
-            return Err(GrammarError::at_pointer(ptr, format!("subschemas nested deeper than {MAX_SCHEMA_DEPTH}"))
-                .with_kind(ErrorKind::Limit));
+            return Err(GrammarError::at_pointer(
+                ptr,
+                format!("subschemas nested deeper than {MAX_SCHEMA_DEPTH}"),
+            )
+            .with_kind(ErrorKind::Limit));
         }
         self.nest += 1;
         let r = self.value_inner(s, ptr, d);
@@ -678,7 +762,10 @@ impl<'a> Compiler<'a> {
             Value::Bool(false) => return Ok(Self::never()),
             Value::Object(m) => m,
             _ => {
-                return Err(GrammarError::at_pointer(ptr, "a schema must be an object or a boolean"));
+                return Err(GrammarError::at_pointer(
+                    ptr,
+                    "a schema must be an object or a boolean",
+                ));
             }
         };
         // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
@@ -696,7 +783,9 @@ impl<'a> Compiler<'a> {
             if is_trivially_true(n) {
                 return Ok(Self::never());
             }
-            let type_only = n.as_object().filter(|m| m.keys().all(|k| !is_keyword(k) || k == "type"));
+            let type_only = n
+                .as_object()
+                .filter(|m| m.keys().all(|k| !is_keyword(k) || k == "type"));
             if *n == Value::Bool(false) {
                 owned.get_or_insert_with(|| obj.clone()).remove("not");
             } else if let Some(t) = type_only.and_then(|m| m.get("type")) {
@@ -746,12 +835,17 @@ impl<'a> Compiler<'a> {
             Some(m) => m,
             None => obj,
         };
-        let constraining =
-            |m: &Map<String, Value>, skip: &[&str]| m.keys().any(|k| is_keyword(k) && !skip.contains(&k.as_str()));
+        let constraining = |m: &Map<String, Value>, skip: &[&str]| {
+            m.keys()
+                .any(|k| is_keyword(k) && !skip.contains(&k.as_str()))
+        };
 
         if let Some(r) = obj.get("$ref") {
             let Some(r) = r.as_str() else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "$ref"), "`$ref` must be a string"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "$ref"),
+                    "`$ref` must be a string",
+                ));
             };
             if !constraining(obj, &["$ref"]) {
                 return self.ref_rule(r, ptr, d);
@@ -761,7 +855,11 @@ impl<'a> Compiler<'a> {
             let merged = merge::merge_all(
                 self,
                 vec![
-                    Value::Object([("$ref".to_string(), Value::String(r.to_string()))].into_iter().collect()),
+                    Value::Object(
+                        [("$ref".to_string(), Value::String(r.to_string()))]
+                            .into_iter()
+                            .collect(),
+                    ),
                     Value::Object(siblings),
                 ],
                 ptr,
@@ -770,7 +868,10 @@ impl<'a> Compiler<'a> {
         }
         if let Some(all) = obj.get("allOf") {
             let Some(branches) = all.as_array() else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "`allOf` must be an array"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "allOf"),
+                    "`allOf` must be an array",
+                ));
             };
             let mut parts = branches.clone();
             let mut siblings = obj.clone();
@@ -782,10 +883,16 @@ impl<'a> Compiler<'a> {
         for kw in ["anyOf", "oneOf"] {
             let Some(list) = obj.get(kw) else { continue };
             let Some(branches) = list.as_array() else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must be an array")));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, kw),
+                    format!("`{kw}` must be an array"),
+                ));
             };
             if branches.is_empty() {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must not be empty")));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, kw),
+                    format!("`{kw}` must not be empty"),
+                ));
             }
             if let Some(rewritten) = self.presence_rewrite(obj, kw, branches, ptr)? {
                 return self.value(&rewritten, ptr, d);
@@ -846,27 +953,41 @@ impl<'a> Compiler<'a> {
 
         let types = match obj.get("type") {
             None => ty::ALL,
-            Some(Value::String(t)) => ty::from_name(t)
-                .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`")))?,
+            Some(Value::String(t)) => ty::from_name(t).ok_or_else(|| {
+                GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`"))
+            })?,
             Some(Value::Array(ts)) => {
                 let mut set = 0;
                 for t in ts {
                     let name = t.as_str().unwrap_or("");
                     set |= ty::from_name(name).ok_or_else(|| {
-                        GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`"))
+                        GrammarError::at_pointer(
+                            join_ptr(ptr, "type"),
+                            format!("unknown type `{t}`"),
+                        )
                     })?;
                 }
                 set
             }
             Some(_) => {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` must be a string or an array"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "type"),
+                    "`type` must be a string or an array",
+                ));
             }
         };
         if types == 0 {
-            return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "`type` allows no type"));
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "type"),
+                "`type` allows no type",
+            ));
         }
         // Every non-object satisfies `required`, so `not: {required}` only admits objects.
-        let types = if obj.get("not").and_then(required_only).is_some() { types & ty::OBJECT } else { types };
+        let types = if obj.get("not").and_then(required_only).is_some() {
+            types & ty::OBJECT
+        } else {
+            types
+        };
         // `not: {type: ...}` removes those types.
         let types = types & !excluded_types;
         if types == 0 {
@@ -896,7 +1017,11 @@ impl<'a> Compiler<'a> {
         if types & ty::OBJECT != 0 {
             alts.push(self.object(obj, ptr, d)?);
         }
-        Ok(if alts.len() == 1 { alts.pop().unwrap() } else { Expr::Alt(alts) })
+        Ok(if alts.len() == 1 {
+            alts.pop().unwrap()
+        } else {
+            Expr::Alt(alts)
+        })
     }
 
     /// `anyOf`/`oneOf` whose branches only say which properties are required (and give
@@ -917,7 +1042,10 @@ impl<'a> Compiler<'a> {
         let mut forms: Vec<(Vec<String>, Map<String, Value>, bool)> = Vec::new();
         for b in branches {
             let b = match b.get("$ref").and_then(Value::as_str) {
-                Some(r) if b.as_object().is_some_and(|m| m.keys().all(|k| k == "$ref" || !is_keyword(k))) => {
+                Some(r)
+                    if b.as_object()
+                        .is_some_and(|m| m.keys().all(|k| k == "$ref" || !is_keyword(k))) =>
+                {
                     self.resolve_chain(r, ptr)?.1
                 }
                 _ => b,
@@ -925,7 +1053,9 @@ impl<'a> Compiler<'a> {
             let Some(m) = b.as_object() else {
                 return Ok(None);
             };
-            if m.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "required" | "properties" | "type")) {
+            if m.keys()
+                .any(|k| is_keyword(k) && !matches!(k.as_str(), "required" | "properties" | "type"))
+            {
                 return Ok(None);
             }
             let typed_object = match m.get("type") {
@@ -935,10 +1065,11 @@ impl<'a> Compiler<'a> {
             };
             let req = match m.get("required") {
                 None => Vec::new(),
-                Some(r) => match r
-                    .as_array()
-                    .and_then(|a| a.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
-                {
+                Some(r) => match r.as_array().and_then(|a| {
+                    a.iter()
+                        .map(|n| n.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                }) {
                     Some(v) => v,
                     None => return Ok(None),
                 },
@@ -961,23 +1092,34 @@ impl<'a> Compiler<'a> {
         }
         let mut m = obj.clone();
         m.remove(kw);
-        let mut props = m.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
-        let outer_add = m.get("additionalProperties").cloned().filter(|a| !is_trivially_true(a));
+        let mut props = m
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let outer_add = m
+            .get("additionalProperties")
+            .cloned()
+            .filter(|a| !is_trivially_true(a));
         for (_, bp, _) in &forms {
             for (k, s) in bp {
                 let base = props.get(k).cloned().or_else(|| outer_add.clone());
                 let merged = match base {
-                    Some(b) if !is_trivially_true(&b) => {
-                        Value::Object([("allOf".to_string(), Value::Array(vec![b, s.clone()]))].into_iter().collect())
-                    }
+                    Some(b) if !is_trivially_true(&b) => Value::Object(
+                        [("allOf".to_string(), Value::Array(vec![b, s.clone()]))]
+                            .into_iter()
+                            .collect(),
+                    ),
                     _ => s.clone(),
                 };
                 props.insert(k.clone(), merged);
             }
         }
         m.insert("properties".into(), Value::Object(props));
-        let sets: Vec<Value> =
-            forms.iter().map(|(r, _, _)| Value::Array(r.iter().map(|n| Value::String(n.clone())).collect())).collect();
+        let sets: Vec<Value> = forms
+            .iter()
+            .map(|(r, _, _)| Value::Array(r.iter().map(|n| Value::String(n.clone())).collect()))
+            .collect();
         let entry = json_entry(kw, sets);
         match m.get_mut(PRESENCE_KEY) {
             Some(Value::Array(list)) => list.push(entry),
@@ -987,14 +1129,19 @@ impl<'a> Compiler<'a> {
         }
         // Non-objects: valid for every typeless branch, invalid for typed ones.
         let typeless = forms.iter().filter(|f| !f.2).count();
-        let objects_only = if kw == "oneOf" { typeless != 1 } else { typeless == 0 };
+        let objects_only = if kw == "oneOf" {
+            typeless != 1
+        } else {
+            typeless == 0
+        };
         if objects_only {
             let current = match m.get("type") {
                 None => ty::ALL,
                 Some(Value::String(t)) => ty::from_name(t).unwrap_or(0),
-                Some(Value::Array(ts)) => {
-                    ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b)
-                }
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(|t| t.as_str().and_then(ty::from_name))
+                    .fold(0, |a, b| a | b),
                 Some(_) => 0,
             };
             if current & ty::OBJECT == 0 {
@@ -1018,7 +1165,9 @@ impl<'a> Compiler<'a> {
                 b = self.resolve_chain(r, ptr).ok()?.1;
             }
             let m = b.as_object()?;
-            if m.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "enum" | "const")) {
+            if m.keys()
+                .any(|k| is_keyword(k) && !matches!(k.as_str(), "enum" | "const"))
+            {
                 return None;
             }
             let list: Vec<Value> = match (m.get("const"), m.get("enum")) {
@@ -1031,7 +1180,10 @@ impl<'a> Compiler<'a> {
         let mut out = Vec::new();
         for (i, l) in lists.iter().enumerate() {
             for v in l {
-                let elsewhere = lists.iter().enumerate().any(|(j, o)| j != i && o.contains(v));
+                let elsewhere = lists
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && o.contains(v));
                 if !elsewhere && !out.contains(v) {
                     out.push(v.clone());
                 }
@@ -1046,7 +1198,11 @@ impl<'a> Compiler<'a> {
     /// (checked with the `jsonschema` crate) and for the other branches' values outside `E`.
     /// Rewritten as that `anyOf`; `None` for other shapes or when the other branches may
     /// overlap among themselves.
-    fn one_of_with_overlapping_values(&mut self, branches: &[Value], ptr: &str) -> Result<Option<Value>, GrammarError> {
+    fn one_of_with_overlapping_values(
+        &mut self,
+        branches: &[Value],
+        ptr: &str,
+    ) -> Result<Option<Value>, GrammarError> {
         let resolved = |b: &Value| -> Option<Value> {
             match b.get("$ref").and_then(Value::as_str) {
                 Some(r) if b.as_object()?.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
@@ -1057,9 +1213,17 @@ impl<'a> Compiler<'a> {
         };
         let mut enum_branch = None;
         for (i, b) in branches.iter().enumerate() {
-            let Some(t) = resolved(b) else { return Ok(None) };
-            let Some(tm) = t.as_object() else { return Ok(None) };
-            if tm.keys().any(|k| is_keyword(k)) && tm.keys().all(|k| !is_keyword(k) || k == "enum" || k == "const") {
+            let Some(t) = resolved(b) else {
+                return Ok(None);
+            };
+            let Some(tm) = t.as_object() else {
+                return Ok(None);
+            };
+            if tm.keys().any(|k| is_keyword(k))
+                && tm
+                    .keys()
+                    .all(|k| !is_keyword(k) || k == "enum" || k == "const")
+            {
                 if enum_branch.is_some() {
                     return Ok(None);
                 }
@@ -1074,8 +1238,15 @@ impl<'a> Compiler<'a> {
                 enum_branch = Some((i, values));
             }
         }
-        let Some((e, values)) = enum_branch else { return Ok(None) };
-        let others: Vec<Value> = branches.iter().enumerate().filter(|(i, _)| *i != e).map(|(_, b)| b.clone()).collect();
+        let Some((e, values)) = enum_branch else {
+            return Ok(None);
+        };
+        let others: Vec<Value> = branches
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != e)
+            .map(|(_, b)| b.clone())
+            .collect();
         if others.len() > 1 && merge::provably_disjoint(self, &others, ptr).is_err() {
             return Ok(None);
         }
@@ -1094,7 +1265,10 @@ impl<'a> Compiler<'a> {
                         schema.entry(defs).or_insert(d.clone());
                     }
                 }
-                let Ok(validator) = jsonschema::options().should_validate_formats(true).build(&Value::Object(schema)) else {
+                let Ok(validator) = jsonschema::options()
+                    .should_validate_formats(true)
+                    .build(&Value::Object(schema))
+                else {
                     return Ok(None);
                 };
                 shared |= validator.is_valid(v);
@@ -1116,8 +1290,11 @@ impl<'a> Compiler<'a> {
     pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
         self.merge_steps += 1;
         if self.merge_steps > MAX_MERGE_STEPS {
-            return Err(GrammarError::at_pointer(ptr, format!("more than {MAX_MERGE_STEPS} allOf/anyOf merge steps"))
-                .with_kind(ErrorKind::Limit));
+            return Err(GrammarError::at_pointer(
+                ptr,
+                format!("more than {MAX_MERGE_STEPS} allOf/anyOf merge steps"),
+            )
+            .with_kind(ErrorKind::Limit));
         }
         Ok(())
     }
@@ -1166,7 +1343,11 @@ impl<'a> Compiler<'a> {
                 Expr::Seq(vec![
                     lead,
                     member.clone(),
-                    Expr::Repeat { expr: Box::new(Expr::Seq(vec![sep, member])), min: 0, max: None },
+                    Expr::Repeat {
+                        expr: Box::new(Expr::Seq(vec![sep, member])),
+                        min: 0,
+                        max: None,
+                    },
                     trail,
                 ]),
             ]),
@@ -1198,7 +1379,9 @@ impl<'a> Compiler<'a> {
                     if i > 0 {
                         seq.push(self.sep(d));
                     }
-                    seq.push(Expr::Bytes(Value::String(k.clone()).to_string().into_bytes()));
+                    seq.push(Expr::Bytes(
+                        Value::String(k.clone()).to_string().into_bytes(),
+                    ));
                     seq.push(self.colon(d));
                     seq.push(self.literal(item, cd));
                     seq.push(self.after_value(d));
@@ -1209,25 +1392,41 @@ impl<'a> Compiler<'a> {
             }
             Value::Array(_) => {
                 let e = self.empty_inner(d);
-                Expr::Seq(vec![Expr::Bytes(b"[".to_vec()), e, Expr::Bytes(b"]".to_vec())])
+                Expr::Seq(vec![
+                    Expr::Bytes(b"[".to_vec()),
+                    e,
+                    Expr::Bytes(b"]".to_vec()),
+                ])
             }
             Value::Object(_) => {
                 let e = self.empty_inner(d);
-                Expr::Seq(vec![Expr::Bytes(b"{".to_vec()), e, Expr::Bytes(b"}".to_vec())])
+                Expr::Seq(vec![
+                    Expr::Bytes(b"{".to_vec()),
+                    e,
+                    Expr::Bytes(b"}".to_vec()),
+                ])
             }
             scalar => Expr::Bytes(scalar.to_string().into_bytes()),
         }
     }
 
     /// `enum` / `const`: the listed values that also satisfy the schema's other keywords.
-    fn enum_values(&mut self, obj: &Map<String, Value>, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+    fn enum_values(
+        &mut self,
+        obj: &Map<String, Value>,
+        ptr: &str,
+        d: u32,
+    ) -> Result<Expr, GrammarError> {
         let mut values: Vec<Value> = Vec::new();
         if let Some(c) = obj.get("const") {
             values.push(c.clone());
         }
         if let Some(e) = obj.get("enum") {
             let Some(list) = e.as_array() else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "enum"), "`enum` must be an array"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "enum"),
+                    "`enum` must be an array",
+                ));
             };
             if list.len() > MAX_ENUM_VALUES {
                 return Err(GrammarError::at_pointer(
@@ -1255,7 +1454,10 @@ impl<'a> Compiler<'a> {
                 siblings.entry("$defs").or_insert(defs.clone());
             }
             let schema = Value::Object(siblings);
-            match jsonschema::options().should_validate_formats(true).build(&schema) {
+            match jsonschema::options()
+                .should_validate_formats(true)
+                .build(&schema)
+            {
                 Ok(validator) => values.retain(|v| validator.is_valid(v)),
                 Err(e) => {
                     return Err(GrammarError::at_pointer(
@@ -1275,7 +1477,11 @@ impl<'a> Compiler<'a> {
             return Ok(Self::never());
         }
         let alts: Vec<Expr> = values.iter().map(|v| self.literal(v, d)).collect();
-        Ok(if alts.len() == 1 { alts.into_iter().next().unwrap() } else { Expr::Alt(alts) })
+        Ok(if alts.len() == 1 {
+            alts.into_iter().next().unwrap()
+        } else {
+            Expr::Alt(alts)
+        })
     }
 
     // -------------------------------------------------------------------------------
@@ -1284,14 +1490,16 @@ impl<'a> Compiler<'a> {
 
     /// Tightest lower and upper bounds (value, inclusive) from the four bound keywords
     /// (draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` included).
-    fn bounds(obj: &Map<String, Value>, ptr: &str) -> Result<(Option<Bound>, Option<Bound>), GrammarError> {
+    fn bounds(
+        obj: &Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(Option<Bound>, Option<Bound>), GrammarError> {
         let num = |k: &str| -> Result<Option<f64>, GrammarError> {
             match obj.get(k) {
                 None | Some(Value::Bool(_)) => Ok(None),
-                Some(v) => v
-                    .as_f64()
-                    .map(Some)
-                    .ok_or_else(|| GrammarError::at_pointer(join_ptr(ptr, k), format!("`{k}` must be a number"))),
+                Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                    GrammarError::at_pointer(join_ptr(ptr, k), format!("`{k}` must be a number"))
+                }),
             }
         };
         let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
@@ -1326,7 +1534,12 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn number(&mut self, obj: &Map<String, Value>, ptr: &str, integer: bool) -> Result<Expr, GrammarError> {
+    fn number(
+        &mut self,
+        obj: &Map<String, Value>,
+        ptr: &str,
+        integer: bool,
+    ) -> Result<Expr, GrammarError> {
         let (lo, hi) = Self::bounds(obj, ptr)?;
         let mut integer = integer;
         let mut max_frac = None;
@@ -1366,9 +1579,20 @@ impl<'a> Compiler<'a> {
             if multiple.is_empty() {
                 return c.lex(name, p);
             }
-            let and = std::mem::take(&mut multiple).iter().map(|m| lexical::hir(m)).collect();
+            let and = std::mem::take(&mut multiple)
+                .iter()
+                .map(|m| lexical::hir(m))
+                .collect();
             let key = format!("{p}\u{0}{multiple_key}");
-            match c.constrained(name, key, lexical::hir(&p), ir::Constraints { and, and_not: Vec::new() })? {
+            match c.constrained(
+                name,
+                key,
+                lexical::hir(&p),
+                ir::Constraints {
+                    and,
+                    and_not: Vec::new(),
+                },
+            )? {
                 Some(e) => Ok(e),
                 None => {
                     c.unsupported(ptr, "multipleOf", format!("multipleOf with these bounds needs more than {MAX_CONSTRAINED_STATES} automaton states"))?;
@@ -1379,7 +1603,10 @@ impl<'a> Compiler<'a> {
         if let Some(n) = multiple_pow10 {
             return self.lex(
                 "multiple",
-                format!("(?:0|-?[1-9][0-9]{{0,{}}}0{{{n}}})", lexical::MAX_INT_DIGITS as usize - 1 - n),
+                format!(
+                    "(?:0|-?[1-9][0-9]{{0,{}}}0{{{n}}})",
+                    lexical::MAX_INT_DIGITS as usize - 1 - n
+                ),
             );
         }
         // Bounds far outside what the grammar can write are no bounds.
@@ -1387,7 +1614,10 @@ impl<'a> Compiler<'a> {
         let lo = lo.filter(|(x, _)| *x > -far);
         let hi = hi.filter(|(x, _)| *x < far);
         if lo.is_some_and(|(x, _)| x >= far) || hi.is_some_and(|(x, _)| x <= -far) {
-            return Err(GrammarError::at_pointer(ptr, "numeric bounds exclude every number this grammar can write"));
+            return Err(GrammarError::at_pointer(
+                ptr,
+                "numeric bounds exclude every number this grammar can write",
+            ));
         }
         if integer {
             if lo.is_none() && hi.is_none() {
@@ -1398,20 +1628,40 @@ impl<'a> Compiler<'a> {
                 self.unsupported(ptr, "minimum", "integer bounds beyond 1e37")?;
                 return finish(self, "integer", lexical::integer_pattern());
             }
-            let ilo = lo.map(|(x, inc)| if inc { x.ceil() as i128 } else { x.floor() as i128 + 1 });
-            let ihi = hi.map(|(x, inc)| if inc { x.floor() as i128 } else { x.ceil() as i128 - 1 });
+            let ilo = lo.map(|(x, inc)| {
+                if inc {
+                    x.ceil() as i128
+                } else {
+                    x.floor() as i128 + 1
+                }
+            });
+            let ihi = hi.map(|(x, inc)| {
+                if inc {
+                    x.floor() as i128
+                } else {
+                    x.ceil() as i128 - 1
+                }
+            });
             return match lexical::integer_range_pattern(ilo, ihi) {
                 Some(p) => finish(self, "integer-range", p),
-                None => Err(GrammarError::at_pointer(ptr, "no integer satisfies minimum/maximum")),
+                None => Err(GrammarError::at_pointer(
+                    ptr,
+                    "no integer satisfies minimum/maximum",
+                )),
             };
         }
         if lo.is_none() && hi.is_none() && max_frac.is_none() {
             return finish(self, "number", lexical::number_pattern());
         }
-        let dec = |b: Option<(f64, bool)>| b.and_then(|(x, inc)| lexical::Decimal::from_f64(x).map(|d| (d, inc)));
+        let dec = |b: Option<(f64, bool)>| {
+            b.and_then(|(x, inc)| lexical::Decimal::from_f64(x).map(|d| (d, inc)))
+        };
         match lexical::number_range_pattern(dec(lo), dec(hi), max_frac) {
             Some(p) => finish(self, "number-range", p),
-            None => Err(GrammarError::at_pointer(ptr, "no number satisfies the numeric bounds")),
+            None => Err(GrammarError::at_pointer(
+                ptr,
+                "no number satisfies the numeric bounds",
+            )),
         }
     }
 
@@ -1420,17 +1670,30 @@ impl<'a> Compiler<'a> {
     // -------------------------------------------------------------------------------
 
     fn string(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Expr, GrammarError> {
-        let min = obj.get("minLength").map(|v| as_u64(v, ptr, "minLength")).transpose()?;
-        let max = obj.get("maxLength").map(|v| as_u64(v, ptr, "maxLength")).transpose()?;
+        let min = obj
+            .get("minLength")
+            .map(|v| as_u64(v, ptr, "minLength"))
+            .transpose()?;
+        let max = obj
+            .get("maxLength")
+            .map(|v| as_u64(v, ptr, "maxLength"))
+            .transpose()?;
         // `not: {enum: [...]}` of strings: every encoding of those strings is excluded.
         let and_not: Vec<Hir> = match obj.get("not").and_then(excluded_strings) {
             Some(words) if !words.is_empty() => {
-                let alts = words.iter().map(|w| lexical::literal_any_encoding(w)).collect();
+                let alts = words
+                    .iter()
+                    .map(|w| lexical::literal_any_encoding(w))
+                    .collect();
                 vec![quoted(Hir::alternation(alts))]
             }
             _ => Vec::new(),
         };
-        let exclusion_key = if and_not.is_empty() { String::new() } else { format!(":not:{}", obj["not"]) };
+        let exclusion_key = if and_not.is_empty() {
+            String::new()
+        } else {
+            format!(":not:{}", obj["not"])
+        };
         if let (Some(a), Some(b)) = (min, max) {
             if a > b {
                 return Err(GrammarError::at_pointer(
@@ -1443,7 +1706,10 @@ impl<'a> Compiler<'a> {
             None => None,
             Some(Value::String(p)) => Some(p.clone()),
             Some(_) => {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "pattern"), "`pattern` must be a string"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "pattern"),
+                    "`pattern` must be a string",
+                ));
             }
         };
         let mut format = match obj.get("format") {
@@ -1459,7 +1725,11 @@ impl<'a> Compiler<'a> {
             }
         }
         // `format` together with `pattern`: the string must match both (an intersection).
-        let format_and = if pattern.is_some() { format.take() } else { None };
+        let format_and = if pattern.is_some() {
+            format.take()
+        } else {
+            None
+        };
 
         let decoded: Option<(Hir, &str)> = if let Some(p) = &pattern {
             let translated = match lexical::translate_ecma(p) {
@@ -1469,7 +1739,10 @@ impl<'a> Compiler<'a> {
                     return self.generic_string(min, max, ptr);
                 }
             };
-            let parsed = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&translated);
+            let parsed = regex_syntax::ParserBuilder::new()
+                .nest_limit(100)
+                .build()
+                .parse(&translated);
             match parsed {
                 Ok(h) => {
                     let any = lexical::hir("(?s:.)*");
@@ -1485,12 +1758,18 @@ impl<'a> Compiler<'a> {
                     Some((h, "pattern"))
                 }
                 Err(e) => {
-                    self.unsupported(ptr, "pattern", format!("pattern `{p}` does not parse as a regex: {e}"))?;
+                    self.unsupported(
+                        ptr,
+                        "pattern",
+                        format!("pattern `{p}` does not parse as a regex: {e}"),
+                    )?;
                     return self.generic_string(min, max, ptr);
                 }
             }
         } else {
-            format.as_ref().map(|f| (lexical::hir(&lexical::format_pattern(f).unwrap()), "format"))
+            format
+                .as_ref()
+                .map(|f| (lexical::hir(&lexical::format_pattern(f).unwrap()), "format"))
         };
         let Some((h, kw)) = decoded else {
             if !and_not.is_empty() {
@@ -1507,7 +1786,9 @@ impl<'a> Compiler<'a> {
         );
         let mut and = Vec::new();
         if let Some(f) = &format_and {
-            and.push(quoted(lexical::encode_for_json_string(&lexical::hir(&lexical::format_pattern(f).unwrap()))));
+            and.push(quoted(lexical::encode_for_json_string(&lexical::hir(
+                &lexical::format_pattern(f).unwrap(),
+            ))));
         }
         // Length bounds on a pattern/format: nothing to do when the regex already implies
         // them, a rewrite of the regex when its one variable part is a repeated
@@ -1525,7 +1806,10 @@ impl<'a> Compiler<'a> {
                     if bound > MAX_CONSTRAINED_STATES as u64 {
                         too_long = true;
                     } else {
-                        and.push(lexical::hir(&lexical::string_pattern(min.unwrap_or(0), max)));
+                        and.push(lexical::hir(&lexical::string_pattern(
+                            min.unwrap_or(0),
+                            max,
+                        )));
                     }
                     h
                 }
@@ -1538,7 +1822,11 @@ impl<'a> Compiler<'a> {
             return self.lex_hir(kw, key, full);
         }
         let constraints = ir::Constraints { and, and_not };
-        let built = if too_long { None } else { self.constrained(kw, key.clone(), full.clone(), constraints)? };
+        let built = if too_long {
+            None
+        } else {
+            self.constrained(kw, key.clone(), full.clone(), constraints)?
+        };
         match built {
             Some(e) => Ok(e),
             None if format_and.is_none() && split.is_some() && exclusion_key.is_empty() => {
@@ -1560,8 +1848,13 @@ impl<'a> Compiler<'a> {
                         continue;
                     }
                     let and = vec![lexical::hir(&lexical::string_pattern(lo, Some(cap)))];
-                    let constraints = ir::Constraints { and, and_not: Vec::new() };
-                    if let Some(e) = self.constrained(kw, format!("{key}:cap{cap}"), full.clone(), constraints)? {
+                    let constraints = ir::Constraints {
+                        and,
+                        and_not: Vec::new(),
+                    };
+                    if let Some(e) =
+                        self.constrained(kw, format!("{key}:cap{cap}"), full.clone(), constraints)?
+                    {
                         self.warnings.push(format!(
                             "at {}: `format` with maxLength {}: strings longer than {cap} characters are not generated (a subset of the valid strings)",
                             if ptr.is_empty() { "/" } else { ptr },
@@ -1590,7 +1883,11 @@ impl<'a> Compiler<'a> {
                     feature,
                     format!(
                         "`{kw}` with {} has more than {MAX_CONSTRAINED_STATES} automaton states",
-                        if format_and.is_some() { "`format`" } else { "length bounds" }
+                        if format_and.is_some() {
+                            "`format`"
+                        } else {
+                            "length bounds"
+                        }
                     ),
                 )?;
                 self.lex_hir(kw, key, full)
@@ -1609,12 +1906,24 @@ impl<'a> Compiler<'a> {
     ) -> Result<Expr, GrammarError> {
         let (lo, hi) = (min.unwrap_or(0), max);
         if lo > STRING_BLOCK || hi.is_some_and(|m| m > STRING_BLOCK) {
-            self.unsupported(ptr, "not", format!("`not` with strings longer than {STRING_BLOCK} characters"))?;
+            self.unsupported(
+                ptr,
+                "not",
+                format!("`not` with strings longer than {STRING_BLOCK} characters"),
+            )?;
             return self.generic_string(min, max, ptr);
         }
         let hir = lexical::hir(&lexical::string_pattern(lo, hi));
         let key = format!("string:{lo}:{hi:?}{exclusion_key}");
-        match self.constrained("string", key, hir, ir::Constraints { and: Vec::new(), and_not })? {
+        match self.constrained(
+            "string",
+            key,
+            hir,
+            ir::Constraints {
+                and: Vec::new(),
+                and_not,
+            },
+        )? {
             Some(e) => Ok(e),
             None => {
                 self.unsupported(ptr, "not", format!("the excluded strings need more than {MAX_CONSTRAINED_STATES} automaton states"))?;
@@ -1642,7 +1951,11 @@ impl<'a> Compiler<'a> {
             Err(e) if e == "the terminal matches nothing" => return Ok(Some(Self::never())),
             Err(_) => return Ok(None),
         }
-        let id = self.add_rule(name, Expr::Constrained { hir, constraints }, RuleKind::Syntactic)?;
+        let id = self.add_rule(
+            name,
+            Expr::Constrained { hir, constraints },
+            RuleKind::Syntactic,
+        )?;
         self.lexical.insert(key, id);
         Ok(Some(Expr::Ref(id)))
     }
@@ -1650,11 +1963,18 @@ impl<'a> Compiler<'a> {
     /// A string with only length bounds. Up to [`STRING_BLOCK`] characters it is one terminal;
     /// longer maxima are `"` FULL^k PART `"` with FULL exactly `STRING_BLOCK` characters and
     /// PART shorter (unambiguous, exact).
-    fn generic_string(&mut self, min: Option<u64>, max: Option<u64>, ptr: &str) -> Result<Expr, GrammarError> {
+    fn generic_string(
+        &mut self,
+        min: Option<u64>,
+        max: Option<u64>,
+        ptr: &str,
+    ) -> Result<Expr, GrammarError> {
         let min = min.unwrap_or(0);
         match max {
             None if min <= STRING_BLOCK => self.lex("string", lexical::string_pattern(min, None)),
-            Some(m) if m <= STRING_BLOCK => self.lex("string", lexical::string_pattern(min, Some(m))),
+            Some(m) if m <= STRING_BLOCK => {
+                self.lex("string", lexical::string_pattern(min, Some(m)))
+            }
             _ => {
                 if min >= STRING_BLOCK {
                     self.unsupported(
@@ -1662,18 +1982,31 @@ impl<'a> Compiler<'a> {
                         "minLength",
                         format!("minLength above {STRING_BLOCK} with a long or absent maxLength"),
                     )?;
-                    return self.lex("string", lexical::string_pattern(0, max.map(|m| m.min(STRING_BLOCK))));
+                    return self.lex(
+                        "string",
+                        lexical::string_pattern(0, max.map(|m| m.min(STRING_BLOCK))),
+                    );
                 }
                 let unit = lexical::string_unit_pattern();
                 let b = STRING_BLOCK;
                 let full = self.lex("string-block", format!("{unit}{{{b}}}"))?;
-                let part = |c: &mut Self, lo: u64, hi: u64| c.lex("string-part", format!("{unit}{{{lo},{hi}}}"));
+                let part = |c: &mut Self, lo: u64, hi: u64| {
+                    c.lex("string-part", format!("{unit}{{{lo},{hi}}}"))
+                };
                 let q = Expr::Bytes(b"\"".to_vec());
-                let mut alts = vec![Expr::Seq(vec![q.clone(), part(self, min, b - 1)?, q.clone()])];
+                let mut alts = vec![Expr::Seq(vec![
+                    q.clone(),
+                    part(self, min, b - 1)?,
+                    q.clone(),
+                ])];
                 match max {
                     None => alts.push(Expr::Seq(vec![
                         q.clone(),
-                        Expr::Repeat { expr: Box::new(full), min: 1, max: None },
+                        Expr::Repeat {
+                            expr: Box::new(full),
+                            min: 1,
+                            max: None,
+                        },
                         part(self, 0, b - 1)?,
                         q.clone(),
                     ])),
@@ -1683,14 +2016,22 @@ impl<'a> Compiler<'a> {
                         if k >= 2 {
                             alts.push(Expr::Seq(vec![
                                 q.clone(),
-                                Expr::Repeat { expr: Box::new(full.clone()), min: 1, max: Some((k - 1) as u32) },
+                                Expr::Repeat {
+                                    expr: Box::new(full.clone()),
+                                    min: 1,
+                                    max: Some((k - 1) as u32),
+                                },
                                 part(self, 0, b - 1)?,
                                 q.clone(),
                             ]));
                         }
                         alts.push(Expr::Seq(vec![
                             q.clone(),
-                            Expr::Repeat { expr: Box::new(full), min: k as u32, max: Some(k as u32) },
+                            Expr::Repeat {
+                                expr: Box::new(full),
+                                min: k as u32,
+                                max: Some(k as u32),
+                            },
                             part(self, 0, r)?,
                             q,
                         ]));
@@ -1707,8 +2048,15 @@ impl<'a> Compiler<'a> {
     // -------------------------------------------------------------------------------
 
     fn array(&mut self, obj: &Map<String, Value>, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
-        let mut min = obj.get("minItems").map(|v| as_u64(v, ptr, "minItems")).transpose()?.unwrap_or(0);
-        let mut max = obj.get("maxItems").map(|v| as_u64(v, ptr, "maxItems")).transpose()?;
+        let mut min = obj
+            .get("minItems")
+            .map(|v| as_u64(v, ptr, "minItems"))
+            .transpose()?
+            .unwrap_or(0);
+        let mut max = obj
+            .get("maxItems")
+            .map(|v| as_u64(v, ptr, "maxItems"))
+            .transpose()?;
         if max.is_some_and(|m| min > m) {
             return Err(GrammarError::at_pointer(
                 join_ptr(ptr, "minItems"),
@@ -1727,11 +2075,23 @@ impl<'a> Compiler<'a> {
                 (_, Some(Value::Array(p))) => (
                     p.clone(),
                     join_ptr(ptr, "items"),
-                    obj.get("additionalItems").cloned().unwrap_or(true_schema.clone()),
+                    obj.get("additionalItems")
+                        .cloned()
+                        .unwrap_or(true_schema.clone()),
                     join_ptr(ptr, "additionalItems"),
                 ),
-                (_, Some(items)) => (Vec::new(), String::new(), items.clone(), join_ptr(ptr, "items")),
-                (_, None) => (Vec::new(), String::new(), true_schema.clone(), join_ptr(ptr, "items")),
+                (_, Some(items)) => (
+                    Vec::new(),
+                    String::new(),
+                    items.clone(),
+                    join_ptr(ptr, "items"),
+                ),
+                (_, None) => (
+                    Vec::new(),
+                    String::new(),
+                    true_schema.clone(),
+                    join_ptr(ptr, "items"),
+                ),
             };
         let m = prefix.len() as u64;
         let rest_allowed = rest != Value::Bool(false);
@@ -1745,7 +2105,11 @@ impl<'a> Compiler<'a> {
             }
         }
         if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
-            self.unsupported(ptr, "uniqueItems", "uniqueItems is compiled only when at most one item is allowed")?;
+            self.unsupported(
+                ptr,
+                "uniqueItems",
+                "uniqueItems is compiled only when at most one item is allowed",
+            )?;
         }
         if max == Some(0) {
             min = 0;
@@ -1753,7 +2117,11 @@ impl<'a> Compiler<'a> {
         let cd = self.child(d);
         let after = self.after_value(d);
         let mut prefix_items = Vec::with_capacity(prefix.len());
-        for (i, p) in prefix.iter().enumerate().take(max.unwrap_or(u64::MAX).min(m) as usize) {
+        for (i, p) in prefix
+            .iter()
+            .enumerate()
+            .take(max.unwrap_or(u64::MAX).min(m) as usize)
+        {
             let v = self.value(p, &join_ptr(&prefix_ptr, &i.to_string()), cd)?;
             let v = self.shared("item", v)?;
             prefix_items.push(Expr::Seq(vec![v, after.clone()]));
@@ -1808,23 +2176,39 @@ impl<'a> Compiler<'a> {
             } else {
                 tail
             };
-            alts.push(Expr::Seq(vec![pre(i), prefix_items[i as usize].clone(), tail_rule]));
+            alts.push(Expr::Seq(vec![
+                pre(i),
+                prefix_items[i as usize].clone(),
+                tail_rule,
+            ]));
             tail = Expr::Alt(alts);
         }
-        Ok(Expr::Seq(vec![Expr::Bytes(b"[".to_vec()), tail, Expr::Bytes(b"]".to_vec())]))
+        Ok(Expr::Seq(vec![
+            Expr::Bytes(b"[".to_vec()),
+            tail,
+            Expr::Bytes(b"]".to_vec()),
+        ]))
     }
 
     // -------------------------------------------------------------------------------
     // Objects
     // -------------------------------------------------------------------------------
 
-    fn object(&mut self, obj: &Map<String, Value>, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+    fn object(
+        &mut self,
+        obj: &Map<String, Value>,
+        ptr: &str,
+        d: u32,
+    ) -> Result<Expr, GrammarError> {
         let empty_map = Map::new();
         let props = match obj.get("properties") {
             None => &empty_map,
             Some(Value::Object(p)) => p,
             Some(_) => {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, "properties"), "`properties` must be an object"));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "properties"),
+                    "`properties` must be an object",
+                ));
             }
         };
         // Schema dependencies of the form {properties, required}: the property schemas are
@@ -1834,7 +2218,10 @@ impl<'a> Compiler<'a> {
         if let Some(Value::Object(deps)) = obj.get("dependencies") {
             for (a, v) in deps {
                 let Some(dm) = v.as_object() else { continue };
-                if dm.keys().any(|k| is_keyword(k) && k != "properties" && k != "required") {
+                if dm
+                    .keys()
+                    .any(|k| is_keyword(k) && k != "properties" && k != "required")
+                {
                     continue;
                 }
                 let Some(Value::Object(dp)) = dm.get("properties") else {
@@ -1861,7 +2248,10 @@ impl<'a> Compiler<'a> {
         let props = props_owned.as_ref().unwrap_or(props);
         let required: Vec<String> = match obj.get("required") {
             None => Vec::new(),
-            Some(Value::Array(r)) => r.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+            Some(Value::Array(r)) => r
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
             // Draft-3 style `required: true` on a property: not a draft-4+ keyword form.
             Some(_) => Vec::new(),
         };
@@ -1883,9 +2273,16 @@ impl<'a> Compiler<'a> {
         let pp_ptr = join_ptr(ptr, "patternProperties");
         let mut matchers = Vec::with_capacity(patterns.len());
         for (p, _) in &patterns {
-            let re = |p: &str| lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            let re = |p: &str| {
+                lexical::translate_ecma(p)
+                    .ok()
+                    .and_then(|t| regex_automata::meta::Regex::new(&t).ok())
+            };
             let m = match lexical::split_leading_negative_lookahead(p) {
-                Some((neg, pos)) => re(&pos).zip(re(&neg)).map(|(pos, neg)| KeyMatcher { pos, neg: Some(neg) }),
+                Some((neg, pos)) => re(&pos).zip(re(&neg)).map(|(pos, neg)| KeyMatcher {
+                    pos,
+                    neg: Some(neg),
+                }),
                 None => re(p).map(|pos| KeyMatcher { pos, neg: None }),
             };
             match m {
@@ -1911,9 +2308,18 @@ impl<'a> Compiler<'a> {
             let s = if schemas.len() == 1 {
                 schemas.pop().unwrap()
             } else {
-                Value::Object([("allOf".to_string(), Value::Array(schemas))].into_iter().collect())
+                Value::Object(
+                    [("allOf".to_string(), Value::Array(schemas))]
+                        .into_iter()
+                        .collect(),
+                )
             };
-            named.push((k.clone(), s, required.contains(k), join_ptr(&join_ptr(ptr, "properties"), k)));
+            named.push((
+                k.clone(),
+                s,
+                required.contains(k),
+                join_ptr(&join_ptr(ptr, "properties"), k),
+            ));
         }
         for r in &required {
             if props.contains_key(r) || named.iter().any(|(k, ..)| k == r) {
@@ -1929,7 +2335,11 @@ impl<'a> Compiler<'a> {
                 if matching.len() == 1 {
                     matching[0].clone()
                 } else {
-                    Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect())
+                    Value::Object(
+                        [("allOf".to_string(), Value::Array(matching))]
+                            .into_iter()
+                            .collect(),
+                    )
                 }
             } else if let Some(a) = &additional {
                 a.clone()
@@ -1954,35 +2364,54 @@ impl<'a> Compiler<'a> {
                         a.iter()
                             .map(|s| {
                                 s.as_array()
-                                    .map(|x| x.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                                    .map(|x| {
+                                        x.iter()
+                                            .filter_map(|n| n.as_str().map(str::to_string))
+                                            .collect()
+                                    })
                                     .unwrap_or_default()
                             })
                             .collect()
                     })
                     .unwrap_or_default();
-                presence.push(if e["kind"] == "oneOf" { Presence::OneOf(sets) } else { Presence::AnyOf(sets) });
+                presence.push(if e["kind"] == "oneOf" {
+                    Presence::OneOf(sets)
+                } else {
+                    Presence::AnyOf(sets)
+                });
             }
         }
         for kw in ["dependencies", "dependentRequired"] {
             let Some(deps) = obj.get(kw) else { continue };
             let Some(deps) = deps.as_object() else {
-                return Err(GrammarError::at_pointer(join_ptr(ptr, kw), format!("`{kw}` must be an object")));
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, kw),
+                    format!("`{kw}` must be an object"),
+                ));
             };
             for (a, v) in deps {
                 let set = match v {
-                    Value::Array(names) => names.iter().filter_map(|n| n.as_str().map(str::to_string)).collect(),
+                    Value::Array(names) => names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_string))
+                        .collect(),
                     v if is_trivially_true(v) => continue,
                     v => {
                         match required_only(v) {
                             Some(set) => set,
                             None if v.as_object().is_some_and(|m| {
-                                m.keys().all(|k| !is_keyword(k) || k == "properties" || k == "required")
+                                m.keys()
+                                    .all(|k| !is_keyword(k) || k == "properties" || k == "required")
                             }) =>
                             {
                                 // {properties, required}: properties merged above.
                                 v.get("required")
                                     .and_then(Value::as_array)
-                                    .map(|r| r.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+                                    .map(|r| {
+                                        r.iter()
+                                            .filter_map(|n| n.as_str().map(str::to_string))
+                                            .collect()
+                                    })
                                     .unwrap_or_default()
                             }
                             None => {
@@ -2011,7 +2440,9 @@ impl<'a> Compiler<'a> {
             };
             for c in &presence {
                 match c {
-                    Presence::OneOf(sets) | Presence::AnyOf(sets) => sets.iter().flatten().for_each(&mut note),
+                    Presence::OneOf(sets) | Presence::AnyOf(sets) => {
+                        sets.iter().flatten().for_each(&mut note)
+                    }
                     Presence::Implies(a, set) => {
                         note(a);
                         set.iter().for_each(&mut note);
@@ -2021,7 +2452,11 @@ impl<'a> Compiler<'a> {
             }
         }
         if tracked.len() > 12 {
-            let kw = if obj.contains_key("dependencies") { "dependencies" } else { "oneOf" };
+            let kw = if obj.contains_key("dependencies") {
+                "dependencies"
+            } else {
+                "oneOf"
+            };
             self.unsupported(ptr, kw, "presence constraints over more than 12 properties")?;
             presence.clear();
             tracked.clear();
@@ -2041,7 +2476,11 @@ impl<'a> Compiler<'a> {
                 if matching.len() == 1 {
                     matching[0].clone()
                 } else {
-                    Value::Object([("allOf".to_string(), Value::Array(matching))].into_iter().collect())
+                    Value::Object(
+                        [("allOf".to_string(), Value::Array(matching))]
+                            .into_iter()
+                            .collect(),
+                    )
                 }
             } else if let Some(a) = &additional {
                 a.clone()
@@ -2061,15 +2500,28 @@ impl<'a> Compiler<'a> {
         let constraints: Vec<PresenceMask> = presence
             .iter()
             .map(|c| match c {
-                Presence::OneOf(sets) => PresenceMask::OneOf(sets.iter().map(|s| mask(s)).collect()),
-                Presence::AnyOf(sets) => PresenceMask::AnyOf(sets.iter().map(|s| mask(s)).collect()),
-                Presence::Implies(a, set) => PresenceMask::Implies(mask(std::slice::from_ref(a)), mask(set)),
+                Presence::OneOf(sets) => {
+                    PresenceMask::OneOf(sets.iter().map(|s| mask(s)).collect())
+                }
+                Presence::AnyOf(sets) => {
+                    PresenceMask::AnyOf(sets.iter().map(|s| mask(s)).collect())
+                }
+                Presence::Implies(a, set) => {
+                    PresenceMask::Implies(mask(std::slice::from_ref(a)), mask(set))
+                }
                 Presence::NotAll(set) => PresenceMask::NotAll(mask(set)),
             })
             .collect();
 
-        let min_p = obj.get("minProperties").map(|v| as_u64(v, ptr, "minProperties")).transpose()?.unwrap_or(0);
-        let max_p = obj.get("maxProperties").map(|v| as_u64(v, ptr, "maxProperties")).transpose()?;
+        let min_p = obj
+            .get("minProperties")
+            .map(|v| as_u64(v, ptr, "minProperties"))
+            .transpose()?
+            .unwrap_or(0);
+        let max_p = obj
+            .get("maxProperties")
+            .map(|v| as_u64(v, ptr, "maxProperties"))
+            .transpose()?;
         // Extra members: (key expression, value schema, pointer).
         let names: Vec<&str> = named.iter().map(|x| x.0.as_str()).collect();
         let mut extras: Vec<(Expr, Value, String)> = Vec::new();
@@ -2084,10 +2536,18 @@ impl<'a> Compiler<'a> {
             let mut covers_all = false;
             for (i, (p, s)) in patterns.iter().enumerate() {
                 let at = join_ptr(&pp_ptr, p);
-                let kind = match_all_kind(p).or_else(|| search_matches_everything(p).then_some(false));
-                if patterns.len() > 1 && !prefixes_disjoint(&patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>())
+                let kind =
+                    match_all_kind(p).or_else(|| search_matches_everything(p).then_some(false));
+                if patterns.len() > 1
+                    && !prefixes_disjoint(
+                        &patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+                    )
                 {
-                    self.unsupported(ptr, "patternProperties", "several patterns that may overlap")?;
+                    self.unsupported(
+                        ptr,
+                        "patternProperties",
+                        "several patterns that may overlap",
+                    )?;
                     break;
                 }
                 let key = match kind {
@@ -2098,7 +2558,11 @@ impl<'a> Compiler<'a> {
                     None => {
                         // Keys the pattern shares with named properties are those properties
                         // (whose schemas already include this pattern's): excluded here.
-                        let shared: Vec<&str> = names.iter().copied().filter(|k| matchers[i].is_match(k)).collect();
+                        let shared: Vec<&str> = names
+                            .iter()
+                            .copied()
+                            .filter(|k| matchers[i].is_match(k))
+                            .collect();
                         // `^(?!X)REST`: REST minus the strings starting with a match of X.
                         let (pos, neg) = match lexical::split_leading_negative_lookahead(p) {
                             Some((neg, pos)) => (pos, Some(neg)),
@@ -2106,13 +2570,23 @@ impl<'a> Compiler<'a> {
                         };
                         let search_hir = |p: &str| -> Option<Hir> {
                             let translated = lexical::translate_ecma(p).ok()?;
-                            let h = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&translated).ok()?;
+                            let h = regex_syntax::ParserBuilder::new()
+                                .nest_limit(100)
+                                .build()
+                                .parse(&translated)
+                                .ok()?;
                             let h = lexical::anchor_search(&h, &lexical::hir("(?s:.)*"));
                             (!lexical::has_look(&h)).then_some(h)
                         };
-                        let (Some(h), Some(neg)) = (search_hir(&pos), neg.as_deref().map(search_hir).unwrap_or(Some(Hir::fail())))
-                        else {
-                            self.unsupported(ptr, "patternProperties", format!("pattern `{p}` is not supported"))?;
+                        let (Some(h), Some(neg)) = (
+                            search_hir(&pos),
+                            neg.as_deref().map(search_hir).unwrap_or(Some(Hir::fail())),
+                        ) else {
+                            self.unsupported(
+                                ptr,
+                                "patternProperties",
+                                format!("pattern `{p}` is not supported"),
+                            )?;
                             continue;
                         };
                         let full = quoted(lexical::encode_for_json_string(&h));
@@ -2123,12 +2597,25 @@ impl<'a> Compiler<'a> {
                         if shared.is_empty() && and_not.is_empty() {
                             self.lex_hir("pattern-key", format!("key:{p}"), full)?
                         } else {
-                            let literals = Hir::alternation(shared.iter().map(|k| Hir::literal(k.as_bytes().to_vec())).collect());
+                            let literals = Hir::alternation(
+                                shared
+                                    .iter()
+                                    .map(|k| Hir::literal(k.as_bytes().to_vec()))
+                                    .collect(),
+                            );
                             if !shared.is_empty() {
                                 and_not.push(quoted(lexical::encode_for_json_string(&literals)));
                             }
                             let key = format!("key:{p}:except:{}", shared.join("\u{0}"));
-                            match self.constrained("pattern-key", key, full, ir::Constraints { and: Vec::new(), and_not })? {
+                            match self.constrained(
+                                "pattern-key",
+                                key,
+                                full,
+                                ir::Constraints {
+                                    and: Vec::new(),
+                                    and_not,
+                                },
+                            )? {
                                 Some(e) => e,
                                 None => {
                                     self.unsupported(
@@ -2192,12 +2679,21 @@ impl<'a> Compiler<'a> {
         for (key, s, at) in &extras {
             let v = self.value(s, at, cd)?;
             let v = self.shared("extra-value", v)?;
-            extra_alts.push(Expr::Seq(vec![key.clone(), colon.clone(), v, after.clone()]));
+            extra_alts.push(Expr::Seq(vec![
+                key.clone(),
+                colon.clone(),
+                v,
+                after.clone(),
+            ]));
         }
         let extra = if extra_alts.is_empty() {
             None
         } else {
-            let e = if extra_alts.len() == 1 { extra_alts.pop().unwrap() } else { Expr::Alt(extra_alts) };
+            let e = if extra_alts.len() == 1 {
+                extra_alts.pop().unwrap()
+            } else {
+                Expr::Alt(extra_alts)
+            };
             let id = self.add_rule("extra-member", e, RuleKind::Syntactic)?;
             Some(Expr::Ref(id))
         };
@@ -2209,9 +2705,19 @@ impl<'a> Compiler<'a> {
         let saturating = max_p.is_none();
         let next = |c: usize| if saturating { (c + 1).min(cap) } else { c + 1 };
         let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
-        let bit_of: Vec<u32> =
-            named.iter().map(|x| tracked.iter().position(|t| *t == x.0).map_or(0, |i| 1u32 << i)).collect();
-        if (n + 2).saturating_mul(cap + 1).saturating_mul(1 << tracked.len()).saturating_mul(min_p as usize + 1)
+        let bit_of: Vec<u32> = named
+            .iter()
+            .map(|x| {
+                tracked
+                    .iter()
+                    .position(|t| *t == x.0)
+                    .map_or(0, |i| 1u32 << i)
+            })
+            .collect();
+        if (n + 2)
+            .saturating_mul(cap + 1)
+            .saturating_mul(1 << tracked.len())
+            .saturating_mul(min_p as usize + 1)
             > MAX_COUNT_STATES
         {
             return Err(GrammarError::at_pointer(
@@ -2242,7 +2748,10 @@ impl<'a> Compiler<'a> {
             let mut out = Vec::new();
             if k < n {
                 if allowed(c) {
-                    out.push(Step::Member(k, (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named))));
+                    out.push(Step::Member(
+                        k,
+                        (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named)),
+                    ));
                 }
                 if !named[k].2 {
                     out.push(Step::Skip((k + 1, c, b, m)));
@@ -2265,8 +2774,11 @@ impl<'a> Compiler<'a> {
             steps.insert(st, out);
         }
         // Productive states (some path to End), backwards to a fixed point.
-        let mut productive: std::collections::HashSet<State> =
-            steps.iter().filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End))).map(|(s, _)| *s).collect();
+        let mut productive: std::collections::HashSet<State> = steps
+            .iter()
+            .filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End)))
+            .map(|(s, _)| *s)
+            .collect();
         loop {
             let before = productive.len();
             for (st, v) in &steps {
@@ -2293,7 +2805,10 @@ impl<'a> Compiler<'a> {
         let mut order: Vec<State> = productive.iter().copied().collect();
         order.sort();
         for st in &order {
-            ids.insert(*st, self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?);
+            ids.insert(
+                *st,
+                self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?,
+            );
         }
         let lead = self.lead(d);
         let sep = self.sep(d);
@@ -2306,34 +2821,62 @@ impl<'a> Compiler<'a> {
             for step in &steps[st] {
                 match step {
                     Step::Member(k, t) if productive.contains(t) => {
-                        alts.push(Expr::Seq(vec![pre.clone(), member_exprs[*k].clone(), Expr::Ref(ids[t])]));
+                        alts.push(Expr::Seq(vec![
+                            pre.clone(),
+                            member_exprs[*k].clone(),
+                            Expr::Ref(ids[t]),
+                        ]));
                     }
                     Step::Skip(t) if productive.contains(t) => alts.push(Expr::Ref(ids[t])),
                     Step::Extra(t) if productive.contains(t) => {
-                        alts.push(Expr::Seq(vec![pre.clone(), extra.clone().unwrap(), Expr::Ref(ids[t])]));
+                        alts.push(Expr::Seq(vec![
+                            pre.clone(),
+                            extra.clone().unwrap(),
+                            Expr::Ref(ids[t]),
+                        ]));
                     }
                     Step::End => alts.push(if c == 0 { empty.clone() } else { trail.clone() }),
                     _ => {}
                 }
             }
-            self.rules[ids[st].0 as usize].expr = if alts.len() == 1 { alts.pop().unwrap() } else { Expr::Alt(alts) };
+            self.rules[ids[st].0 as usize].expr = if alts.len() == 1 {
+                alts.pop().unwrap()
+            } else {
+                Expr::Alt(alts)
+            };
         }
         let start = ids[&(0, 0, 0, 0)];
-        Ok(Expr::Seq(vec![Expr::Bytes(b"{".to_vec()), Expr::Ref(start), Expr::Bytes(b"}".to_vec())]))
+        Ok(Expr::Seq(vec![
+            Expr::Bytes(b"{".to_vec()),
+            Expr::Ref(start),
+            Expr::Bytes(b"}".to_vec()),
+        ]))
     }
 
     /// A JSON string key that is none of `names` (and not empty if `non_empty`): raw
     /// characters and short escapes, `\u` escapes only for control characters.
-    fn key_except(&mut self, names: &[&str], non_empty: bool, ptr: &str) -> Result<Expr, GrammarError> {
+    fn key_except(
+        &mut self,
+        names: &[&str],
+        non_empty: bool,
+        ptr: &str,
+    ) -> Result<Expr, GrammarError> {
         let cache_key = format!("except:{non_empty}:{}", names.join("\u{0}"));
         if let Some(&id) = self.lexical.get(&cache_key) {
             return Ok(Expr::Ref(id));
         }
         if names.iter().any(|n| n.chars().count() > 256) {
-            self.unsupported(ptr, "additionalProperties", "a property name longer than 256 characters")?;
+            self.unsupported(
+                ptr,
+                "additionalProperties",
+                "a property name longer than 256 characters",
+            )?;
         }
-        let mut keys: Vec<Vec<char>> =
-            names.iter().filter(|n| n.chars().count() <= 256).map(|n| n.chars().collect()).collect();
+        let mut keys: Vec<Vec<char>> = names
+            .iter()
+            .filter(|n| n.chars().count() <= 256)
+            .map(|n| n.chars().collect())
+            .collect();
         if non_empty {
             keys.push(Vec::new());
         }
@@ -2365,7 +2908,9 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
         otherwise: Option<&'v Value>,
     }
     let pure_conditional = |m: &Map<String, Value>| {
-        m.contains_key("if") && m.keys().all(|k| !is_keyword(k) || matches!(k.as_str(), "if" | "then" | "else"))
+        m.contains_key("if")
+            && m.keys()
+                .all(|k| !is_keyword(k) || matches!(k.as_str(), "if" | "then" | "else"))
     };
     let mut members: Vec<&Map<String, Value>> = Vec::new();
     if obj.contains_key("if") {
@@ -2384,7 +2929,10 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
     let mut conds = Vec::new();
     for m in &members {
         let test = m.get("if")?.as_object()?;
-        if test.keys().any(|k| is_keyword(k) && k != "properties" && k != "required") {
+        if test
+            .keys()
+            .any(|k| is_keyword(k) && k != "properties" && k != "required")
+        {
             return None;
         }
         let props = test.get("properties")?.as_object()?;
@@ -2393,12 +2941,18 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
         }
         let (name, sub) = props.iter().next()?;
         if let Some(r) = test.get("required") {
-            if r.as_array()?.iter().any(|x| x.as_str() != Some(name.as_str())) {
+            if r.as_array()?
+                .iter()
+                .any(|x| x.as_str() != Some(name.as_str()))
+            {
                 return None;
             }
         }
         let sub = sub.as_object()?;
-        if sub.keys().any(|k| is_keyword(k) && !matches!(k.as_str(), "const" | "enum" | "type")) {
+        if sub
+            .keys()
+            .any(|k| is_keyword(k) && !matches!(k.as_str(), "const" | "enum" | "type"))
+        {
             return None;
         }
         let values: Vec<Value> = match (sub.get("const"), sub.get("enum")) {
@@ -2419,7 +2973,11 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
             return None;
         }
         discriminator = Some(name);
-        conds.push(Cond { values, then: m.get("then"), otherwise: m.get("else") });
+        conds.push(Cond {
+            values,
+            then: m.get("then"),
+            otherwise: m.get("else"),
+        });
     }
     let name = discriminator?;
     // Non-objects pass every `properties` test (so every `then` would apply to them): only
@@ -2427,7 +2985,10 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
     if obj.get("type").and_then(Value::as_str) != Some("object") {
         return None;
     }
-    let required = obj.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|x| x.as_str() == Some(name)));
+    let required = obj
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(name)));
     let mut tested: Vec<Value> = Vec::new();
     for c in &conds {
         for v in &c.values {
@@ -2439,16 +3000,26 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
     let words: Option<Vec<&str>> = tested.iter().map(Value::as_str).collect();
     let words = words?; // "any other value" is compiled for strings only
     // (Each value branch requires `D`: an object without it belongs to the "absent" branch.)
-    let prop = |schema: Value| -> Value { serde_json::json!({"properties": {name: schema}, "required": [name]}) };
+    let prop = |schema: Value| -> Value {
+        serde_json::json!({"properties": {name: schema}, "required": [name]})
+    };
     // Each branch starts with the schema's own `properties`, so that merging keeps their order
     // (member order in the grammar follows the first `properties` merged).
-    let order: Vec<Value> = obj.get("properties").map(|p| serde_json::json!({"properties": p})).into_iter().collect();
+    let order: Vec<Value> = obj
+        .get("properties")
+        .map(|p| serde_json::json!({"properties": p}))
+        .into_iter()
+        .collect();
     let mut branches = Vec::new();
     for v in &tested {
         let mut all = order.clone();
         all.push(prop(serde_json::json!({"const": v})));
         for c in &conds {
-            let part = if c.values.contains(v) { c.then } else { c.otherwise };
+            let part = if c.values.contains(v) {
+                c.then
+            } else {
+                c.otherwise
+            };
             all.extend(part.cloned());
         }
         branches.push(serde_json::json!({"allOf": all}));
@@ -2482,14 +3053,20 @@ fn rewrite_discriminated_conditionals(obj: &Map<String, Value>) -> Option<Value>
 
 /// A whole JSON string: `"` + `content` (raw string content) + `"`.
 fn quoted(content: Hir) -> Hir {
-    Hir::concat(vec![Hir::literal(b"\"".to_vec()), content, Hir::literal(b"\"".to_vec())])
+    Hir::concat(vec![
+        Hir::literal(b"\"".to_vec()),
+        content,
+        Hir::literal(b"\"".to_vec()),
+    ])
 }
 
 /// The strings of `not: {enum: [...]}` / `not: {const: ...}` when that is all the `not`
 /// says and every excluded value is a string.
 fn excluded_strings(n: &Value) -> Option<Vec<String>> {
     let m = n.as_object()?;
-    if m.keys().any(|k| is_keyword(k) && k != "enum" && k != "const" && k != "type") {
+    if m.keys()
+        .any(|k| is_keyword(k) && k != "enum" && k != "const" && k != "type")
+    {
         return None;
     }
     if m.get("type").is_some_and(|t| t != "string") {
@@ -2500,7 +3077,10 @@ fn excluded_strings(n: &Value) -> Option<Vec<String>> {
         (None, Some(c)) => vec![c],
         _ => return None,
     };
-    values.iter().map(|v| v.as_str().map(str::to_string)).collect()
+    values
+        .iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect()
 }
 
 /// Does a key match a `patternProperties` pattern (`neg`: the strings a leading `(?!X)`
@@ -2544,11 +3124,18 @@ fn except_regex(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> Strin
     }
     for &(c, a, b) in &children {
         let enc = if c == '"' || c == '\\' || (c as u32) < 0x20 {
-            serde_json::to_string(&c.to_string()).unwrap().trim_matches('"').to_string()
+            serde_json::to_string(&c.to_string())
+                .unwrap()
+                .trim_matches('"')
+                .to_string()
         } else {
             c.to_string()
         };
-        alts.push(format!("{}{}", regex_syntax::escape(&enc), except_regex(keys, depth + 1, a, b)));
+        alts.push(format!(
+            "{}{}",
+            regex_syntax::escape(&enc),
+            except_regex(keys, depth + 1, a, b)
+        ));
     }
     // Any other first character, then anything.
     let child_chars: Vec<char> = children.iter().map(|x| x.0).collect();
@@ -2600,7 +3187,11 @@ fn search_matches_everything(p: &str) -> bool {
     let Ok(t) = lexical::translate_ecma(p) else {
         return false;
     };
-    let Ok(h) = regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t) else {
+    let Ok(h) = regex_syntax::ParserBuilder::new()
+        .nest_limit(100)
+        .build()
+        .parse(&t)
+    else {
         return false;
     };
     let any = lexical::hir("(?s:.)*");
@@ -2617,7 +3208,9 @@ fn search_matches_everything(p: &str) -> bool {
     regex_syntax::ParserBuilder::new()
         .build()
         .parse(body)
-        .is_ok_and(|b| b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty())
+        .is_ok_and(|b| {
+            b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty()
+        })
 }
 
 /// Whether anchored patterns start with literal prefixes no two of which are prefixes of each
@@ -2626,7 +3219,10 @@ fn prefixes_disjoint(patterns: &[&str]) -> bool {
     let prefix = |p: &str| -> Option<String> {
         let rest = p.strip_prefix('^')?;
         let rest = rest.strip_prefix('(').unwrap_or(rest);
-        let lit: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-').collect();
+        let lit: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
         if lit.is_empty() { None } else { Some(lit) }
     };
     let mut pre = Vec::new();
@@ -2682,7 +3278,11 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
                 }
             }
         }
-        return if kept.is_empty() { None } else { Some((Hir::alternation(kept), exact)) };
+        return if kept.is_empty() {
+            None
+        } else {
+            Some((Hir::alternation(kept), exact))
+        };
     }
     let mut parts: Vec<Hir> = Vec::new();
     let top: Vec<Hir> = match h.kind() {
@@ -2725,15 +3325,21 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
         return None;
     }
     let k = reps.len() as u64;
-    let mut new_bounds: Vec<(u64, Option<u64>)> =
-        reps.iter().map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64))).collect();
+    let mut new_bounds: Vec<(u64, Option<u64>)> = reps
+        .iter()
+        .map(|(_, r, _)| (r.min as u64, r.max.map(|x| x as u64)))
+        .collect();
     if let Some(m) = max {
         if fixed_hi > m {
             return None;
         }
         let slack = m - fixed_hi;
         for (j, (_, r, w)) in reps.iter().enumerate() {
-            let share = if j == 0 { slack - (k - 1) * (slack / k) } else { slack / k };
+            let share = if j == 0 {
+                slack - (k - 1) * (slack / k)
+            } else {
+                slack / k
+            };
             let extra = share / w;
             let cap = r.min as u64 + extra;
             new_bounds[j].1 = Some(new_bounds[j].1.map_or(cap, |x| x.min(cap)));
@@ -2758,8 +3364,12 @@ fn constrain_length(h: &Hir, min: u64, max: Option<u64>) -> Option<(Hir, bool)> 
         if b.is_some_and(|b| b < a || b > 100_000) || a > 100_000 {
             return None;
         }
-        parts[*i] =
-            Hir::repetition(Repetition { min: a as u32, max: b.map(|x| x as u32), greedy: true, sub: r.sub.clone() });
+        parts[*i] = Hir::repetition(Repetition {
+            min: a as u32,
+            max: b.map(|x| x as u32),
+            greedy: true,
+            sub: r.sub.clone(),
+        });
     }
     let out = Hir::concat(parts);
     let (lo2, hi2) = char_len(&out);

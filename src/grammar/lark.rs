@@ -62,13 +62,20 @@ pub fn parse(text: &str, start: &str) -> Result<GrammarDef, GrammarError> {
     p.statements()?;
     // Bring in the imported common terminals (and what they use), parsed from their own
     // text so user positions stay exact.
-    let mut wanted: Vec<String> = p.imports.iter().filter(|n| !p.is_defined(n)).cloned().collect();
+    let mut wanted: Vec<String> = p
+        .imports
+        .iter()
+        .filter(|n| !p.is_defined(n))
+        .cloned()
+        .collect();
     let mut added: HashSet<String> = HashSet::new();
     while let Some(name) = wanted.pop() {
         if !added.insert(name.clone()) || p.is_defined(&name) {
             continue;
         }
-        let Some((_, def)) = COMMON.iter().find(|(n, _)| *n == name) else { continue };
+        let Some((_, def)) = COMMON.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
         let mut sub = Parser::new(def);
         // Share the name table so references line up.
         std::mem::swap(&mut sub.names, &mut p.names);
@@ -76,7 +83,8 @@ pub fn parse(text: &str, start: &str) -> Result<GrammarDef, GrammarError> {
         let body = sub.alternates(0);
         std::mem::swap(&mut sub.names, &mut p.names);
         std::mem::swap(&mut sub.slots, &mut p.slots);
-        let body = body.map_err(|e| GrammarError::whole(format!("internal error in common.{name}: {e}")))?;
+        let body =
+            body.map_err(|e| GrammarError::whole(format!("internal error in common.{name}: {e}")))?;
         let i = p.slot(&name, Span::default());
         p.slots[i].def = Some((body.expr, Span::default(), RuleKind::Lexical));
         for s in &p.slots {
@@ -110,7 +118,10 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 fn is_terminal_name(name: &str) -> bool {
-    name.trim_start_matches('_').chars().next().is_some_and(|c| c.is_ascii_uppercase())
+    name.trim_start_matches('_')
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase())
 }
 
 impl<'a> Parser<'a> {
@@ -126,7 +137,9 @@ impl<'a> Parser<'a> {
     }
 
     fn is_defined(&self, name: &str) -> bool {
-        self.names.get(name).is_some_and(|&i| self.slots[i].def.is_some())
+        self.names
+            .get(name)
+            .is_some_and(|&i| self.slots[i].def.is_some())
     }
 
     fn slot(&mut self, name: &str, span: Span) -> usize {
@@ -134,7 +147,11 @@ impl<'a> Parser<'a> {
             return i;
         }
         let i = self.slots.len();
-        self.slots.push(Slot { name: name.to_string(), def: None, first_use: span });
+        self.slots.push(Slot {
+            name: name.to_string(),
+            def: None,
+            first_use: span,
+        });
         self.names.insert(name.to_string(), i);
         i
     }
@@ -186,9 +203,18 @@ impl<'a> Parser<'a> {
         if probe.name().is_none() {
             return false;
         }
-        if probe.cur.peek() == Some('.') && probe.cur.peek_at(1).is_some_and(|c| c.is_ascii_digit() || c == '-') {
+        if probe.cur.peek() == Some('.')
+            && probe
+                .cur
+                .peek_at(1)
+                .is_some_and(|c| c.is_ascii_digit() || c == '-')
+        {
             probe.cur.bump();
-            while probe.cur.peek().is_some_and(|c| c.is_ascii_digit() || c == '-') {
+            while probe
+                .cur
+                .peek()
+                .is_some_and(|c| c.is_ascii_digit() || c == '-')
+            {
                 probe.cur.bump();
             }
         }
@@ -207,14 +233,22 @@ impl<'a> Parser<'a> {
                     self.cur.bump();
                 }
                 let Some(name) = self.name() else {
-                    return Err(self.cur.error(format!("expected a rule or terminal definition, found {c:?}")));
+                    return Err(self.cur.error(format!(
+                        "expected a rule or terminal definition, found {c:?}"
+                    )));
                 };
                 if self.cur.peek() == Some('{') {
-                    return Err(self.cur.error("rule templates (`name{...}`) are not supported"));
+                    return Err(self
+                        .cur
+                        .error("rule templates (`name{...}`) are not supported"));
                 }
                 if self.cur.peek() == Some('.') {
                     self.cur.bump();
-                    while self.cur.peek().is_some_and(|c| c.is_ascii_digit() || c == '-') {
+                    while self
+                        .cur
+                        .peek()
+                        .is_some_and(|c| c.is_ascii_digit() || c == '-')
+                    {
                         self.cur.bump();
                     }
                 }
@@ -225,10 +259,20 @@ impl<'a> Parser<'a> {
                 self.cur.bump();
                 self.ws();
                 let body = self.alternates(0)?;
-                let kind = if is_terminal_name(&name) { RuleKind::Lexical } else { RuleKind::Syntactic };
+                let kind = if is_terminal_name(&name) {
+                    RuleKind::Lexical
+                } else {
+                    RuleKind::Syntactic
+                };
                 let i = self.slot(&name, span);
                 if let Some((_, old, _)) = &self.slots[i].def {
-                    return Err(error_at(span, format!("`{name}` is defined twice (first at {}:{})", old.line, old.column)));
+                    return Err(error_at(
+                        span,
+                        format!(
+                            "`{name}` is defined twice (first at {}:{})",
+                            old.line, old.column
+                        ),
+                    ));
                 }
                 self.slots[i].def = Some((body.expr, span, kind));
             }
@@ -262,23 +306,35 @@ impl<'a> Parser<'a> {
                         self.ws();
                         match self.name() {
                             Some(n) => names.push(n),
-                            None => return Err(self.cur.error("expected a name in `%import` list")),
+                            None => {
+                                return Err(self.cur.error("expected a name in `%import` list"));
+                            }
                         }
                         self.ws();
                         match self.cur.bump() {
                             Some(',') => continue,
                             Some(')') => break,
-                            _ => return Err(self.cur.error("expected `,` or `)` in `%import` list")),
+                            _ => {
+                                return Err(self.cur.error("expected `,` or `)` in `%import` list"));
+                            }
                         }
                     }
                     if path != "common" {
-                        return Err(error_at(module_span, format!("only `%import common` is supported, not `{path}`")));
+                        return Err(error_at(
+                            module_span,
+                            format!("only `%import common` is supported, not `{path}`"),
+                        ));
                     }
                     names
                 } else {
                     match path.split_once('.') {
                         Some(("common", name)) if !name.contains('.') => vec![name.to_string()],
-                        _ => return Err(error_at(module_span, format!("only `%import common.NAME` is supported, not `{path}`"))),
+                        _ => {
+                            return Err(error_at(
+                                module_span,
+                                format!("only `%import common.NAME` is supported, not `{path}`"),
+                            ));
+                        }
                     }
                 };
                 self.inline_ws();
@@ -287,13 +343,19 @@ impl<'a> Parser<'a> {
                 }
                 for n in names {
                     if !COMMON.iter().any(|(c, _)| *c == n) {
-                        return Err(error_at(module_span, format!("`common.{n}` is not one of the supported common terminals")));
+                        return Err(error_at(
+                            module_span,
+                            format!("`common.{n}` is not one of the supported common terminals"),
+                        ));
                     }
                     self.imports.push(n);
                 }
                 Ok(())
             }
-            other => Err(error_at(span, format!("directive `%{other}` is not supported (only %ignore and %import)"))),
+            other => Err(error_at(
+                span,
+                format!("directive `%{other}` is not supported (only %ignore and %import)"),
+            )),
         }
     }
 
@@ -380,10 +442,20 @@ impl<'a> Parser<'a> {
         if digits.is_empty() {
             return Err(error_at(span, "expected a number after `~`"));
         }
-        digits.parse::<u32>().ok().filter(|&n| n <= super::gbnf::MAX_REPEAT).ok_or_else(|| {
-            error_at(span, format!("repetition bound {digits} above the limit of {}", super::gbnf::MAX_REPEAT))
+        digits
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n <= super::gbnf::MAX_REPEAT)
+            .ok_or_else(|| {
+                error_at(
+                    span,
+                    format!(
+                        "repetition bound {digits} above the limit of {}",
+                        super::gbnf::MAX_REPEAT
+                    ),
+                )
                 .with_kind(ErrorKind::Limit)
-        })
+            })
     }
 
     fn atom(&mut self, nest: usize) -> Result<Built, GrammarError> {
@@ -397,8 +469,12 @@ impl<'a> Parser<'a> {
                     self.cur.bump();
                     let t = self.string()?;
                     let (mut a, mut b) = (s.chars(), t.chars());
-                    let (Some(lo), None, Some(hi), None) = (a.next(), a.next(), b.next(), b.next()) else {
-                        return Err(error_at(span, "a range `\"a\"..\"z\"` needs single characters"));
+                    let (Some(lo), None, Some(hi), None) = (a.next(), a.next(), b.next(), b.next())
+                    else {
+                        return Err(error_at(
+                            span,
+                            "a range `\"a\"..\"z\"` needs single characters",
+                        ));
                     };
                     if hi < lo {
                         return Err(error_at(span, "range end before its start"));
@@ -408,7 +484,10 @@ impl<'a> Parser<'a> {
                 }
                 if self.cur.peek() == Some('i') && !self.cur.peek_at(1).is_some_and(is_name_char) {
                     self.cur.bump();
-                    let flags = Flags { case_insensitive: true, ..Flags::default() };
+                    let flags = Flags {
+                        case_insensitive: true,
+                        ..Flags::default()
+                    };
                     let hir = parse_hir(&regex_syntax::escape(&s), flags, span)?;
                     return Ok(Built::leaf(Expr::Regex(hir)));
                 }
@@ -428,7 +507,10 @@ impl<'a> Parser<'a> {
                 let close = if c == '(' { ')' } else { ']' };
                 if self.cur.peek() != Some(close) {
                     return Err(match self.cur.peek() {
-                        None => error_at(span, format!("unclosed `{c}` (end of input before `{close}`)")),
+                        None => error_at(
+                            span,
+                            format!("unclosed `{c}` (end of input before `{close}`)"),
+                        ),
                         Some(x) => self.cur.error(format!(
                             "expected `{close}` to close `{c}` opened at {}:{}, found {x:?}",
                             span.line, span.column
@@ -436,14 +518,20 @@ impl<'a> Parser<'a> {
                     });
                 }
                 self.cur.bump();
-                if c == '[' { make_repeat(inner, 0, Some(1), span) } else { Ok(inner) }
+                if c == '[' {
+                    make_repeat(inner, 0, Some(1), span)
+                } else {
+                    Ok(inner)
+                }
             }
             Some(c) if is_name_start(c) => {
                 let name = self.name().unwrap();
                 let i = self.slot(&name, span);
                 Ok(Built::leaf(Expr::Ref(RuleId(i as u32))))
             }
-            Some(c) => Err(self.cur.error(format!("unexpected {c:?}: expected a string, /regex/, `(`, `[` or a name"))),
+            Some(c) => Err(self.cur.error(format!(
+                "unexpected {c:?}: expected a string, /regex/, `(`, `[` or a name"
+            ))),
             None => Err(self.cur.error("unexpected end of input")),
         }
     }
@@ -459,20 +547,25 @@ impl<'a> Parser<'a> {
                 Some('"') => return Ok(out),
                 Some('\\') => {
                     let esc = self.cur.span();
-                    let e = self.cur.bump().ok_or_else(|| error_at(span, "unterminated string literal"))?;
+                    let e = self
+                        .cur
+                        .bump()
+                        .ok_or_else(|| error_at(span, "unterminated string literal"))?;
                     let hex = |p: &mut Self, n: usize| -> Result<char, GrammarError> {
                         let mut v = 0u32;
                         for _ in 0..n {
-                            let d = p
-                                .cur
-                                .peek()
-                                .and_then(|c| c.to_digit(16))
-                                .ok_or_else(|| error_at(esc, format!("bad escape: `\\{e}` needs {n} hex digits")))?;
+                            let d = p.cur.peek().and_then(|c| c.to_digit(16)).ok_or_else(|| {
+                                error_at(esc, format!("bad escape: `\\{e}` needs {n} hex digits"))
+                            })?;
                             p.cur.bump();
                             v = v * 16 + d;
                         }
-                        char::from_u32(v)
-                            .ok_or_else(|| error_at(esc, format!("bad escape: U+{v:X} is not a Unicode scalar value")))
+                        char::from_u32(v).ok_or_else(|| {
+                            error_at(
+                                esc,
+                                format!("bad escape: U+{v:X} is not a Unicode scalar value"),
+                            )
+                        })
                     };
                     out.push(match e {
                         'n' => '\n',
@@ -521,7 +614,9 @@ impl<'a> Parser<'a> {
                 'm' => flags.multi_line = true,
                 'x' => flags.ignore_whitespace = true,
                 'u' | 'l' => {}
-                _ if is_name_char(c) => return Err(self.cur.error(format!("unknown regex flag `{c}`"))),
+                _ if is_name_char(c) => {
+                    return Err(self.cur.error(format!("unknown regex flag `{c}`")));
+                }
                 _ => break,
             }
             self.cur.bump();
@@ -532,21 +627,46 @@ impl<'a> Parser<'a> {
     }
 
     fn finish(self, start: &str) -> Result<GrammarDef, GrammarError> {
-        let Parser { slots, names, ignore, warnings, .. } = self;
+        let Parser {
+            slots,
+            names,
+            ignore,
+            warnings,
+            ..
+        } = self;
         let Some(&start_slot) = names.get(start).filter(|&&i| slots[i].def.is_some()) else {
-            return Err(GrammarError::whole(format!("the grammar has no start rule `{start}`")));
+            return Err(GrammarError::whole(format!(
+                "the grammar has no start rule `{start}`"
+            )));
         };
-        if let Some(undefined) = slots.iter().filter(|s| s.def.is_none()).min_by_key(|s| (s.first_use.line, s.first_use.column)) {
-            return Err(error_at(undefined.first_use, format!("undefined rule or terminal `{}`", undefined.name)));
+        if let Some(undefined) = slots
+            .iter()
+            .filter(|s| s.def.is_none())
+            .min_by_key(|s| (s.first_use.line, s.first_use.column))
+        {
+            return Err(error_at(
+                undefined.first_use,
+                format!("undefined rule or terminal `{}`", undefined.name),
+            ));
         }
         let rules = slots
             .into_iter()
             .map(|s| {
                 let (expr, span, kind) = s.def.unwrap();
-                Rule { name: s.name, expr, kind, span }
+                Rule {
+                    name: s.name,
+                    expr,
+                    kind,
+                    span,
+                }
             })
             .collect();
-        Ok(GrammarDef { rules, start: RuleId(start_slot as u32), ignore, warnings })
+        Ok(GrammarDef {
+            rules,
+            start: RuleId(start_slot as u32),
+            ignore,
+            warnings,
+        })
     }
 }
 
@@ -581,12 +701,23 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(parse("start: foo", "start").unwrap_err().message.contains("foo"));
+        assert!(
+            parse("start: foo", "start")
+                .unwrap_err()
+                .message
+                .contains("foo")
+        );
         assert!(parse("start: \"a\"\n%import other.X", "start").is_err());
-        assert!(parse("start: /a(/", "start").unwrap_err().message.contains("regex"));
+        assert!(
+            parse("start: /a(/", "start")
+                .unwrap_err()
+                .message
+                .contains("regex")
+        );
         let deep = format!("start: {}\"a\"{}", "(".repeat(60_000), ")".repeat(60_000));
         assert_eq!(parse(&deep, "start").unwrap_err().kind, ErrorKind::Limit);
-        let e = lower::lower(&parse("start: A\nA: \"x\" A \"x\" | \"y\"", "start").unwrap()).unwrap_err();
+        let e = lower::lower(&parse("start: A\nA: \"x\" A \"x\" | \"y\"", "start").unwrap())
+            .unwrap_err();
         assert!(e.message.contains("not regular"), "{e}");
     }
 }

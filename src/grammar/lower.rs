@@ -87,7 +87,12 @@ pub fn lower(def: &GrammarDef) -> Result<Grammar, GrammarError> {
 /// limit in bytes (shared with the reference recognizer).
 pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Vec<u32>>, String> {
     let nfa = thompson::Compiler::new()
-        .configure(thompson::Config::new().utf8(false).shrink(false).nfa_size_limit(limit.map(|l| l * 4)))
+        .configure(
+            thompson::Config::new()
+                .utf8(false)
+                .shrink(false)
+                .nfa_size_limit(limit.map(|l| l * 4)),
+        )
         .build_from_hir(hir)
         .map_err(|e| e.to_string())?;
     dense::Builder::new()
@@ -107,7 +112,9 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // With `%ignore`, ignored text may appear between any two terminals, so merging a
     // syntactic sequence or repetition into one terminal would forbid it there: only lexical
     // rules and leaves become terminals then.
-    let opts = &LowerOptions { promote: opts.promote && def.ignore.is_empty() };
+    let opts = &LowerOptions {
+        promote: opts.promote && def.ignore.is_empty(),
+    };
     let mut warnings = def.warnings.clone();
     let n = def.rules.len();
 
@@ -127,7 +134,10 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     }
     for (i, rule) in def.rules.iter().enumerate() {
         if !reachable[i] {
-            warnings.push(format!("rule `{}` is not reachable from the start rule and is ignored", rule.name));
+            warnings.push(format!(
+                "rule `{}` is not reachable from the start rule and is ignored",
+                rule.name
+            ));
         }
     }
 
@@ -189,7 +199,9 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // regular rule would be wasted on big fixed records that stay syntactic.
     let mut lexical_reach = vec![false; n];
     {
-        let mut stack: Vec<usize> = (0..n).filter(|&i| def.rules[i].kind == RuleKind::Lexical).collect();
+        let mut stack: Vec<usize> = (0..n)
+            .filter(|&i| def.rules[i].kind == RuleKind::Lexical)
+            .collect();
         while let Some(r) = stack.pop() {
             if !std::mem::replace(&mut lexical_reach[r], true) {
                 stack.extend(refs[r].iter().copied());
@@ -198,7 +210,9 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     }
     for &r in &order {
         let rule = &def.rules[r];
-        let candidate = rule.kind == RuleKind::Syntactic && opts.promote && token_like(&rule.expr, RuleId(r as u32), &promoted);
+        let candidate = rule.kind == RuleKind::Syntactic
+            && opts.promote
+            && token_like(&rule.expr, RuleId(r as u32), &promoted);
         if !candidate && !lexical_reach[r] {
             continue;
         }
@@ -211,9 +225,18 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             match &tail_rec[r] {
                 None => expr_to_hir(&rule.expr, &lookup),
                 Some((prefixes, bases)) => (|| {
-                    let prefixes = prefixes.iter().map(|e| expr_to_hir(e, &lookup)).collect::<Option<Vec<_>>>()?;
-                    let bases = bases.iter().map(|e| expr_to_hir(e, &lookup)).collect::<Option<Vec<_>>>()?;
-                    Some(concat(vec![repetition(alternation(prefixes), 0, None), alternation(bases)]))
+                    let prefixes = prefixes
+                        .iter()
+                        .map(|e| expr_to_hir(e, &lookup))
+                        .collect::<Option<Vec<_>>>()?;
+                    let bases = bases
+                        .iter()
+                        .map(|e| expr_to_hir(e, &lookup))
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(concat(vec![
+                        repetition(alternation(prefixes), 0, None),
+                        alternation(bases),
+                    ]))
                 })(),
             }
         };
@@ -222,12 +245,17 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             continue;
         };
         if is_fail(&hir) && reachable[r] {
-            warnings.push(format!("rule `{}` derives no string (it never terminates)", rule.name));
+            warnings.push(format!(
+                "rule `{}` derives no string (it never terminates)",
+                rule.name
+            ));
         }
         let promote = match rule.kind {
             RuleKind::Lexical => true,
             RuleKind::Syntactic => {
-                candidate && (!may_blow_up(&hir, est_size[r]) || build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok())
+                candidate
+                    && (!may_blow_up(&hir, est_size[r])
+                        || build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok())
             }
         };
         promoted[r] = promote;
@@ -236,10 +264,19 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     for (i, rule) in def.rules.iter().enumerate() {
         if rule.kind == RuleKind::Lexical && reachable[i] && !promoted[i] {
             let why = if too_big[i] {
-                (format!("terminal rule `{}` is too large to compile as one regular expression", rule.name), ErrorKind::Limit)
+                (
+                    format!(
+                        "terminal rule `{}` is too large to compile as one regular expression",
+                        rule.name
+                    ),
+                    ErrorKind::Limit,
+                )
             } else {
                 (
-                    format!("terminal rule `{}` is not regular (it is recursive or refers to a recursive rule)", rule.name),
+                    format!(
+                        "terminal rule `{}` is not regular (it is recursive or refers to a recursive rule)",
+                        rule.name
+                    ),
                     ErrorKind::Invalid,
                 )
             };
@@ -286,9 +323,14 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         None => {
             // A promoted start rule: wrap its terminal in a nonterminal.
             let nt = b.new_nt(def.rules[start_idx].name.clone());
-            let hir = rule_hir[start_idx].clone().expect("promoted rules have HIR");
+            let hir = rule_hir[start_idx]
+                .clone()
+                .expect("promoted rules have HIR");
             let sym = b.piece(hir, &def.rules[start_idx].name.clone(), true);
-            b.productions.push(Production { lhs: nt, rhs: sym.into_iter().collect() });
+            b.productions.push(Production {
+                lhs: nt,
+                rhs: sym.into_iter().collect(),
+            });
             nt
         }
     };
@@ -297,7 +339,13 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     if !def.ignore.is_empty() {
         let mut alts = Vec::new();
         for e in &def.ignore {
-            let lookup = |id: RuleId| if promoted[id.0 as usize] { rule_hir[id.0 as usize].clone() } else { None };
+            let lookup = |id: RuleId| {
+                if promoted[id.0 as usize] {
+                    rule_hir[id.0 as usize].clone()
+                } else {
+                    None
+                }
+            };
             match expr_to_hir(e, &lookup) {
                 Some(h) => alts.push(h),
                 None => return Err(GrammarError::whole("%ignore expressions must be regular")),
@@ -324,13 +372,30 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                 p.rhs = rhs;
             }
             let new_start = b.new_nt(format!("{}#ignore", def.rules[start_idx].name));
-            b.productions.push(Production { lhs: new_start, rhs: vec![ign_opt, Symbol::Nonterminal(start)] });
+            b.productions.push(Production {
+                lhs: new_start,
+                rhs: vec![ign_opt, Symbol::Nonterminal(start)],
+            });
             start = new_start;
         }
     }
 
-    let Builder { terminals, nonterminals, productions, .. } = b;
-    cleanup(Grammar { terminals, nonterminals, productions, start, warnings }, def)
+    let Builder {
+        terminals,
+        nonterminals,
+        productions,
+        ..
+    } = b;
+    cleanup(
+        Grammar {
+            terminals,
+            nonterminals,
+            productions,
+            start,
+            warnings,
+        },
+        def,
+    )
 }
 
 /// Every rule referenced in `e` (bounded recursion: `Expr` depth is bounded).
@@ -353,8 +418,16 @@ fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir>
         // Not one regular expression: stays its own terminal.
         Expr::Constrained { .. } => return None,
         Expr::Ref(r) => lookup(*r)?,
-        Expr::Seq(v) => concat(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
-        Expr::Alt(v) => alternation(v.iter().map(|x| expr_to_hir(x, lookup)).collect::<Option<Vec<_>>>()?),
+        Expr::Seq(v) => concat(
+            v.iter()
+                .map(|x| expr_to_hir(x, lookup))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        Expr::Alt(v) => alternation(
+            v.iter()
+                .map(|x| expr_to_hir(x, lookup))
+                .collect::<Option<Vec<_>>>()?,
+        ),
         Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
     })
 }
@@ -379,7 +452,11 @@ fn concat(v: Vec<Hir>) -> Hir {
     if v.iter().any(is_fail) {
         return Hir::fail();
     }
-    Hir::concat(v.into_iter().filter(|h| !matches!(h.kind(), HirKind::Empty)).collect())
+    Hir::concat(
+        v.into_iter()
+            .filter(|h| !matches!(h.kind(), HirKind::Empty))
+            .collect(),
+    )
 }
 
 fn alternation(v: Vec<Hir>) -> Hir {
@@ -396,7 +473,12 @@ fn repetition(sub: Hir, min: u32, max: Option<u32>) -> Hir {
     if min == 1 && max == Some(1) {
         return sub;
     }
-    Hir::repetition(Repetition { min, max, greedy: true, sub: Box::new(sub) })
+    Hir::repetition(Repetition {
+        min,
+        max,
+        greedy: true,
+        sub: Box::new(sub),
+    })
 }
 
 /// Rebuild `h` so that empty-language parts only appear as the whole expression and
@@ -446,9 +528,16 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
                 items.push(x);
                 Expr::Seq(items)
             };
-            Some((la.into_iter().map(prefix).collect(), lb.into_iter().map(prefix).collect()))
+            Some((
+                la.into_iter().map(prefix).collect(),
+                lb.into_iter().map(prefix).collect(),
+            ))
         }
-        Expr::Repeat { expr, min: 0, max: Some(1) } => {
+        Expr::Repeat {
+            expr,
+            min: 0,
+            max: Some(1),
+        } => {
             let (a, mut b) = tail_split(expr, me)?;
             b.push(Expr::Empty);
             Some((a, b))
@@ -463,7 +552,9 @@ fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
         Expr::Empty | Expr::Bytes(_) => 1,
         Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_size(h),
         Expr::Ref(r) => sizes[r.0 as usize],
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |acc, x| acc.saturating_add(expr_size(x, sizes))),
+        Expr::Seq(v) | Expr::Alt(v) => v
+            .iter()
+            .fold(1usize, |acc, x| acc.saturating_add(expr_size(x, sizes))),
         Expr::Repeat { expr, .. } => expr_size(expr, sizes).saturating_add(1),
     }
 }
@@ -498,7 +589,12 @@ fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
         Expr::Empty | Expr::Bytes(_) => 1,
         Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_depth(h),
         Expr::Ref(r) => depths[r.0 as usize],
-        Expr::Seq(v) | Expr::Alt(v) => v.iter().map(|x| expr_depth(x, depths)).max().unwrap_or(0).saturating_add(1),
+        Expr::Seq(v) | Expr::Alt(v) => v
+            .iter()
+            .map(|x| expr_depth(x, depths))
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1),
         Expr::Repeat { expr, .. } => expr_depth(expr, depths).saturating_add(1),
     }
 }
@@ -512,7 +608,9 @@ fn hir_depth(h: &Hir) -> usize {
         match h.kind() {
             HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
             HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
-            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter().map(|x| (x, d + 1))),
+            HirKind::Concat(v) | HirKind::Alternation(v) => {
+                stack.extend(v.iter().map(|x| (x, d + 1)))
+            }
             _ => {}
         }
     }
@@ -545,7 +643,9 @@ fn hir_size(h: &Hir) -> usize {
 fn token_like(body: &Expr, me: RuleId, promoted: &[bool]) -> bool {
     let mut all_refs_promoted = true;
     // Self references are right-linear here (the rule is regular), so they are fine.
-    collect_refs(body, &mut |r| all_refs_promoted &= r == me || promoted[r.0 as usize]);
+    collect_refs(body, &mut |r| {
+        all_refs_promoted &= r == me || promoted[r.0 as usize]
+    });
     all_refs_promoted && !has_structural_keyword(body)
 }
 
@@ -553,8 +653,14 @@ fn has_structural_keyword(e: &Expr) -> bool {
     match e {
         Expr::Bytes(b) => b.len() >= 2,
         Expr::Seq(v) | Expr::Alt(v) => v.iter().any(has_structural_keyword),
-        Expr::Repeat { expr, max: Some(1), .. } => has_structural_keyword(expr),
-        Expr::Repeat { .. } | Expr::Empty | Expr::Regex(_) | Expr::Constrained { .. } | Expr::Ref(_) => false,
+        Expr::Repeat {
+            expr, max: Some(1), ..
+        } => has_structural_keyword(expr),
+        Expr::Repeat { .. }
+        | Expr::Empty
+        | Expr::Regex(_)
+        | Expr::Constrained { .. }
+        | Expr::Ref(_) => false,
     }
 }
 
@@ -586,7 +692,10 @@ impl<'a> Builder<'a> {
 
     fn helper_name(&mut self, rule: usize, what: &str) -> String {
         self.piece_counter[rule] += 1;
-        format!("{}#{what}{}", self.def.rules[rule].name, self.piece_counter[rule])
+        format!(
+            "{}#{what}{}",
+            self.def.rules[rule].name, self.piece_counter[rule]
+        )
     }
 
     fn intern(&mut self, hir: Hir, name: &str) -> TerminalId {
@@ -625,7 +734,12 @@ impl<'a> Builder<'a> {
             return t;
         }
         let id = TerminalId(self.terminals.len() as u32);
-        self.terminals.push(Terminal { name: name.to_string(), hir, literal: None, constraints });
+        self.terminals.push(Terminal {
+            name: name.to_string(),
+            hir,
+            literal: None,
+            constraints,
+        });
         self.terminal_index.insert(key, id);
         id
     }
@@ -640,8 +754,14 @@ impl<'a> Builder<'a> {
             Symbol::Nonterminal(n) => format!("{}?", self.nonterminals[n.0 as usize]),
         };
         let nt = self.new_nt(name);
-        self.productions.push(Production { lhs: nt, rhs: vec![sym] });
-        self.productions.push(Production { lhs: nt, rhs: vec![] });
+        self.productions.push(Production {
+            lhs: nt,
+            rhs: vec![sym],
+        });
+        self.productions.push(Production {
+            lhs: nt,
+            rhs: vec![],
+        });
         let s = Symbol::Nonterminal(nt);
         self.opt_cache.insert(sym, s);
         s
@@ -666,7 +786,9 @@ impl<'a> Builder<'a> {
             return Some(self.fail());
         }
         let props = hir.properties();
-        let min = props.minimum_len().expect("normalized, non-failing HIR has a minimum length");
+        let min = props
+            .minimum_len()
+            .expect("normalized, non-failing HIR has a minimum length");
         if props.maximum_len() == Some(0) {
             return None;
         }
@@ -696,11 +818,22 @@ impl<'a> Builder<'a> {
         if !self.opts.promote && !leaf {
             return None;
         }
-        let lookup = |id: RuleId| if self.promoted[id.0 as usize] { self.rule_hir[id.0 as usize].clone() } else { None };
+        let lookup = |id: RuleId| {
+            if self.promoted[id.0 as usize] {
+                self.rule_hir[id.0 as usize].clone()
+            } else {
+                None
+            }
+        };
         expr_to_hir(e, &lookup)
     }
 
-    fn lower_rule_body(&mut self, nt: NonterminalId, body: &Expr, rule: usize) -> Result<(), GrammarError> {
+    fn lower_rule_body(
+        &mut self,
+        nt: NonterminalId,
+        body: &Expr,
+        rule: usize,
+    ) -> Result<(), GrammarError> {
         let alts: &[Expr] = match body {
             Expr::Alt(v) => v,
             e => std::slice::from_ref(e),
@@ -735,16 +868,24 @@ impl<'a> Builder<'a> {
             Expr::Empty => return Ok(None),
             Expr::Bytes(b) if b.is_empty() => return Ok(None),
             Expr::Ref(r) if !self.promoted[r.0 as usize] => {
-                return Ok(Some(Symbol::Nonterminal(self.rule_nt[r.0 as usize].expect("reachable rule has a nonterminal"))));
+                return Ok(Some(Symbol::Nonterminal(
+                    self.rule_nt[r.0 as usize].expect("reachable rule has a nonterminal"),
+                )));
             }
             Expr::Ref(r) => {
-                let hir = self.rule_hir[r.0 as usize].clone().expect("promoted rules have HIR");
+                let hir = self.rule_hir[r.0 as usize]
+                    .clone()
+                    .expect("promoted rules have HIR");
                 let name = self.def.rules[r.0 as usize].name.clone();
                 return Ok(self.piece(hir, &name, false));
             }
             Expr::Constrained { hir, constraints } => {
                 let name = self.helper_name(rule, "t");
-                return Ok(Some(Symbol::Terminal(self.intern_constrained(normalize(hir), constraints.clone(), &name))));
+                return Ok(Some(Symbol::Terminal(self.intern_constrained(
+                    normalize(hir),
+                    constraints.clone(),
+                    &name,
+                ))));
             }
             Expr::Seq(_) => {}
             _ => {
@@ -776,7 +917,9 @@ impl<'a> Builder<'a> {
                 Ok(Some(Symbol::Nonterminal(nt)))
             }
             Expr::Repeat { expr, min, max } => {
-                let Some(inner) = self.lower_item(expr, rule)? else { return Ok(None) };
+                let Some(inner) = self.lower_item(expr, rule)? else {
+                    return Ok(None);
+                };
                 if *max == Some(0) {
                     return Ok(None);
                 }
@@ -792,7 +935,10 @@ impl<'a> Builder<'a> {
                         let mut tail: Option<Symbol> = None;
                         for k in 1..=(max - min) {
                             let o = self.new_nt(format!("{name}.opt{k}"));
-                            self.productions.push(Production { lhs: o, rhs: vec![] });
+                            self.productions.push(Production {
+                                lhs: o,
+                                rhs: vec![],
+                            });
                             let mut r = vec![inner];
                             r.extend(tail);
                             self.productions.push(Production { lhs: o, rhs: r });
@@ -809,7 +955,11 @@ impl<'a> Builder<'a> {
                 self.productions.push(Production { lhs: nt, rhs });
                 Ok(Some(Symbol::Nonterminal(nt)))
             }
-            Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Constrained { .. } | Expr::Ref(_) => {
+            Expr::Empty
+            | Expr::Bytes(_)
+            | Expr::Regex(_)
+            | Expr::Constrained { .. }
+            | Expr::Ref(_) => {
                 unreachable!("handled above")
             }
         }
@@ -821,8 +971,14 @@ impl<'a> Builder<'a> {
             return s;
         }
         let s = self.new_nt(format!("{name}*"));
-        self.productions.push(Production { lhs: s, rhs: vec![] });
-        self.productions.push(Production { lhs: s, rhs: vec![Symbol::Nonterminal(s), sym] });
+        self.productions.push(Production {
+            lhs: s,
+            rhs: vec![],
+        });
+        self.productions.push(Production {
+            lhs: s,
+            rhs: vec![Symbol::Nonterminal(s), sym],
+        });
         self.star_cache.insert(sym, s);
         s
     }
@@ -839,7 +995,11 @@ fn inline_unit_rules(productions: &mut [Production], nn: usize, start: Nontermin
     }
     let mut unit: Vec<Option<Symbol>> = vec![None; nn];
     for p in productions.iter() {
-        if p.lhs != start && count[p.lhs.0 as usize] == 1 && p.rhs.len() == 1 && p.rhs[0] != Symbol::Nonterminal(p.lhs) {
+        if p.lhs != start
+            && count[p.lhs.0 as usize] == 1
+            && p.rhs.len() == 1
+            && p.rhs[0] != Symbol::Nonterminal(p.lhs)
+        {
             unit[p.lhs.0 as usize] = Some(p.rhs[0]);
         }
     }
@@ -864,7 +1024,13 @@ fn inline_unit_rules(productions: &mut [Production], nn: usize, start: Nontermin
 
 /// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
 fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
-    let Grammar { terminals, nonterminals, mut productions, start, mut warnings } = g;
+    let Grammar {
+        terminals,
+        nonterminals,
+        mut productions,
+        start,
+        mut warnings,
+    } = g;
     let nn = nonterminals.len();
     inline_unit_rules(&mut productions, nn, start);
     // Productive: worklist over "nonterminal occurrences not yet known productive" per
@@ -905,10 +1071,13 @@ fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
             def.rules[def.start.0 as usize].name
         )));
     }
-    let user_rule: std::collections::HashSet<&str> = def.rules.iter().map(|r| r.name.as_str()).collect();
+    let user_rule: std::collections::HashSet<&str> =
+        def.rules.iter().map(|r| r.name.as_str()).collect();
     for (i, name) in nonterminals.iter().enumerate() {
         if !productive[i] && user_rule.contains(name.as_str()) {
-            warnings.push(format!("rule `{name}` derives no string (it never terminates) and is removed"));
+            warnings.push(format!(
+                "rule `{name}` derives no string (it never terminates) and is removed"
+            ));
         }
     }
     let kept: Vec<&Production> = productions
@@ -968,7 +1137,9 @@ fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
                 .iter()
                 .map(|s| match s {
                     Symbol::Terminal(t) => Symbol::Terminal(TerminalId(t_map[t.0 as usize])),
-                    Symbol::Nonterminal(n) => Symbol::Nonterminal(NonterminalId(nt_map[n.0 as usize])),
+                    Symbol::Nonterminal(n) => {
+                        Symbol::Nonterminal(NonterminalId(nt_map[n.0 as usize]))
+                    }
                 })
                 .collect(),
         })
@@ -1009,7 +1180,13 @@ ws ::= [ \t\n]*"#,
     #[test]
     fn identical_pieces_share_a_terminal() {
         let g = lower_gbnf("root ::= \"a\" x \"a\" x\nx ::= [0-9] | \"q\" root");
-        assert_eq!(g.terminals.iter().filter(|t| t.literal.as_deref() == Some(b"a")).count(), 1);
+        assert_eq!(
+            g.terminals
+                .iter()
+                .filter(|t| t.literal.as_deref() == Some(b"a"))
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -72,10 +72,19 @@ impl GrammarError {
     }
 
     pub fn whole(message: impl Into<String>) -> Self {
-        GrammarError { kind: ErrorKind::Invalid, location: Location::Whole, message: message.into(), feature: None }
+        GrammarError {
+            kind: ErrorKind::Invalid,
+            location: Location::Whole,
+            message: message.into(),
+            feature: None,
+        }
     }
 
-    pub fn unsupported(pointer: impl Into<String>, feature: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn unsupported(
+        pointer: impl Into<String>,
+        feature: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         GrammarError {
             kind: ErrorKind::Unsupported,
             location: Location::Pointer(pointer.into()),
@@ -94,7 +103,12 @@ impl fmt::Display for GrammarError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.location {
             Location::LineColumn { line, column } => write!(f, "{line}:{column}: {}", self.message),
-            Location::Pointer(p) => write!(f, "at {}: {}", if p.is_empty() { "/" } else { p }, self.message),
+            Location::Pointer(p) => write!(
+                f,
+                "at {}: {}",
+                if p.is_empty() { "/" } else { p },
+                self.message
+            ),
             Location::Whole => write!(f, "{}", self.message),
         }
     }
@@ -103,7 +117,17 @@ impl fmt::Display for GrammarError {
 impl std::error::Error for GrammarError {}
 
 /// JSON whitespace policy for schema-derived grammars.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum WhitespacePolicy {
     /// Any JSON whitespace between tokens, at most `max_whitespace` bytes in a row.
@@ -129,7 +153,12 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { start: None, whitespace: WhitespacePolicy::Flexible, max_whitespace: 20, lenient: false }
+        CompileOptions {
+            start: None,
+            whitespace: WhitespacePolicy::Flexible,
+            max_whitespace: 20,
+            lenient: false,
+        }
     }
 }
 
@@ -150,19 +179,30 @@ impl GrammarSource {
     /// (a JSON Schema). Other extensions are an error naming the accepted ones.
     pub fn from_path(path: &Path) -> anyhow::Result<GrammarSource> {
         use anyhow::Context;
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read grammar file {}", path.display()))?;
-        let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read grammar file {}", path.display()))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
         if name.ends_with(".gbnf") {
             Ok(GrammarSource::Gbnf(text))
         } else if name.ends_with(".lark") {
             Ok(GrammarSource::Lark(text))
         } else if name.ends_with(".json") {
             let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                GrammarError::at(e.line() as u32, e.column() as u32, format!("schema is not valid JSON: {e}"))
+                GrammarError::at(
+                    e.line() as u32,
+                    e.column() as u32,
+                    format!("schema is not valid JSON: {e}"),
+                )
             })?;
             Ok(GrammarSource::JsonSchema(value))
         } else {
-            anyhow::bail!("{}: unknown grammar type (expected .gbnf, .lark or .json)", path.display())
+            anyhow::bail!(
+                "{}: unknown grammar type (expected .gbnf, .lark or .json)",
+                path.display()
+            )
         }
     }
 
@@ -170,7 +210,9 @@ impl GrammarSource {
     pub fn parse(&self, opts: &CompileOptions) -> Result<expr::GrammarDef, GrammarError> {
         match self {
             GrammarSource::Gbnf(text) => gbnf::parse(text, opts.start.as_deref().unwrap_or("root")),
-            GrammarSource::Lark(text) => lark::parse(text, opts.start.as_deref().unwrap_or("start")),
+            GrammarSource::Lark(text) => {
+                lark::parse(text, opts.start.as_deref().unwrap_or("start"))
+            }
             GrammarSource::Regex(pattern) => regex::parse(pattern),
             GrammarSource::JsonSchema(schema) => json_schema::compile(schema, opts),
             GrammarSource::Json => json_schema::compile(&serde_json::json!({}), opts),

@@ -26,7 +26,10 @@ pub fn to_gbnf(def: &GrammarDef) -> Result<String, GrammarError> {
             "grammars with %ignore cannot be printed as GBNF (GBNF has no ignore); print the lowered grammar instead",
         ));
     }
-    let names = unique_names(def.rules.iter().map(|r| r.name.as_str()), def.start.0 as usize);
+    let names = unique_names(
+        def.rules.iter().map(|r| r.name.as_str()),
+        def.start.0 as usize,
+    );
     let mut out = String::new();
     let mut order: Vec<usize> = (0..def.rules.len()).collect();
     order.sort_by_key(|&i| i != def.start.0 as usize);
@@ -53,7 +56,10 @@ pub fn ir_to_annotated_text(g: &Grammar) -> Result<String, GrammarError> {
 }
 
 fn ir_to_text(g: &Grammar, annotate: bool) -> Result<String, GrammarError> {
-    let names = unique_names(g.nonterminals.iter().map(|s| s.as_str()), g.start.0 as usize);
+    let names = unique_names(
+        g.nonterminals.iter().map(|s| s.as_str()),
+        g.start.0 as usize,
+    );
     let mut terms = Vec::with_capacity(g.terminals.len());
     let mut constrained = String::new();
     let mut used: HashSet<String> = names.iter().cloned().collect();
@@ -67,7 +73,17 @@ fn ir_to_text(g: &Grammar, annotate: bool) -> Result<String, GrammarError> {
         if !annotate {
             return Err(constrained_error(&format!("terminal `{}`", t.name)));
         }
-        let base: String = t.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+        let base: String = t
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
         let mut name = format!("{base}-constrained");
         let mut k = 1;
         while !used.insert(name.clone()) {
@@ -75,7 +91,10 @@ fn ir_to_text(g: &Grammar, annotate: bool) -> Result<String, GrammarError> {
             k += 1;
         }
         writeln!(constrained, "{name} ::= {s}").unwrap();
-        for (label, hs) in [("and", &t.constraints.and), ("and not", &t.constraints.and_not)] {
+        for (label, hs) in [
+            ("and", &t.constraints.and),
+            ("and not", &t.constraints.and_not),
+        ] {
             for h in hs {
                 let mut c = String::new();
                 print_hir(h, &mut c, Prec::Atom)?;
@@ -125,7 +144,16 @@ fn unique_names<'a>(names: impl Iterator<Item = &'a str>, start: usize) -> Vec<S
             if i == start {
                 return "root".to_string();
             }
-            let mut base: String = n.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+            let mut base: String = n
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
             if base.is_empty() {
                 base = "rule".into();
             }
@@ -239,7 +267,9 @@ fn escape_char(c: char, in_class: bool, out: &mut String) {
         {
             write!(out, "\\u{:04X}", c as u32).unwrap()
         }
-        c if (c as u32) >= 0xF0000 || (0xE0000..=0xE0FFF).contains(&(c as u32)) => write!(out, "\\U{:08X}", c as u32).unwrap(),
+        c if (c as u32) >= 0xF0000 || (0xE0000..=0xE0FFF).contains(&(c as u32)) => {
+            write!(out, "\\U{:08X}", c as u32).unwrap()
+        }
         c => out.push(c),
     }
 }
@@ -257,7 +287,11 @@ fn print_hir(h: &Hir, out: &mut String, ctx: Prec) -> Result<(), GrammarError> {
         HirKind::Empty => out.push_str("\"\""),
         HirKind::Literal(l) => match std::str::from_utf8(&l.0) {
             Ok(s) => print_literal(s, out),
-            Err(_) => return Err(GrammarError::whole("a byte literal that is not UTF-8 cannot be printed as GBNF")),
+            Err(_) => {
+                return Err(GrammarError::whole(
+                    "a byte literal that is not UTF-8 cannot be printed as GBNF",
+                ));
+            }
         },
         HirKind::Class(Class::Unicode(c)) => {
             if c.ranges().is_empty() {
@@ -290,7 +324,11 @@ fn print_hir(h: &Hir, out: &mut String, ctx: Prec) -> Result<(), GrammarError> {
             }
             out.push(']');
         }
-        HirKind::Look(l) => return Err(GrammarError::whole(format!("look-around {l:?} cannot be printed as GBNF"))),
+        HirKind::Look(l) => {
+            return Err(GrammarError::whole(format!(
+                "look-around {l:?} cannot be printed as GBNF"
+            )));
+        }
         HirKind::Repetition(r) => {
             print_hir(&r.sub, out, Prec::Atom)?;
             print_repeat(r.min, r.max, out);
@@ -349,7 +387,20 @@ mod tests {
         let def = gbnf::parse(src, "root").unwrap();
         let text = to_gbnf(&def).unwrap();
         let back = gbnf::parse(&text, "root").unwrap();
-        same_language(&def, &back, &["a", "a,b", "]-a,q\"\n,-12", "a,b,c,a", "a,b,c,a,b", "-123", "", "q"]);
+        same_language(
+            &def,
+            &back,
+            &[
+                "a",
+                "a,b",
+                "]-a,q\"\n,-12",
+                "a,b,c,a",
+                "a,b,c,a,b",
+                "-123",
+                "",
+                "q",
+            ],
+        );
     }
 
     #[test]

@@ -118,11 +118,20 @@ impl TerminalAutomaton {
             let tuple = states[k].clone();
             k += 1;
             accept.push(
-                parts.iter().zip(&tuple).all(|((dfa, positive), &s)| Self::eof_match(dfa, s) == *positive),
+                parts
+                    .iter()
+                    .zip(&tuple)
+                    .all(|((dfa, positive), &s)| Self::eof_match(dfa, s) == *positive),
             );
             for b in 0..=255u8 {
-                let t: Vec<StateID> = parts.iter().zip(&tuple).map(|((dfa, _), &s)| dfa.next_state(s, b)).collect();
-                let dead = parts.iter().zip(&t).any(|((dfa, positive), &s)| *positive && (dfa.is_dead_state(s) || dfa.is_quit_state(s)));
+                let t: Vec<StateID> = parts
+                    .iter()
+                    .zip(&tuple)
+                    .map(|((dfa, _), &s)| dfa.next_state(s, b))
+                    .collect();
+                let dead = parts.iter().zip(&t).any(|((dfa, positive), &s)| {
+                    *positive && (dfa.is_dead_state(s) || dfa.is_quit_state(s))
+                });
                 if dead {
                     next.push(NO_STATE);
                     continue;
@@ -153,7 +162,12 @@ impl TerminalAutomaton {
             let t = next[START_STATE as usize * 256 + b];
             t != NO_STATE && live[t as usize]
         });
-        Ok(TerminalAutomaton { next, accept, live, nonempty })
+        Ok(TerminalAutomaton {
+            next,
+            accept,
+            live,
+            nonempty,
+        })
     }
 
     /// Do the bytes that led to `s` form a match (for one part's DFA)?
@@ -182,10 +196,14 @@ impl ReferenceRecognizer {
     pub fn new(grammar: &Grammar) -> Result<Self, GrammarError> {
         let mut automata = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
-            let a = TerminalAutomaton::new(t)
-                .map_err(|e| GrammarError::whole(format!("terminal {}: cannot build its DFA: {e}", t.name)))?;
+            let a = TerminalAutomaton::new(t).map_err(|e| {
+                GrammarError::whole(format!("terminal {}: cannot build its DFA: {e}", t.name))
+            })?;
             if !a.nonempty {
-                return Err(GrammarError::whole(format!("terminal {} matches no non-empty string (IR invariant 1)", t.name)));
+                return Err(GrammarError::whole(format!(
+                    "terminal {} matches no non-empty string (IR invariant 1)",
+                    t.name
+                )));
             }
             automata.push(a);
         }
@@ -198,7 +216,9 @@ impl ReferenceRecognizer {
             let mut changed = false;
             for p in &grammar.productions {
                 if !nullable[p.lhs.0 as usize]
-                    && p.rhs.iter().all(|s| matches!(s, Symbol::Nonterminal(n) if nullable[n.0 as usize]))
+                    && p.rhs
+                        .iter()
+                        .all(|s| matches!(s, Symbol::Nonterminal(n) if nullable[n.0 as usize]))
                 {
                     nullable[p.lhs.0 as usize] = true;
                     changed = true;
@@ -208,7 +228,12 @@ impl ReferenceRecognizer {
                 break;
             }
         }
-        Ok(ReferenceRecognizer { grammar: grammar.clone(), automata, nullable, prods_of })
+        Ok(ReferenceRecognizer {
+            grammar: grammar.clone(),
+            automata,
+            nullable,
+            prods_of,
+        })
     }
 
     pub fn grammar(&self) -> &Grammar {
@@ -216,7 +241,10 @@ impl ReferenceRecognizer {
     }
 
     fn next_symbol(&self, item: &Item) -> Option<Symbol> {
-        self.grammar.productions[item.prod as usize].rhs.get(item.dot as usize).copied()
+        self.grammar.productions[item.prod as usize]
+            .rhs
+            .get(item.dot as usize)
+            .copied()
     }
 
     /// Complete the item set at position `n` (= `sets.len()`) from `seed`, then start scans.
@@ -236,17 +264,30 @@ impl ReferenceRecognizer {
                     // Aycock–Horspool rule at prediction time.
                     if item.origin < n {
                         let lhs = self.grammar.productions[item.prod as usize].lhs;
-                        if let Some(ws) = sets[item.origin as usize].waiting.get(&Symbol::Nonterminal(lhs)) {
-                            work.extend(ws.iter().map(|w| Item { dot: w.dot + 1, ..*w }));
+                        if let Some(ws) = sets[item.origin as usize]
+                            .waiting
+                            .get(&Symbol::Nonterminal(lhs))
+                        {
+                            work.extend(ws.iter().map(|w| Item {
+                                dot: w.dot + 1,
+                                ..*w
+                            }));
                         }
                     }
                 }
                 Some(Symbol::Nonterminal(b)) => {
                     for &p in &self.prods_of[b.0 as usize] {
-                        work.push(Item { prod: p, dot: 0, origin: n });
+                        work.push(Item {
+                            prod: p,
+                            dot: 0,
+                            origin: n,
+                        });
                     }
                     if self.nullable[b.0 as usize] {
-                        work.push(Item { dot: item.dot + 1, ..item });
+                        work.push(Item {
+                            dot: item.dot + 1,
+                            ..item
+                        });
                     }
                 }
                 Some(Symbol::Terminal(_)) => {}
@@ -259,7 +300,11 @@ impl ReferenceRecognizer {
                 let entry = waiting.entry(sym).or_default();
                 if entry.is_empty() {
                     if let Symbol::Terminal(t) = sym {
-                        scans.push(Scan { terminal: t, state: START_STATE, origin: n });
+                        scans.push(Scan {
+                            terminal: t,
+                            state: START_STATE,
+                            origin: n,
+                        });
                     }
                 }
                 entry.push(*item);
@@ -270,9 +315,19 @@ impl ReferenceRecognizer {
 
     /// The state before any byte.
     pub fn start(&self) -> RefState {
-        let seed = self.prods_of[self.grammar.start.0 as usize].iter().map(|&p| Item { prod: p, dot: 0, origin: 0 }).collect();
+        let seed = self.prods_of[self.grammar.start.0 as usize]
+            .iter()
+            .map(|&p| Item {
+                prod: p,
+                dot: 0,
+                origin: 0,
+            })
+            .collect();
         let (items, scans) = self.close(&[], seed);
-        RefState { sets: vec![Rc::new(items)], scans }
+        RefState {
+            sets: vec![Rc::new(items)],
+            scans,
+        }
     }
 
     /// Consume one byte; `None` when the bytes so far are not a prefix of any sentence.
@@ -286,11 +341,20 @@ impl ReferenceRecognizer {
                 continue;
             }
             if a.accept[next as usize] {
-                if let Some(ws) = s.sets[scan.origin as usize].waiting.get(&Symbol::Terminal(scan.terminal)) {
-                    seed.extend(ws.iter().map(|w| Item { dot: w.dot + 1, ..*w }));
+                if let Some(ws) = s.sets[scan.origin as usize]
+                    .waiting
+                    .get(&Symbol::Terminal(scan.terminal))
+                {
+                    seed.extend(ws.iter().map(|w| Item {
+                        dot: w.dot + 1,
+                        ..*w
+                    }));
                 }
             }
-            kept.push(Scan { state: next, ..*scan });
+            kept.push(Scan {
+                state: next,
+                ..*scan
+            });
         }
         let (items, fresh) = self.close(&s.sets, seed);
         kept.extend(fresh);
@@ -342,7 +406,8 @@ mod tests {
     use crate::grammar::{gbnf, lower};
 
     fn rec(text: &str) -> ReferenceRecognizer {
-        ReferenceRecognizer::new(&lower::lower(&gbnf::parse(text, "root").unwrap()).unwrap()).unwrap()
+        ReferenceRecognizer::new(&lower::lower(&gbnf::parse(text, "root").unwrap()).unwrap())
+            .unwrap()
     }
 
     #[test]

@@ -60,11 +60,17 @@ pub fn parse_hir(pattern: &str, flags: Flags, origin: Span) -> Result<Hir, Gramm
             _ => (None, e.to_string()),
         };
         let (line, column) = match span {
-            Some(s) if s.start.line == 1 => (origin.line, origin.column + s.start.column as u32 - 1),
+            Some(s) if s.start.line == 1 => {
+                (origin.line, origin.column + s.start.column as u32 - 1)
+            }
             Some(s) => (origin.line + s.start.line as u32 - 1, s.start.column as u32),
             None => (origin.line, origin.column),
         };
-        let kind = if msg.contains("nest") { ErrorKind::Limit } else { ErrorKind::Invalid };
+        let kind = if msg.contains("nest") {
+            ErrorKind::Limit
+        } else {
+            ErrorKind::Invalid
+        };
         GrammarError::at(line, column, format!("bad regex: {msg}")).with_kind(kind)
     })
 }
@@ -100,9 +106,12 @@ fn strip_anchors(hir: Hir, start: bool, end: bool) -> Hir {
             }
             Hir::concat(items)
         }
-        HirKind::Alternation(branches) => {
-            Hir::alternation(branches.iter().map(|b| strip_anchors(b.clone(), start, end)).collect())
-        }
+        HirKind::Alternation(branches) => Hir::alternation(
+            branches
+                .iter()
+                .map(|b| strip_anchors(b.clone(), start, end))
+                .collect(),
+        ),
         HirKind::Capture(c) => strip_anchors((*c.sub).clone(), start, end),
         _ if (start && is_start(&hir)) || (end && is_end(&hir)) => Hir::empty(),
         _ => hir,
@@ -117,9 +126,12 @@ pub fn reject_looks(hir: &Hir, at: Span) -> Result<(), GrammarError> {
         match h.kind() {
             HirKind::Look(look) => {
                 let what = match look {
-                    Look::Start | Look::End | Look::StartLF | Look::EndLF | Look::StartCRLF | Look::EndCRLF => {
-                        "anchors other than a leading `^` and a trailing `$`"
-                    }
+                    Look::Start
+                    | Look::End
+                    | Look::StartLF
+                    | Look::EndLF
+                    | Look::StartCRLF
+                    | Look::EndCRLF => "anchors other than a leading `^` and a trailing `$`",
                     _ => "word boundaries",
                 };
                 return Err(GrammarError::at(
@@ -145,7 +157,9 @@ mod tests {
     #[test]
     fn strips_whole_match_anchors() {
         let g = parse("^[a-z]+$").unwrap();
-        let Expr::Regex(h) = &g.rules[0].expr else { panic!() };
+        let Expr::Regex(h) = &g.rules[0].expr else {
+            panic!()
+        };
         assert!(!h.to_string().contains('^'));
     }
 
@@ -153,8 +167,13 @@ mod tests {
     fn strips_anchors_in_branches_and_groups() {
         for p in ["^a$|^b$", "^(a|b)$", "(^a$)|(^b)", "^(?:^a|b$)$"] {
             let g = parse(p).unwrap_or_else(|e| panic!("{p}: {e}"));
-            let Expr::Regex(h) = &g.rules[0].expr else { panic!() };
-            assert!(!h.to_string().contains('^') && !h.to_string().contains('$'), "{p}: {h}");
+            let Expr::Regex(h) = &g.rules[0].expr else {
+                panic!()
+            };
+            assert!(
+                !h.to_string().contains('^') && !h.to_string().contains('$'),
+                "{p}: {h}"
+            );
         }
         assert!(parse("a|^b|c$d").is_err());
     }
@@ -162,7 +181,12 @@ mod tests {
     #[test]
     fn rejects_inner_anchors_and_boundaries() {
         assert!(parse("a^b").is_err());
-        assert!(parse(r"\bfoo").unwrap_err().message.contains("word boundaries"));
+        assert!(
+            parse(r"\bfoo")
+                .unwrap_err()
+                .message
+                .contains("word boundaries")
+        );
         assert!(parse("(?=x)").unwrap_err().message.contains("bad regex"));
     }
 

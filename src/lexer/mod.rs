@@ -68,8 +68,12 @@ pub enum LexerError {
 impl std::fmt::Display for LexerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LexerError::Terminal { terminal, message } => write!(f, "terminal {terminal}: {message}"),
-            LexerError::TooManyStates(n) => write!(f, "scanner has more than {n} states (grammar too large)"),
+            LexerError::Terminal { terminal, message } => {
+                write!(f, "terminal {terminal}: {message}")
+            }
+            LexerError::TooManyStates(n) => {
+                write!(f, "scanner has more than {n} states (grammar too large)")
+            }
         }
     }
 }
@@ -149,7 +153,11 @@ impl TerminalDfa {
     }
 
     /// See [`TerminalDfa::for_terminal`]; fails beyond `max_states` product states.
-    pub fn product(hir: &regex_syntax::hir::Hir, constraints: &ir::Constraints, max_states: usize) -> Result<Self, String> {
+    pub fn product(
+        hir: &regex_syntax::hir::Hir,
+        constraints: &ir::Constraints,
+        max_states: usize,
+    ) -> Result<Self, String> {
         let base = TerminalDfa::new(hir)?;
         if constraints.is_empty() {
             return Ok(base);
@@ -179,8 +187,11 @@ impl TerminalDfa {
             let is_match = |k: usize| tuple[k] != DEAD && parts[k].is_accepting(tuple[k]);
             accept.push((0..n_pos).all(is_match) && !(n_pos..parts.len()).any(is_match));
             for b in 0..=255u8 {
-                let next: Vec<u32> =
-                    tuple.iter().zip(&parts).map(|(&s, d)| if s == DEAD { DEAD } else { d.next(s, b) }).collect();
+                let next: Vec<u32> = tuple
+                    .iter()
+                    .zip(&parts)
+                    .map(|(&s, d)| if s == DEAD { DEAD } else { d.next(s, b) })
+                    .collect();
                 if next[..n_pos].contains(&DEAD) {
                     raw_next.push(DEAD);
                     continue;
@@ -189,7 +200,9 @@ impl TerminalDfa {
                     Some(&id) => id,
                     None => {
                         if order.len() >= max_states {
-                            return Err(format!("the intersection has more than {max_states} states"));
+                            return Err(format!(
+                                "the intersection has more than {max_states} states"
+                            ));
                         }
                         let id = order.len() as u32;
                         ids.insert(next.clone(), id);
@@ -211,7 +224,11 @@ impl TerminalDfa {
         let n = accept.len();
         let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
         for s in 0..n {
-            let mut row: Vec<u32> = raw_next[s * 256..(s + 1) * 256].iter().copied().filter(|&t| t != DEAD).collect();
+            let mut row: Vec<u32> = raw_next[s * 256..(s + 1) * 256]
+                .iter()
+                .copied()
+                .filter(|&t| t != DEAD)
+                .collect();
             row.sort_unstable();
             row.dedup();
             for t in row {
@@ -229,7 +246,13 @@ impl TerminalDfa {
         }
         let next = raw_next
             .iter()
-            .map(|&t| if t != DEAD && live[t as usize] { t } else { DEAD })
+            .map(|&t| {
+                if t != DEAD && live[t as usize] {
+                    t
+                } else {
+                    DEAD
+                }
+            })
             .collect();
         if !live[0] {
             return Err("the terminal matches nothing".into());
@@ -303,13 +326,16 @@ struct Chunked<T> {
 impl<T> Chunked<T> {
     fn new(capacity: usize) -> Self {
         Chunked {
-            chunks: (0..capacity.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+            chunks: (0..capacity.div_ceil(CHUNK))
+                .map(|_| OnceLock::new())
+                .collect(),
         }
     }
 
     /// Store item `i` (each index once, in order, by the single writer).
     fn set(&self, i: usize, v: T) {
-        let chunk = self.chunks[i >> CHUNK_BITS].get_or_init(|| (0..CHUNK).map(|_| OnceLock::new()).collect());
+        let chunk = self.chunks[i >> CHUNK_BITS]
+            .get_or_init(|| (0..CHUNK).map(|_| OnceLock::new()).collect());
         if chunk[i & (CHUNK - 1)].set(v).is_err() {
             unreachable!("Chunked::set: index {i} stored twice");
         }
@@ -381,10 +407,12 @@ impl Scanner {
     ) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
-            dfas.push(TerminalDfa::for_terminal(t).map_err(|message| LexerError::Terminal {
-                terminal: t.name.clone(),
-                message,
-            })?);
+            dfas.push(
+                TerminalDfa::for_terminal(t).map_err(|message| LexerError::Terminal {
+                    terminal: t.name.clone(),
+                    message,
+                })?,
+            );
         }
         Self::build(dfas, may_follow, MAX_SCANNER_STATES)
     }
@@ -449,7 +477,9 @@ impl Scanner {
             classes,
             class_bytes,
             num_classes,
-            trans: (0..max_states.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+            trans: (0..max_states.div_ceil(CHUNK))
+                .map(|_| OnceLock::new())
+                .collect(),
             states: Chunked::new(max_states),
             live_sets: Chunked::new(max_states + nt + 1),
             preceders,
@@ -460,9 +490,13 @@ impl Scanner {
         let start: Vec<ComponentId> = (0..nt).map(|t| ComponentId(sc.component_base[t])).collect();
         {
             let mut b = sc.builder.lock().unwrap_or_else(|e| e.into_inner());
-            let s = sc.intern_state(&mut b, start).expect("the first state fits");
+            let s = sc
+                .intern_state(&mut b, start)
+                .expect("the first state fits");
             debug_assert_eq!(s, Self::START.0);
-            sc.singleton_live = (0..nt as u32).map(|t| sc.intern_live(&mut b, vec![ir::TerminalId(t)])).collect();
+            sc.singleton_live = (0..nt as u32)
+                .map(|t| sc.intern_live(&mut b, vec![ir::TerminalId(t)]))
+                .collect();
         }
         Ok(sc)
     }
@@ -531,7 +565,10 @@ impl Scanner {
         if id >= self.max_states {
             return None;
         }
-        let terminals: Vec<ir::TerminalId> = components.iter().map(|&c| self.components[c.0 as usize].0).collect();
+        let terminals: Vec<ir::TerminalId> = components
+            .iter()
+            .map(|&c| self.components[c.0 as usize].0)
+            .collect();
         let accepting = components
             .iter()
             .map(|&c| self.components[c.0 as usize])
@@ -541,7 +578,9 @@ impl Scanner {
         let live = self.intern_live(b, terminals);
         let components: Box<[ComponentId]> = components.into();
         self.trans[id >> CHUNK_BITS].get_or_init(|| {
-            (0..CHUNK * self.num_classes).map(|_| AtomicU32::new(UNKNOWN)).collect()
+            (0..CHUNK * self.num_classes)
+                .map(|_| AtomicU32::new(UNKNOWN))
+                .collect()
         });
         self.states.set(
             id,
@@ -591,13 +630,18 @@ impl Scanner {
     /// set or the state limit is reached. (The on-disk tree cache names states this way.)
     pub fn state_of_components(&self, components: &[ComponentId]) -> Option<ScanState> {
         if components.is_empty()
-            || components.iter().any(|c| c.0 as usize >= self.components.len())
-            || components.windows(2).any(|w| self.components[w[0].0 as usize].0 >= self.components[w[1].0 as usize].0)
+            || components
+                .iter()
+                .any(|c| c.0 as usize >= self.components.len())
+            || components
+                .windows(2)
+                .any(|w| self.components[w[0].0 as usize].0 >= self.components[w[1].0 as usize].0)
         {
             return None;
         }
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
-        self.intern_state(&mut b, components.to_vec()).map(ScanState)
+        self.intern_state(&mut b, components.to_vec())
+            .map(ScanState)
     }
 
     /// The interned live set of these terminals (sorted, distinct, in range), created if new.
@@ -681,7 +725,10 @@ impl Scanner {
 
     /// States built so far (the scanner grows as bytes reach new states).
     pub fn num_states(&self) -> usize {
-        self.builder.lock().unwrap_or_else(|e| e.into_inner()).num_states
+        self.builder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .num_states
     }
 
     /// The components `(terminal, terminal-DFA state)` of a scanner state.
@@ -704,7 +751,10 @@ impl Scanner {
 
     /// Live sets interned so far.
     pub fn num_live_sets(&self) -> usize {
-        self.builder.lock().unwrap_or_else(|e| e.into_inner()).num_live_sets
+        self.builder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .num_live_sets
     }
 
     /// Every `(terminal, DFA state)` pair: built eagerly, so trees can be indexed by it.
@@ -740,7 +790,11 @@ impl Scanner {
         };
         let words = self.num_terminals.div_ceil(64).max(1);
         states.div_ceil(CHUNK) * CHUNK * self.num_classes * 4
-            + self.dfas.iter().map(|d| d.next.len() * 4 + d.accept.len()).sum::<usize>()
+            + self
+                .dfas
+                .iter()
+                .map(|d| d.next.len() * 4 + d.accept.len())
+                .sum::<usize>()
             + self.components.len() * 8
             + (0..states)
                 .map(|s| {
@@ -775,7 +829,11 @@ mod tests {
     }
 
     fn re(p: &str) -> Hir {
-        regex_syntax::ParserBuilder::new().utf8(false).build().parse(p).unwrap()
+        regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(p)
+            .unwrap()
     }
 
     #[test]
@@ -853,17 +911,28 @@ mod tests {
 
     #[test]
     fn lazy_exploration_finds_exactly_the_eager_states() {
-        let terms = [re("[a-z]{1,6}"), re("[a-f0-9]{2,8}"), re("0x[0-9a-f]+"), Hir::literal(*b"face"), re("\"[^\"]{0,5}\"")];
+        let terms = [
+            re("[a-z]{1,6}"),
+            re("[a-f0-9]{2,8}"),
+            re("0x[0-9a-f]+"),
+            Hir::literal(*b"face"),
+            re("\"[^\"]{0,5}\""),
+        ];
         let dfas = dfas_of(&terms);
         let want = eager_states(&dfas);
         let sc = Scanner::from_dfas(dfas).unwrap();
         assert_eq!(sc.num_states(), 1, "nothing is built before it is needed");
         assert_eq!(sc.explore(usize::MAX), (want.len(), true));
         let mut got: Vec<Vec<(u32, u32)>> = (0..sc.num_states() as u32)
-            .map(|q| sc.components(ScanState(q)).iter().map(|&c| {
-                let (t, s) = sc.component(c);
-                (t.0, s)
-            }).collect())
+            .map(|q| {
+                sc.components(ScanState(q))
+                    .iter()
+                    .map(|&c| {
+                        let (t, s) = sc.component(c);
+                        (t.0, s)
+                    })
+                    .collect()
+            })
             .collect();
         let mut want = want;
         got.sort();
@@ -877,10 +946,18 @@ mod tests {
 
     #[test]
     fn threads_building_states_at_once_agree_with_one_thread() {
-        let terms = [re("[a-z]{1,12}"), re("[a-m0-9]{3,9}"), re("[0-9]+(\\.[0-9]{1,4})?")];
+        let terms = [
+            re("[a-z]{1,12}"),
+            re("[a-m0-9]{3,9}"),
+            re("[0-9]+(\\.[0-9]{1,4})?"),
+        ];
         let shared = Scanner::from_dfas(dfas_of(&terms)).unwrap();
         let texts: Vec<Vec<u8>> = (0..400u32)
-            .map(|i| (0..(i % 13 + 1)).map(|j| b"abcmz0189.q"[((i * 7 + j * 3) % 11) as usize]).collect())
+            .map(|i| {
+                (0..(i % 13 + 1))
+                    .map(|j| b"abcmz0189.q"[((i * 7 + j * 3) % 11) as usize])
+                    .collect()
+            })
             .collect();
         // Each thread walks every text (in a different order) and records where it lands,
         // as the components of the final state (ids may differ between scanners).
@@ -888,16 +965,22 @@ mod tests {
             let mut out = vec![None; texts.len()];
             for k in 0..texts.len() {
                 let i = (k * [1, 3, 7, 11][order]) % texts.len(); // coprime to 400: a permutation
-                out[i] = sc.walk(Scanner::START, &texts[i]).map(|q| sc.components(q).to_vec());
+                out[i] = sc
+                    .walk(Scanner::START, &texts[i])
+                    .map(|q| sc.components(q).to_vec());
             }
             out
         };
         let results: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..4).map(|o| s.spawn({
-                let shared = &shared;
-                let run = &run;
-                move || run(shared, o)
-            })).collect();
+            let hs: Vec<_> = (0..4)
+                .map(|o| {
+                    s.spawn({
+                        let shared = &shared;
+                        let run = &run;
+                        move || run(shared, o)
+                    })
+                })
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         let alone = Scanner::from_dfas(dfas_of(&terms)).unwrap();
@@ -913,7 +996,10 @@ mod tests {
         let sc = Scanner::build(dfas_of(&[re("[a-z]{1,40}")]), None, 5).unwrap();
         assert!(sc.walk(Scanner::START, b"abcd").is_some());
         assert!(!sc.overflowed());
-        assert!(sc.walk(Scanner::START, b"abcde").is_none(), "the sixth state is refused");
+        assert!(
+            sc.walk(Scanner::START, b"abcde").is_none(),
+            "the sixth state is refused"
+        );
         assert!(sc.overflowed());
         assert_eq!(sc.num_states(), 5);
     }
@@ -928,8 +1014,14 @@ mod tests {
         assert_eq!(sc.state_of_components(&[comps[1], comps[0]]), None);
         assert_eq!(sc.state_of_components(&[]), None);
         assert_eq!(sc.state_of_components(&[ComponentId(10_000)]), None);
-        assert_eq!(sc.live_set_of(sc.live_terminals(sc.live_set(i))), Some(sc.live_set(i)));
-        assert_eq!(sc.live_set_of(&[ir::TerminalId(1), ir::TerminalId(0)]), None);
+        assert_eq!(
+            sc.live_set_of(sc.live_terminals(sc.live_set(i))),
+            Some(sc.live_set(i))
+        );
+        assert_eq!(
+            sc.live_set_of(&[ir::TerminalId(1), ir::TerminalId(0)]),
+            None
+        );
         assert_eq!(sc.live_set_of(&[ir::TerminalId(2)]), None);
     }
 }

@@ -35,6 +35,7 @@ pub mod input;
 use crate::cli::args::ConstraintArgs;
 use crate::cli::generate::{ModelArgs, SamplingArgs};
 use crate::cli::mask::compile_constraint;
+use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::{Decoder, DecoderConfig};
 use crate::decode::{GenerationRequest, SamplingConfig};
 use crate::engine::{CompiledGrammar, Constraint, Options};
@@ -79,6 +80,10 @@ pub struct ReplArgs {
     /// Smallest count probability for a drafted token.
     #[arg(long, value_name = "P", default_value_t = crate::decode::methods::DEFAULT_DRAFT_THRESHOLD)]
     pub draft_threshold: f32,
+    /// How long each draft is (as `generate --draft-policy`): `cost` cuts it where expected
+    /// tokens per measured millisecond peak, `threshold` verifies every proposal.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = DraftPolicy::Cost)]
+    pub draft_policy: DraftPolicy,
     /// Maximum number of tokens per generation.
     #[arg(short = 'n', long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_tokens: u64,
@@ -101,6 +106,7 @@ struct Settings {
     k: Option<u32>,
     draft: usize,
     draft_threshold: f32,
+    draft_policy: DraftPolicy,
     sampling: SamplingConfig,
     max_tokens: usize,
     chat: bool,
@@ -275,6 +281,7 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
             k,
             draft: args.draft,
             draft_threshold: args.draft_threshold,
+            draft_policy: args.draft_policy,
             sampling,
             max_tokens: args.max_tokens as usize,
             chat: args.chat,
@@ -483,7 +490,12 @@ impl<'m> Repl<'m> {
                     ""
                 }
             ),
-            format!("draft       {} (threshold {})", s.draft, s.draft_threshold),
+            format!(
+                "draft       {} (threshold {}, policy {})",
+                s.draft,
+                s.draft_threshold,
+                s.draft_policy.as_str()
+            ),
             format!(
                 "temp        {}{}",
                 c.temperature,
@@ -582,12 +594,13 @@ impl<'m> Repl<'m> {
     fn decoder(&mut self) -> anyhow::Result<&mut Decoder> {
         let s = &self.settings;
         let key = format!(
-            "{:?}|{:?}|{:?}|{}|{}",
+            "{:?}|{:?}|{:?}|{}|{}|{:?}",
             self.active.as_ref().map(|a| &a.label),
             s.method,
             s.k,
             s.draft,
-            s.draft_threshold
+            s.draft_threshold,
+            s.draft_policy
         );
         if self.decoder.as_ref().is_none_or(|(k, _)| *k != key) {
             let config = DecoderConfig {
@@ -598,7 +611,7 @@ impl<'m> Repl<'m> {
                 opportunistic: false,
                 draft: s.draft,
                 draft_threshold: s.draft_threshold,
-                draft_policy: Default::default(),
+                draft_policy: s.draft_policy,
                 draft_stats: None,
             };
             self.decoder = Some((key, Decoder::new(&config, self.model)?));

@@ -5,12 +5,14 @@
 //! Hugging Face `tokenizer.json` (see [`tokenizer_json`]), so the engine can be used and
 //! benchmarked without model weights.
 
-pub mod tokenizer_json;
 mod token_set;
+pub mod tokenizer_json;
 pub use token_set::TokenSet;
 
 /// A token id of the model's vocabulary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct TokenId(pub u32);
 
@@ -66,7 +68,13 @@ impl Vocabulary {
             }
         }
         let fingerprint = fingerprint(&tokens, &special, &eog);
-        Vocabulary { tokens, special, eog, fingerprint, tokenizer: None }
+        Vocabulary {
+            tokens,
+            special,
+            eog,
+            fingerprint,
+            tokenizer: None,
+        }
     }
 
     /// Attach the tokenizer used by [`Vocabulary::tokenize`].

@@ -18,7 +18,10 @@ impl std::fmt::Debug for TokenSet {
 impl TokenSet {
     /// An empty set over a vocabulary of `len` tokens.
     pub fn new(len: usize) -> Self {
-        TokenSet { words: vec![0; len.div_ceil(64)], len }
+        TokenSet {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
     }
 
     /// The vocabulary size this set ranges over.

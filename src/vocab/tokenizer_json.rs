@@ -63,7 +63,8 @@ fn gpt2_char_to_byte() -> std::collections::HashMap<char, u8> {
     let mut map = std::collections::HashMap::new();
     let mut n = 0u32;
     for b in 0..=255u8 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         let c = if printable {
             char::from(b)
         } else {
@@ -77,7 +78,11 @@ fn gpt2_char_to_byte() -> std::collections::HashMap<char, u8> {
 }
 
 /// Decode one token string to bytes under `encoding`.
-pub fn token_bytes(piece: &str, encoding: TokenEncoding, table: &std::collections::HashMap<char, u8>) -> Vec<u8> {
+pub fn token_bytes(
+    piece: &str,
+    encoding: TokenEncoding,
+    table: &std::collections::HashMap<char, u8>,
+) -> Vec<u8> {
     match encoding {
         TokenEncoding::ByteLevel => {
             let mut out = Vec::with_capacity(piece.len());
@@ -123,7 +128,10 @@ pub fn from_tokenizer(tok: tokenizers::Tokenizer) -> anyhow::Result<Vocabulary> 
     let mut eog = Vec::new();
     for id in 0..n as u32 {
         let added_tok = added.get(&id);
-        let Some(piece) = added_tok.map(|a| a.content.clone()).or_else(|| tok.id_to_token(id)) else {
+        let Some(piece) = added_tok
+            .map(|a| a.content.clone())
+            .or_else(|| tok.id_to_token(id))
+        else {
             tokens.push(Vec::new());
             special.push(true);
             continue;
@@ -160,8 +168,17 @@ mod tests {
     #[test]
     fn sentencepiece_pieces() {
         let t = gpt2_char_to_byte();
-        assert_eq!(token_bytes("▁the", TokenEncoding::SentencePiece, &t), b" the");
-        assert_eq!(token_bytes("<0x0A>", TokenEncoding::SentencePiece, &t), b"\n");
-        assert_eq!(token_bytes("<0xE2>", TokenEncoding::SentencePiece, &t), vec![0xE2]);
+        assert_eq!(
+            token_bytes("▁the", TokenEncoding::SentencePiece, &t),
+            b" the"
+        );
+        assert_eq!(
+            token_bytes("<0x0A>", TokenEncoding::SentencePiece, &t),
+            b"\n"
+        );
+        assert_eq!(
+            token_bytes("<0xE2>", TokenEncoding::SentencePiece, &t),
+            vec![0xE2]
+        );
     }
 }

@@ -71,7 +71,9 @@ pub fn full_match(hir: &regex_syntax::hir::Hir, bytes: &[u8]) -> bool {
     }
     DFAS.with(|cache| {
         let mut cache = cache.borrow_mut();
-        let dfa = cache.entry(hir.to_string()).or_insert_with(|| domino::lexer::TerminalDfa::new(hir).ok());
+        let dfa = cache
+            .entry(hir.to_string())
+            .or_insert_with(|| domino::lexer::TerminalDfa::new(hir).ok());
         let Some(dfa) = dfa else { return false };
         let mut s = 0u32;
         for &b in bytes {
@@ -102,5 +104,7 @@ pub fn sample_constrained(
     hir: &regex_syntax::hir::Hir,
     constraints: &domino::grammar::ir::Constraints,
 ) -> Option<String> {
-    (0..400).map(|_| generator.sample(hir)).find(|x| constrained_match(hir, constraints, x.as_bytes()))
+    (0..400)
+        .map(|_| generator.sample(hir))
+        .find(|x| constrained_match(hir, constraints, x.as_bytes()))
 }

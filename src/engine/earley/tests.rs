@@ -46,7 +46,13 @@ pub(super) fn grammar(src: &str) -> Grammar {
     Grammar {
         terminals: terminals
             .iter()
-            .map(|n| Terminal::new(n.clone(), Hir::literal(n.as_bytes()), Some(n.as_bytes().to_vec())))
+            .map(|n| {
+                Terminal::new(
+                    n.clone(),
+                    Hir::literal(n.as_bytes()),
+                    Some(n.as_bytes().to_vec()),
+                )
+            })
             .collect(),
         nonterminals: nts,
         productions,
@@ -56,7 +62,12 @@ pub(super) fn grammar(src: &str) -> Grammar {
 }
 
 fn tid(g: &Grammar, name: &str) -> TerminalId {
-    TerminalId(g.terminals.iter().position(|t| t.name == name).unwrap_or_else(|| panic!("no terminal {name}")) as u32)
+    TerminalId(
+        g.terminals
+            .iter()
+            .position(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no terminal {name}")) as u32,
+    )
 }
 
 fn parser(g: &Grammar) -> Parser {
@@ -66,7 +77,10 @@ fn parser(g: &Grammar) -> Parser {
 /// Push whitespace-separated terminal names; panics (with the position) on rejection.
 fn push_all(p: &mut Parser, g: &Grammar, input: &str) {
     for (i, name) in input.split_whitespace().enumerate() {
-        assert!(p.push(tid(g, name)), "terminal #{i} {name:?} rejected in {input:?}");
+        assert!(
+            p.push(tid(g, name)),
+            "terminal #{i} {name:?} rejected in {input:?}"
+        );
     }
 }
 
@@ -82,7 +96,11 @@ fn accepts(g: &Grammar, input: &str) -> bool {
 
 /// The expected terminals' names, sorted.
 fn expected_names(p: &Parser, g: &Grammar) -> Vec<String> {
-    let mut v: Vec<String> = p.expected().iter().map(|t| g.terminals[t.0 as usize].name.clone()).collect();
+    let mut v: Vec<String> = p
+        .expected()
+        .iter()
+        .map(|t| g.terminals[t.0 as usize].name.clone())
+        .collect();
     v.sort();
     v
 }
@@ -111,8 +129,15 @@ fn terminal_set_basics() {
     assert!(!s.insert(TerminalId(3)));
     assert!(s.insert(TerminalId(129)));
     assert!(!s.insert(TerminalId(500)), "beyond the universe is ignored");
-    assert!(s.contains(TerminalId(129)) && !s.contains(TerminalId(128)) && !s.contains(TerminalId(9999)));
-    assert_eq!(s.iter().collect::<Vec<_>>(), vec![TerminalId(3), TerminalId(129)]);
+    assert!(
+        s.contains(TerminalId(129))
+            && !s.contains(TerminalId(128))
+            && !s.contains(TerminalId(9999))
+    );
+    assert_eq!(
+        s.iter().collect::<Vec<_>>(),
+        vec![TerminalId(3), TerminalId(129)]
+    );
     assert_eq!(s.len(), 2);
     assert!(s.remove(TerminalId(3)) && !s.remove(TerminalId(3)));
     assert_eq!(s.len(), 1);
@@ -125,7 +150,10 @@ fn terminal_set_basics() {
     other.union_with(&big);
     assert_eq!(big, other);
     assert!(big.intersects(&other));
-    assert_eq!(other.iter().collect::<Vec<_>>(), vec![TerminalId(64), TerminalId(999)]);
+    assert_eq!(
+        other.iter().collect::<Vec<_>>(),
+        vec![TerminalId(64), TerminalId(999)]
+    );
     assert_eq!(big.words().len(), 16);
 }
 
@@ -154,7 +182,10 @@ fn json_expected_sets() {
     for src in [JSON_RIGHT, JSON_LEFT] {
         let g = grammar(src);
         let mut p = parser(&g);
-        assert_eq!(expected_names(&p, &g), vec!["N", "S", "[", "false", "null", "true", "{"]);
+        assert_eq!(
+            expected_names(&p, &g),
+            vec!["N", "S", "[", "false", "null", "true", "{"]
+        );
         push_all(&mut p, &g, "{ S : [ N , { } , S");
         assert_eq!(expected_names(&p, &g), vec![",", "]"]);
         push_all(&mut p, &g, "]");
@@ -185,7 +216,17 @@ fn ambiguous_concatenation() {
 fn nullable_heavy() {
     let g = grammar("S -> A B C 'x' | A B; A -> ε | 'a'; B -> A A; C -> B | 'c'");
     assert!(parser(&g).is_accepting(), "empty sentence");
-    for ok in ["x", "a", "a a", "a a a", "a a a a x", "c x", "a c x", "a a a c x", "a a a a a x"] {
+    for ok in [
+        "x",
+        "a",
+        "a a",
+        "a a a",
+        "a a a a x",
+        "c x",
+        "a c x",
+        "a a a c x",
+        "a a a a a x",
+    ] {
         assert!(accepts(&g, ok), "{ok}");
     }
     for bad in ["a a a a", "a a a a c x", "x x", "c", "a a a a a a x"] {
@@ -213,7 +254,11 @@ fn unproductive_rules_are_ignored() {
     let t = ParserTables::new(&g);
     assert_eq!(t.dropped_productions(), 2);
     let mut p = Parser::new(Arc::new(t));
-    assert_eq!(expected_names(&p, &g), vec!["a"], "b only leads into an unproductive rule");
+    assert_eq!(
+        expected_names(&p, &g),
+        vec!["a"],
+        "b only leads into an unproductive rule"
+    );
     assert!(!p.push(tid(&g, "b")));
     // A grammar whose start is unproductive: nothing is ever expected or accepted.
     let g = grammar("S -> 'a' S");
@@ -276,25 +321,49 @@ fn left_recursion_is_linear() {
 fn push_pop_truncate_round_trips() {
     let g = grammar(JSON_RIGHT);
     let mut p = parser(&g);
-    let input: Vec<TerminalId> =
-        "[ { S : [ N , N , { S : null } ] , S : { } } , [ ] , S ]".split_whitespace().map(|n| tid(&g, n)).collect();
-    let mut states = vec![(p.expected().clone(), p.state_fingerprint(), p.is_accepting())];
+    let input: Vec<TerminalId> = "[ { S : [ N , N , { S : null } ] , S : { } } , [ ] , S ]"
+        .split_whitespace()
+        .map(|n| tid(&g, n))
+        .collect();
+    let mut states = vec![(
+        p.expected().clone(),
+        p.state_fingerprint(),
+        p.is_accepting(),
+    )];
     for &t in &input {
         assert!(p.push(t));
-        states.push((p.expected().clone(), p.state_fingerprint(), p.is_accepting()));
+        states.push((
+            p.expected().clone(),
+            p.state_fingerprint(),
+            p.is_accepting(),
+        ));
         // push+pop of every expected terminal restores the state exactly
         let before = states.last().expect("state").clone();
         for e in p.expected().clone().iter() {
             assert!(p.push(e));
             p.pop();
-            assert_eq!((p.expected().clone(), p.state_fingerprint(), p.is_accepting()), before);
+            assert_eq!(
+                (
+                    p.expected().clone(),
+                    p.state_fingerprint(),
+                    p.is_accepting()
+                ),
+                before
+            );
         }
     }
     assert!(p.is_accepting());
     for d in (0..input.len()).rev() {
         p.pop();
         assert_eq!(p.depth(), d);
-        assert_eq!((p.expected().clone(), p.state_fingerprint(), p.is_accepting()), states[d]);
+        assert_eq!(
+            (
+                p.expected().clone(),
+                p.state_fingerprint(),
+                p.is_accepting()
+            ),
+            states[d]
+        );
     }
     p.pop(); // no-op at depth 0
     assert_eq!(p.depth(), 0);
@@ -324,7 +393,11 @@ fn push_pop_truncate_round_trips() {
 fn clones_are_independent() {
     let g = grammar(JSON_LEFT);
     let mut p = parser(&g);
-    push_all(&mut p, &g, "[ N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N");
+    push_all(
+        &mut p,
+        &g,
+        "[ N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N , N",
+    );
     let fp = p.state_fingerprint();
     let mut q = p.clone();
     push_all(&mut q, &g, "]");
@@ -358,7 +431,12 @@ fn lazy_fingerprints_match_eager_ones() {
         for (i, &t) in input.iter().enumerate() {
             assert!(lazy.push(t));
             if (i + 1) % skip == 0 {
-                assert_eq!(lazy.state_fingerprint(), fps[i + 1], "after {} terminals", i + 1);
+                assert_eq!(
+                    lazy.state_fingerprint(),
+                    fps[i + 1],
+                    "after {} terminals",
+                    i + 1
+                );
             }
         }
         assert_eq!(lazy.state_fingerprint(), fps[input.len()]);
@@ -372,7 +450,11 @@ fn lazy_fingerprints_match_eager_ones() {
     assert!(deep.push(tid(&g, "N")));
     let fp = deep.state_fingerprint();
     assert!(other.push(tid(&g, "[")) && other.push(tid(&g, "]")));
-    assert_eq!(other.state_fingerprint(), fp, "`[^n [ ]` has the future of `[^n N`");
+    assert_eq!(
+        other.state_fingerprint(),
+        fp,
+        "`[^n [ ]` has the future of `[^n N`"
+    );
 }
 
 #[test]
@@ -457,15 +539,25 @@ impl Oracle {
                 break;
             }
         }
-        let mut pref: Vec<BTreeSet<Vec<u32>>> =
-            (0..n).map(|a| if productive[a] { BTreeSet::from([vec![]]) } else { BTreeSet::new() }).collect();
+        let mut pref: Vec<BTreeSet<Vec<u32>>> = (0..n)
+            .map(|a| {
+                if productive[a] {
+                    BTreeSet::from([vec![]])
+                } else {
+                    BTreeSet::new()
+                }
+            })
+            .collect();
         loop {
             let mut changed = false;
             for p in &g.productions {
                 if !productive[p.lhs.0 as usize] {
                     continue;
                 }
-                if p.rhs.iter().any(|s| matches!(s, Symbol::Nonterminal(a) if !productive[a.0 as usize])) {
+                if p.rhs
+                    .iter()
+                    .any(|s| matches!(s, Symbol::Nonterminal(a) if !productive[a.0 as usize]))
+                {
                     continue;
                 }
                 let mut acc = BTreeSet::from([vec![]]); // L(X1..X_{i-1})
@@ -473,7 +565,9 @@ impl Oracle {
                 for s in &p.rhs {
                     let (l, pr) = match s {
                         Symbol::Terminal(t) => (term(t), BTreeSet::from([vec![], vec![t.0]])),
-                        Symbol::Nonterminal(a) => (lang[a.0 as usize].clone(), pref[a.0 as usize].clone()),
+                        Symbol::Nonterminal(a) => {
+                            (lang[a.0 as usize].clone(), pref[a.0 as usize].clone())
+                        }
                     };
                     out.extend(concat(&acc, &pr));
                     acc = concat(&acc, &l);
@@ -487,7 +581,11 @@ impl Oracle {
                 break;
             }
         }
-        Oracle { lang, pref, start: g.start.0 as usize }
+        Oracle {
+            lang,
+            pref,
+            start: g.start.0 as usize,
+        }
     }
 
     fn viable(&self, w: &[u32]) -> bool {
@@ -531,14 +629,21 @@ fn random_grammar(rng: &mut Rng) -> Grammar {
                     }
                 })
                 .collect();
-            alts.push(if syms.is_empty() { "ε".to_string() } else { syms.join(" ") });
+            alts.push(if syms.is_empty() {
+                "ε".to_string()
+            } else {
+                syms.join(" ")
+            });
         }
         rules.push(format!("N{a} -> {}", alts.join(" | ")));
     }
     // Make sure every terminal exists in the IR (possibly unused).
     rules.push(format!(
         "Z -> {}",
-        (0..nterm).map(|i| format!("'{}'", (b'a' + i as u8) as char)).collect::<Vec<_>>().join(" ")
+        (0..nterm)
+            .map(|i| format!("'{}'", (b'a' + i as u8) as char))
+            .collect::<Vec<_>>()
+            .join(" ")
     ));
     grammar(&rules.join(";"))
 }
@@ -556,9 +661,19 @@ fn explore(
     fps: &mut HashMap<u64, BTreeSet<(Vec<u32>, bool)>>,
     src: &str,
 ) {
-    assert_eq!(p.is_accepting(), oracle.accepts(w), "accepting after {w:?} in {src}");
-    let expected: Vec<u32> = (0..nterm).filter(|&t| oracle.viable(&[w.as_slice(), &[t]].concat())).collect();
-    assert_eq!(p.expected().iter().map(|t| t.0).collect::<Vec<_>>(), expected, "expected after {w:?} in {src}");
+    assert_eq!(
+        p.is_accepting(),
+        oracle.accepts(w),
+        "accepting after {w:?} in {src}"
+    );
+    let expected: Vec<u32> = (0..nterm)
+        .filter(|&t| oracle.viable(&[w.as_slice(), &[t]].concat()))
+        .collect();
+    assert_eq!(
+        p.expected().iter().map(|t| t.0).collect::<Vec<_>>(),
+        expected,
+        "expected after {w:?} in {src}"
+    );
     // Future signature for the fingerprint soundness check.
     let mut future = BTreeSet::new();
     let mut stack = vec![vec![]];
@@ -575,7 +690,10 @@ fn explore(
         }
     }
     match fps.get(&p.state_fingerprint()) {
-        Some(f) => assert_eq!(f, &future, "equal fingerprints, different futures at {w:?} in {src}"),
+        Some(f) => assert_eq!(
+            f, &future,
+            "equal fingerprints, different futures at {w:?} in {src}"
+        ),
         None => {
             fps.insert(p.state_fingerprint(), future);
         }
@@ -586,12 +704,21 @@ fn explore(
     let (fp, exp) = (p.state_fingerprint(), p.expected().clone());
     for t in 0..nterm {
         let after = [w.as_slice(), &[t]].concat();
-        assert_eq!(p.accepts_after(TerminalId(t)), oracle.accepts(&after), "accepts_after {after:?} in {src}");
+        assert_eq!(
+            p.accepts_after(TerminalId(t)),
+            oracle.accepts(&after),
+            "accepts_after {after:?} in {src}"
+        );
     }
     for t in 0..nterm {
         w.push(t);
         let ok = p.push(TerminalId(t));
-        assert_eq!(ok, expected.contains(&t), "push after {:?} in {src}", &w[..w.len() - 1]);
+        assert_eq!(
+            ok,
+            expected.contains(&t),
+            "push after {:?} in {src}",
+            &w[..w.len() - 1]
+        );
         if ok {
             explore(p, oracle, nterm, w, fps, src);
             p.pop();
@@ -608,11 +735,24 @@ fn random_grammars_agree_with_oracle() {
     let mut distinct_fps = 0usize;
     for _ in 0..400 {
         let g = random_grammar(&mut rng);
-        let src = format!("{:?}", g.productions.iter().map(|p| (p.lhs.0, &p.rhs)).collect::<Vec<_>>());
+        let src = format!(
+            "{:?}",
+            g.productions
+                .iter()
+                .map(|p| (p.lhs.0, &p.rhs))
+                .collect::<Vec<_>>()
+        );
         let oracle = Oracle::new(&g, MAX_DEPTH + FUTURE_LEN);
         let mut p = parser(&g);
         let mut fps = HashMap::new();
-        explore(&mut p, &oracle, g.terminals.len() as u32, &mut Vec::new(), &mut fps, &src);
+        explore(
+            &mut p,
+            &oracle,
+            g.terminals.len() as u32,
+            &mut Vec::new(),
+            &mut fps,
+            &src,
+        );
         states += 1;
         distinct_fps += fps.len();
     }
@@ -646,10 +786,16 @@ fn bench_push() {
                 seq.push(None);
                 continue;
             }
-            let closing: Vec<TerminalId> =
-                exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}")).collect();
-            let opening: Vec<TerminalId> =
-                exp.iter().copied().filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "[" | "{")).collect();
+            let closing: Vec<TerminalId> = exp
+                .iter()
+                .copied()
+                .filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "]" | "}"))
+                .collect();
+            let opening: Vec<TerminalId> = exp
+                .iter()
+                .copied()
+                .filter(|t| matches!(g.terminals[t.0 as usize].name.as_str(), "[" | "{"))
+                .collect();
             let t = if !closing.is_empty() && p.depth() > 300 && rng.below(2) == 0 {
                 closing[0]
             } else if !opening.is_empty() && p.depth() < 100 && rng.below(4) == 0 {
@@ -736,7 +882,11 @@ fn clones_work_across_threads() {
     assert_send_sync::<ParserTables>();
     let g = grammar(JSON_RIGHT);
     let mut p = parser(&g);
-    push_all(&mut p, &g, "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S");
+    push_all(
+        &mut p,
+        &g,
+        "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S",
+    );
     // Fingerprints are computed lazily into shared sets: racing threads must agree.
     let fps: Vec<u64> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4)
@@ -759,7 +909,11 @@ fn clones_work_across_threads() {
     });
     let fresh = {
         let mut q = parser(&g);
-        push_all(&mut q, &g, "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S");
+        push_all(
+            &mut q,
+            &g,
+            "[ { S : [ N , N , { S : [ [ null ] ] } ] , S : { } } , [ ] , S",
+        );
         let a = q.state_fingerprint();
         q.pop();
         (a, q.state_fingerprint())
@@ -775,8 +929,10 @@ fn long_rule_chains() {
     // Right chain (productivity propagates against rule order) and left chain (one set
     // predicts every nonterminal): built and parsed without recursion.
     let n = 5000;
-    let right: Vec<String> =
-        (0..n).map(|i| format!("R{i} -> 'a' R{}", i + 1)).chain([format!("R{n} -> 'a'")]).collect();
+    let right: Vec<String> = (0..n)
+        .map(|i| format!("R{i} -> 'a' R{}", i + 1))
+        .chain([format!("R{n} -> 'a'")])
+        .collect();
     let g = grammar(&right.join(";"));
     let mut p = parser(&g);
     for _ in 0..=n {
@@ -784,8 +940,10 @@ fn long_rule_chains() {
         assert!(p.push(tid(&g, "a")));
     }
     assert!(p.is_accepting() && p.expected().is_empty());
-    let left: Vec<String> =
-        (0..n).map(|i| format!("L{i} -> L{} 'b' | 'c'", i + 1)).chain([format!("L{n} -> 'a'")]).collect();
+    let left: Vec<String> = (0..n)
+        .map(|i| format!("L{i} -> L{} 'b' | 'c'", i + 1))
+        .chain([format!("L{n} -> 'a'")])
+        .collect();
     let g = grammar(&left.join(";"));
     let mut p = parser(&g);
     assert!(p.push(tid(&g, "a")));
@@ -809,7 +967,10 @@ struct NaiveEarley<'g> {
 
 impl<'g> NaiveEarley<'g> {
     fn new(g: &'g Grammar) -> Self {
-        let mut n = NaiveEarley { g, sets: vec![Vec::new()] };
+        let mut n = NaiveEarley {
+            g,
+            sets: vec![Vec::new()],
+        };
         for (i, p) in g.productions.iter().enumerate() {
             if p.lhs == g.start {
                 n.sets[0].push((i, 0, 0));
@@ -834,7 +995,9 @@ impl<'g> NaiveEarley<'g> {
                         }
                         // Complete `b` with origin k if it already completed in this set.
                         if set.iter().any(|&(q, d, o)| {
-                            o == k && self.g.productions[q].lhs == *b && d == self.g.productions[q].rhs.len()
+                            o == k
+                                && self.g.productions[q].lhs == *b
+                                && d == self.g.productions[q].rhs.len()
                         }) {
                             added.push((p, dot + 1, origin));
                         }
@@ -842,7 +1005,11 @@ impl<'g> NaiveEarley<'g> {
                     Some(Symbol::Terminal(_)) => {}
                     None => {
                         let a = self.g.productions[p].lhs;
-                        let src = if origin == k { set.clone() } else { self.sets[origin].clone() };
+                        let src = if origin == k {
+                            set.clone()
+                        } else {
+                            self.sets[origin].clone()
+                        };
                         for (q, d, o) in src {
                             if self.g.productions[q].rhs.get(d) == Some(&Symbol::Nonterminal(a)) {
                                 added.push((q, d + 1, o));
@@ -867,7 +1034,9 @@ impl<'g> NaiveEarley<'g> {
         let k = self.sets.len() - 1;
         let next: Vec<_> = self.sets[k]
             .iter()
-            .filter(|&&(p, d, _)| self.g.productions[p].rhs.get(d) == Some(&Symbol::Terminal(TerminalId(t))))
+            .filter(|&&(p, d, _)| {
+                self.g.productions[p].rhs.get(d) == Some(&Symbol::Terminal(TerminalId(t)))
+            })
             .map(|&(p, d, o)| (p, d + 1, o))
             .collect();
         if next.is_empty() {
@@ -897,7 +1066,9 @@ impl<'g> NaiveEarley<'g> {
 
     fn accepting(&self) -> bool {
         self.sets[self.sets.len() - 1].iter().any(|&(p, d, o)| {
-            o == 0 && self.g.productions[p].lhs == self.g.start && d == self.g.productions[p].rhs.len()
+            o == 0
+                && self.g.productions[p].lhs == self.g.start
+                && d == self.g.productions[p].rhs.len()
         })
     }
 }
@@ -920,7 +1091,11 @@ fn long_random_walks_agree_with_textbook_earley() {
             let mut p = Parser::new(Arc::clone(&tables));
             let mut naive = NaiveEarley::new(&g);
             for step in 0..40 {
-                assert_eq!(p.expected().iter().map(|t| t.0).collect::<Vec<_>>(), naive.expected(), "step {step}");
+                assert_eq!(
+                    p.expected().iter().map(|t| t.0).collect::<Vec<_>>(),
+                    naive.expected(),
+                    "step {step}"
+                );
                 assert_eq!(p.is_accepting(), naive.accepting(), "step {step}");
                 let exp = naive.expected();
                 if exp.is_empty() {
@@ -928,7 +1103,11 @@ fn long_random_walks_agree_with_textbook_earley() {
                 }
                 // Mostly expected terminals; sometimes an arbitrary one (then both refuse or
                 // both accept); sometimes a push/pop round trip.
-                let t = if rng.below(5) == 0 { rng.below(nterm) as u32 } else { exp[rng.below(exp.len())] };
+                let t = if rng.below(5) == 0 {
+                    rng.below(nterm) as u32
+                } else {
+                    exp[rng.below(exp.len())]
+                };
                 let ok = p.push(TerminalId(t));
                 assert_eq!(ok, naive.push(t), "push {t} at step {step}");
                 if ok && rng.below(4) == 0 {
@@ -949,7 +1128,8 @@ fn random_clone_push_pop_truncate_interleavings() {
     let g = grammar(JSON_LEFT);
     let tables = Arc::new(ParserTables::new(&g));
     let mut rng = Rng(0xdead_beef_1234_5678);
-    let mut pool: Vec<(Parser, Vec<TerminalId>)> = vec![(Parser::new(Arc::clone(&tables)), Vec::new())];
+    let mut pool: Vec<(Parser, Vec<TerminalId>)> =
+        vec![(Parser::new(Arc::clone(&tables)), Vec::new())];
     let mut max_depth = 0;
     for step in 0..3000 {
         let i = rng.below(pool.len());
@@ -990,9 +1170,16 @@ fn random_clone_push_pop_truncate_interleavings() {
         assert_eq!(p.depth(), hist.len(), "step {step}");
         assert_eq!(
             (p.expected(), p.is_accepting(), p.state_fingerprint()),
-            (fresh.expected(), fresh.is_accepting(), fresh.state_fingerprint()),
+            (
+                fresh.expected(),
+                fresh.is_accepting(),
+                fresh.state_fingerprint()
+            ),
             "step {step}"
         );
     }
-    assert!(max_depth > 3 * CHUNK_SETS, "stacks crossed chunk boundaries (max depth {max_depth})");
+    assert!(
+        max_depth > 3 * CHUNK_SETS,
+        "stacks crossed chunk boundaries (max depth {max_depth})"
+    );
 }

@@ -18,11 +18,16 @@ pub struct Generator<'a> {
     state: u64,
 }
 
-const SAMPLE_CHARS: &[char] = &['a', 'b', 'Z', '0', ' ', '"', '\\', '\n', '\t', 'é', '€', '😀', '/', '\u{1}'];
+const SAMPLE_CHARS: &[char] = &[
+    'a', 'b', 'Z', '0', ' ', '"', '\\', '\n', '\t', 'é', '€', '😀', '/', '\u{1}',
+];
 
 impl<'a> Generator<'a> {
     pub fn new(root: &'a Value, seed: u64) -> Self {
-        Generator { root, state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1 }
+        Generator {
+            root,
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -36,7 +41,11 @@ impl<'a> Generator<'a> {
 
     /// Uniform in `lo..=hi`.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo { lo } else { lo + self.next_u64() % (hi - lo + 1) }
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.next_u64() % (hi - lo + 1)
+        }
     }
 
     fn coin(&mut self) -> bool {
@@ -118,7 +127,10 @@ impl<'a> Generator<'a> {
                     vec!["object"]
                 } else if m.contains_key("items") || m.contains_key("prefixItems") {
                     vec!["array"]
-                } else if m.contains_key("pattern") || m.contains_key("minLength") || m.contains_key("format") {
+                } else if m.contains_key("pattern")
+                    || m.contains_key("minLength")
+                    || m.contains_key("format")
+                {
                     vec!["string"]
                 } else if m.contains_key("minimum") || m.contains_key("maximum") {
                     vec!["number"]
@@ -169,9 +181,14 @@ impl<'a> Generator<'a> {
 
     fn integer(&mut self, m: &Map<String, Value>) -> Option<Value> {
         let (lo, hi) = bounds(m);
-        let lo = lo.map(|(x, inc)| if inc { x.ceil() } else { x.floor() + 1.0 }).unwrap_or(-1000.0).max(-1e15);
-        let hi =
-            hi.map(|(x, inc)| if inc { x.floor() } else { x.ceil() - 1.0 }).unwrap_or(lo.max(0.0) + 1000.0).min(1e15);
+        let lo = lo
+            .map(|(x, inc)| if inc { x.ceil() } else { x.floor() + 1.0 })
+            .unwrap_or(-1000.0)
+            .max(-1e15);
+        let hi = hi
+            .map(|(x, inc)| if inc { x.floor() } else { x.ceil() - 1.0 })
+            .unwrap_or(lo.max(0.0) + 1000.0)
+            .min(1e15);
         if lo > hi {
             return None;
         }
@@ -203,7 +220,11 @@ impl<'a> Generator<'a> {
         let scale = 10f64.powi(digits);
         let t = self.range(0, 1000) as f64 / 1000.0;
         let x = ((l + (h - l) * t) * scale).round() / scale;
-        let x = if self.range(0, 4) == 0 { if self.coin() { l } else { h } } else { x };
+        let x = if self.range(0, 4) == 0 {
+            if self.coin() { l } else { h }
+        } else {
+            x
+        };
         if x.fract() == 0.0 && x.abs() < 1e15 && self.coin() {
             return Some(Value::from(x as i64));
         }
@@ -212,7 +233,11 @@ impl<'a> Generator<'a> {
 
     fn string(&mut self, m: &Map<String, Value>) -> Option<Value> {
         let min = m.get("minLength").and_then(Value::as_u64).unwrap_or(0);
-        let max = m.get("maxLength").and_then(Value::as_u64).unwrap_or(min + 8).min(min + 8);
+        let max = m
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .unwrap_or(min + 8)
+            .min(min + 8);
         if let Some(p) = m.get("pattern").and_then(Value::as_str) {
             let t = super::lexical::translate_ecma(p).ok()?;
             let h = regex_syntax::ParserBuilder::new().build().parse(&t).ok()?;
@@ -225,11 +250,18 @@ impl<'a> Generator<'a> {
                 "date" => &["2024-02-28", "1999-12-31", "2000-01-01"],
                 "time" => &["12:00:00Z", "23:59:59.123+05:30", "00:00:00-08:00"],
                 "date-time" => &["2024-02-28T12:00:00Z", "1999-12-31T23:59:59.5+01:00"],
-                "uuid" => &["123e4567-e89b-12d3-a456-426614174000", "00000000-0000-0000-0000-000000000000"],
+                "uuid" => &[
+                    "123e4567-e89b-12d3-a456-426614174000",
+                    "00000000-0000-0000-0000-000000000000",
+                ],
                 "ipv4" => &["192.168.0.1", "8.8.8.8", "255.255.255.255"],
                 "ipv6" => &["::1", "2001:db8::1", "fe80:0:0:0:0:0:0:1"],
                 "email" => &["a@example.com", "first.last+tag@sub.example.org"],
-                "uri" => &["https://example.com/a?b=c#d", "urn:isbn:0451450523", "mailto:a@b.c"],
+                "uri" => &[
+                    "https://example.com/a?b=c#d",
+                    "urn:isbn:0451450523",
+                    "mailto:a@b.c",
+                ],
                 "hostname" => &["example.com", "a-b.c"],
                 _ => &[],
             };
@@ -260,7 +292,10 @@ impl<'a> Generator<'a> {
                     return;
                 }
                 let r = self.pick(ranges);
-                let (a, b) = (r.start() as u32, (r.end() as u32).min(r.start() as u32 + 200));
+                let (a, b) = (
+                    r.start() as u32,
+                    (r.end() as u32).min(r.start() as u32 + 200),
+                );
                 let mut x = self.range(a as u64, b as u64) as u32;
                 while char::from_u32(x).is_none() {
                     x -= 1;
@@ -293,10 +328,21 @@ impl<'a> Generator<'a> {
 
     fn array(&mut self, m: &Map<String, Value>, depth: usize) -> Option<Value> {
         let min = m.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-        let max = m.get("maxItems").and_then(Value::as_u64).unwrap_or(min + 3).min(min + 3);
+        let max = m
+            .get("maxItems")
+            .and_then(Value::as_u64)
+            .unwrap_or(min + 3)
+            .min(min + 3);
         let (prefix, rest): (Vec<Value>, Value) = match (m.get("prefixItems"), m.get("items")) {
-            (Some(Value::Array(p)), items) => (p.clone(), items.cloned().unwrap_or(Value::Bool(true))),
-            (_, Some(Value::Array(p))) => (p.clone(), m.get("additionalItems").cloned().unwrap_or(Value::Bool(true))),
+            (Some(Value::Array(p)), items) => {
+                (p.clone(), items.cloned().unwrap_or(Value::Bool(true)))
+            }
+            (_, Some(Value::Array(p))) => (
+                p.clone(),
+                m.get("additionalItems")
+                    .cloned()
+                    .unwrap_or(Value::Bool(true)),
+            ),
             (_, Some(items)) => (Vec::new(), items.clone()),
             _ => (Vec::new(), Value::Bool(true)),
         };
@@ -325,7 +371,10 @@ impl<'a> Generator<'a> {
 
     fn object(&mut self, m: &Map<String, Value>, depth: usize) -> Option<Value> {
         let empty = Map::new();
-        let props = m.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+        let props = m
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
         let required: Vec<&str> = m
             .get("required")
             .and_then(Value::as_array)
@@ -337,7 +386,10 @@ impl<'a> Generator<'a> {
                 out.insert(k.clone(), self.generate(s, depth + 1)?);
             }
         }
-        let extra_schema = m.get("additionalProperties").cloned().unwrap_or(Value::Bool(true));
+        let extra_schema = m
+            .get("additionalProperties")
+            .cloned()
+            .unwrap_or(Value::Bool(true));
         for r in &required {
             if !out.contains_key(*r) {
                 out.insert(r.to_string(), self.generate(&extra_schema, depth + 1)?);
@@ -380,7 +432,11 @@ impl<'a> Generator<'a> {
             *v = match (self.range(0, 5), &*v) {
                 (0, Value::Object(m)) if !m.is_empty() => {
                     let mut m = m.clone();
-                    let k = m.keys().nth(self.range(0, m.len() as u64 - 1) as usize).unwrap().clone();
+                    let k = m
+                        .keys()
+                        .nth(self.range(0, m.len() as u64 - 1) as usize)
+                        .unwrap()
+                        .clone();
                     m.remove(&k);
                     Value::Object(m)
                 }
@@ -539,8 +595,14 @@ type Bound = (f64, bool);
 
 fn bounds(m: &Map<String, Value>) -> (Option<Bound>, Option<Bound>) {
     let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let mut lo = m.get("minimum").and_then(Value::as_f64).map(|x| (x, !flag("exclusiveMinimum")));
-    let mut hi = m.get("maximum").and_then(Value::as_f64).map(|x| (x, !flag("exclusiveMaximum")));
+    let mut lo = m
+        .get("minimum")
+        .and_then(Value::as_f64)
+        .map(|x| (x, !flag("exclusiveMinimum")));
+    let mut hi = m
+        .get("maximum")
+        .and_then(Value::as_f64)
+        .map(|x| (x, !flag("exclusiveMaximum")));
     if let Some(x) = m.get("exclusiveMinimum").and_then(Value::as_f64) {
         lo = Some((x, false));
     }

@@ -55,7 +55,10 @@ pub fn integer_pattern() -> String {
 }
 
 pub fn number_pattern() -> String {
-    format!("-?(?:0|[1-9][0-9]{{0,{}}})(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]{{1,2}})?", MAX_INT_DIGITS - 1)
+    format!(
+        "-?(?:0|[1-9][0-9]{{0,{}}})(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]{{1,2}})?",
+        MAX_INT_DIGITS - 1
+    )
 }
 
 /// JSON whitespace, `0..=max` bytes.
@@ -77,9 +80,15 @@ pub fn literal_pattern(text: &str) -> String {
 fn nonneg_range(lo: u128, hi: Option<u128>) -> String {
     let mut alts = Vec::new();
     let lo_s = lo.to_string();
-    let max_len = hi.map(|h| h.to_string().len()).unwrap_or(MAX_INT_DIGITS as usize);
+    let max_len = hi
+        .map(|h| h.to_string().len())
+        .unwrap_or(MAX_INT_DIGITS as usize);
     for len in lo_s.len()..=max_len {
-        let start = if len == lo_s.len() { lo } else { pow10(len - 1) };
+        let start = if len == lo_s.len() {
+            lo
+        } else {
+            pow10(len - 1)
+        };
         let end_full = pow10(len) - 1;
         if hi.is_none() && len > lo_s.len() {
             // Every longer length is unbounded: one alternative covers them all.
@@ -95,7 +104,11 @@ fn nonneg_range(lo: u128, hi: Option<u128>) -> String {
         }
         alts.push(same_len_range(&start.to_string(), &end.to_string()));
     }
-    if alts.len() == 1 { alts.pop().unwrap() } else { format!("(?:{})", alts.join("|")) }
+    if alts.len() == 1 {
+        alts.pop().unwrap()
+    } else {
+        format!("(?:{})", alts.join("|"))
+    }
 }
 
 fn pow10(n: usize) -> u128 {
@@ -121,16 +134,28 @@ fn same_len_range(x: &str, y: &str) -> String {
         return format!("{}[0-9]{{{rest}}}", digit_class(x0, y0));
     }
     let mut alts = Vec::new();
-    alts.push(format!("{}{}", x0, same_len_range(&x[1..], &"9".repeat(rest))));
+    alts.push(format!(
+        "{}{}",
+        x0,
+        same_len_range(&x[1..], &"9".repeat(rest))
+    ));
     if x0 + 1 < y0 {
         alts.push(format!("{}[0-9]{{{rest}}}", digit_class(x0 + 1, y0 - 1)));
     }
-    alts.push(format!("{}{}", y0, same_len_range(&"0".repeat(rest), &y[1..])));
+    alts.push(format!(
+        "{}{}",
+        y0,
+        same_len_range(&"0".repeat(rest), &y[1..])
+    ));
     format!("(?:{})", alts.join("|"))
 }
 
 fn digit_class(a: u8, b: u8) -> String {
-    if a == b { a.to_string() } else { format!("[{a}-{b}]") }
+    if a == b {
+        a.to_string()
+    } else {
+        format!("[{a}-{b}]")
+    }
 }
 
 /// Regex for the JSON integers in `lo..=hi` (either side may be open). `None` when empty.
@@ -155,7 +180,11 @@ pub fn integer_range_pattern(lo: Option<i128>, hi: Option<i128>) -> Option<Strin
         let l = lo.map(|l| l.max(0) as u128).unwrap_or(0);
         alts.push(nonneg_range(l, hi.map(|h| h as u128)));
     }
-    Some(if alts.len() == 1 { alts.pop().unwrap() } else { format!("(?:{})", alts.join("|")) })
+    Some(if alts.len() == 1 {
+        alts.pop().unwrap()
+    } else {
+        format!("(?:{})", alts.join("|"))
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -185,7 +214,11 @@ impl Decimal {
         }
         let int: u128 = int_s.parse().ok()?;
         let frac = frac_s.trim_end_matches('0').to_string();
-        Some(Decimal { negative: x < 0.0 && (int != 0 || !frac.is_empty()), int, frac })
+        Some(Decimal {
+            negative: x < 0.0 && (int != 0 || !frac.is_empty()),
+            int,
+            frac,
+        })
     }
 
     pub fn is_zero(&self) -> bool {
@@ -203,7 +236,11 @@ pub struct MagBound {
 
 /// Fraction digit strings `D` (possibly empty, meaning no fraction) with `0.D` inside the
 /// bounds on the fraction; `max_digits` caps the length. Returns `(empty_ok, nonempty)`.
-fn frac_set(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>, max_digits: Option<u32>) -> (bool, Option<String>) {
+fn frac_set(
+    lo: Option<(&[u8], bool)>,
+    hi: Option<(&[u8], bool)>,
+    max_digits: Option<u32>,
+) -> (bool, Option<String>) {
     // A lower bound whose digits are exhausted, inclusive, is no bound any more.
     let lo = lo.filter(|(l, incl)| !(l.is_empty() && *incl));
     let zeros = |max: Option<u32>| match max {
@@ -229,7 +266,10 @@ fn frac_set(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>, max_digits: Op
                 Some(0) => None,
                 Some(m) => Some(format!(
                     "(?:{})",
-                    (0..m).map(|j| format!("0{{{j}}}[1-9][0-9]{{0,{}}}", m - 1 - j)).collect::<Vec<_>>().join("|")
+                    (0..m)
+                        .map(|j| format!("0{{{j}}}[1-9][0-9]{{0,{}}}", m - 1 - j))
+                        .collect::<Vec<_>>()
+                        .join("|")
                 )),
             };
             return (false, ne);
@@ -285,7 +325,11 @@ fn frac_set(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>, max_digits: Op
         let next_lo = if kind.0 == 0 {
             let (l, incl) = lo.unwrap();
             let rest = if l.is_empty() { l } else { &l[1..] };
-            if rest.is_empty() && incl { None } else { Some((rest, incl)) }
+            if rest.is_empty() && incl {
+                None
+            } else {
+                Some((rest, incl))
+            }
         } else {
             None
         };
@@ -327,7 +371,11 @@ fn frac_pattern(set: (bool, Option<String>)) -> Option<String> {
 }
 
 /// Magnitudes (non-negative decimals, no exponent, no sign) within `lo` / `hi`.
-fn magnitude_pattern(lo: &MagBound, hi: Option<&MagBound>, max_frac: Option<u32>) -> Option<String> {
+fn magnitude_pattern(
+    lo: &MagBound,
+    hi: Option<&MagBound>,
+    max_frac: Option<u32>,
+) -> Option<String> {
     let any_frac = frac_pattern(frac_set(None, None, max_frac)).unwrap();
     let mut alts = Vec::new();
     let lo_f = (lo.frac.as_bytes(), lo.inclusive);
@@ -348,7 +396,10 @@ fn magnitude_pattern(lo: &MagBound, hi: Option<&MagBound>, max_frac: Option<u32>
                 alts.push(format!("{}{f}", lo.int));
             } else {
                 if lo.int + 1 < hi.int {
-                    alts.push(format!("{}{any_frac}", nonneg_range(lo.int + 1, Some(hi.int - 1))));
+                    alts.push(format!(
+                        "{}{any_frac}",
+                        nonneg_range(lo.int + 1, Some(hi.int - 1))
+                    ));
                 }
                 if let Some(f) = frac_pattern(frac_set(Some(lo_f), None, max_frac)) {
                     alts.push(format!("{}{f}", lo.int));
@@ -374,27 +425,53 @@ pub fn number_range_pattern(
     max_frac: Option<u32>,
 ) -> Option<String> {
     let mut alts = Vec::new();
-    let zero = MagBound { int: 0, frac: String::new(), inclusive: true };
+    let zero = MagBound {
+        int: 0,
+        frac: String::new(),
+        inclusive: true,
+    };
     // Negative side: x < 0, magnitude m = -x.
     if lo.as_ref().is_none_or(|(l, _)| l.negative) {
         // m > max(0, -hi) ... m <= -lo
         let m_lo = match &hi {
-            Some((h, incl)) if h.negative => MagBound { int: h.int, frac: h.frac.clone(), inclusive: *incl },
-            _ => MagBound { int: 0, frac: String::new(), inclusive: false },
+            Some((h, incl)) if h.negative => MagBound {
+                int: h.int,
+                frac: h.frac.clone(),
+                inclusive: *incl,
+            },
+            _ => MagBound {
+                int: 0,
+                frac: String::new(),
+                inclusive: false,
+            },
         };
-        let m_hi = lo.as_ref().map(|(l, incl)| MagBound { int: l.int, frac: l.frac.clone(), inclusive: *incl });
+        let m_hi = lo.as_ref().map(|(l, incl)| MagBound {
+            int: l.int,
+            frac: l.frac.clone(),
+            inclusive: *incl,
+        });
         if let Some(p) = magnitude_pattern(&m_lo, m_hi.as_ref(), max_frac) {
             alts.push(format!("-{p}"));
         }
     }
     // Non-negative side: x >= 0.
-    let hi_allows_nonneg = hi.as_ref().is_none_or(|(h, incl)| !h.negative && (*incl || !h.is_zero()));
+    let hi_allows_nonneg = hi
+        .as_ref()
+        .is_none_or(|(h, incl)| !h.negative && (*incl || !h.is_zero()));
     if hi_allows_nonneg {
         let m_lo = match &lo {
-            Some((l, incl)) if !l.negative => MagBound { int: l.int, frac: l.frac.clone(), inclusive: *incl },
+            Some((l, incl)) if !l.negative => MagBound {
+                int: l.int,
+                frac: l.frac.clone(),
+                inclusive: *incl,
+            },
             _ => zero.clone(),
         };
-        let m_hi = hi.as_ref().map(|(h, incl)| MagBound { int: h.int, frac: h.frac.clone(), inclusive: *incl });
+        let m_hi = hi.as_ref().map(|(h, incl)| MagBound {
+            int: h.int,
+            frac: h.frac.clone(),
+            inclusive: *incl,
+        });
         if let Some(p) = magnitude_pattern(&m_lo, m_hi.as_ref(), max_frac) {
             alts.push(p);
         }
@@ -488,7 +565,10 @@ fn escapes_of(c: char) -> Vec<String> {
         '\n' => vec!["\\n".into()],
         '\r' => vec!["\\r".into()],
         '\t' => vec!["\\t".into()],
-        c => vec![format!("\\u{:04x}", c as u32), format!("\\u{:04X}", c as u32)],
+        c => vec![
+            format!("\\u{:04x}", c as u32),
+            format!("\\u{:04X}", c as u32),
+        ],
     }
 }
 
@@ -515,13 +595,20 @@ pub fn encode_for_json_string(h: &Hir) -> Hir {
         }
         HirKind::Capture(cap) => encode_for_json_string(&cap.sub),
         HirKind::Concat(parts) => Hir::concat(parts.iter().map(encode_for_json_string).collect()),
-        HirKind::Alternation(parts) => Hir::alternation(parts.iter().map(encode_for_json_string).collect()),
+        HirKind::Alternation(parts) => {
+            Hir::alternation(parts.iter().map(encode_for_json_string).collect())
+        }
     }
 }
 
 fn encode_char(c: char) -> Hir {
     if needs_escape(c) {
-        Hir::alternation(escapes_of(c).iter().map(|e| Hir::literal(e.as_bytes().to_vec())).collect())
+        Hir::alternation(
+            escapes_of(c)
+                .iter()
+                .map(|e| Hir::literal(e.as_bytes().to_vec()))
+                .collect(),
+        )
     } else {
         let mut buf = [0u8; 4];
         Hir::literal(c.encode_utf8(&mut buf).as_bytes().to_vec())
@@ -570,7 +657,12 @@ pub fn anchor_search(h: &Hir, any: &Hir) -> Hir {
     // (Branches are kept in a list: `Hir::alternation` would factor the anchors back out.)
     let mut branches = Vec::new();
     distribute_anchored_alternations(h, 0, &mut branches);
-    Hir::alternation(branches.iter().map(|b| anchor_search_inner(b, any)).collect())
+    Hir::alternation(
+        branches
+            .iter()
+            .map(|b| anchor_search_inner(b, any))
+            .collect(),
+    )
 }
 
 /// `^(?:a$|b$)` and the like: push a concatenation into a first or last alternation that
@@ -582,7 +674,9 @@ fn distribute_anchored_alternations(h: &Hir, depth: usize, out: &mut Vec<Hir>) {
         return;
     }
     match h.kind() {
-        HirKind::Capture(c) if has_look(&c.sub) => distribute_anchored_alternations(&c.sub, depth + 1, out),
+        HirKind::Capture(c) if has_look(&c.sub) => {
+            distribute_anchored_alternations(&c.sub, depth + 1, out)
+        }
         HirKind::Alternation(bs) => {
             for b in bs {
                 distribute_anchored_alternations(b, depth + 1, out);
@@ -617,8 +711,18 @@ fn distribute_anchored_alternations(h: &Hir, depth: usize, out: &mut Vec<Hir>) {
 
 fn anchor_search_inner(h: &Hir, any: &Hir) -> Hir {
     use regex_syntax::hir::HirKind;
-    let is_start = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::Start) | HirKind::Look(Look::StartLF));
-    let is_end = |h: &Hir| matches!(h.kind(), HirKind::Look(Look::End) | HirKind::Look(Look::EndLF));
+    let is_start = |h: &Hir| {
+        matches!(
+            h.kind(),
+            HirKind::Look(Look::Start) | HirKind::Look(Look::StartLF)
+        )
+    };
+    let is_end = |h: &Hir| {
+        matches!(
+            h.kind(),
+            HirKind::Look(Look::End) | HirKind::Look(Look::EndLF)
+        )
+    };
     match h.kind() {
         HirKind::Capture(c) => anchor_search_inner(&c.sub, any),
         _ => {
@@ -668,8 +772,7 @@ pub fn translate_ecma(pattern: &str) -> Result<String, String> {
                 };
                 // `\s`: the characters both ECMA and Unicode call white space (so the
                 // grammar is a subset whichever definition the validator uses).
-                const SPACE: &str =
-                    r"\t\n\x0B\x0C\r \u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}";
+                const SPACE: &str = r"\t\n\x0B\x0C\r \u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}";
                 const NOT_SPACE: &str = r"\t\n\x0B\x0C\r \u{85}\u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}\u{FEFF}";
                 let space_class;
                 let repl: Option<&str> = match (e, in_class) {
@@ -817,19 +920,35 @@ mod tests {
             (None, Some((-0.25, false)), None),
         ];
         for (lo, hi, mf) in cases {
-            let p = number_range_pattern(lo.map(|(x, i)| (dec(x), i)), hi.map(|(x, i)| (dec(x), i)), mf).unwrap();
+            let p = number_range_pattern(
+                lo.map(|(x, i)| (dec(x), i)),
+                hi.map(|(x, i)| (dec(x), i)),
+                mf,
+            )
+            .unwrap();
             let re = full(&p);
             for i in -3000i64..3000 {
-                for text in [format!("{}", i as f64 / 20.0), format!("{:.3}", i as f64 / 7.0), format!("{}", i / 10)] {
+                for text in [
+                    format!("{}", i as f64 / 20.0),
+                    format!("{:.3}", i as f64 / 7.0),
+                    format!("{}", i / 10),
+                ] {
                     let x: f64 = text.parse().unwrap();
                     if text.starts_with("-0") && x == 0.0 {
                         continue;
                     }
-                    let digits = text.split_once('.').map(|(_, f)| f.len() as u32).unwrap_or(0);
+                    let digits = text
+                        .split_once('.')
+                        .map(|(_, f)| f.len() as u32)
+                        .unwrap_or(0);
                     let want = lo.is_none_or(|(l, inc)| if inc { x >= l } else { x > l })
                         && hi.is_none_or(|(h, inc)| if inc { x <= h } else { x < h })
                         && mf.is_none_or(|m| digits <= m);
-                    assert_eq!(re.is_match(&text), want, "{text} with {lo:?} {hi:?} {mf:?}: {p}");
+                    assert_eq!(
+                        re.is_match(&text),
+                        want,
+                        "{text} with {lo:?} {hi:?} {mf:?}: {p}"
+                    );
                 }
             }
         }
@@ -839,7 +958,11 @@ mod tests {
     fn formats_parse_and_match_examples() {
         for (f, ok, bad) in [
             ("date", "2024-02-28", "2024-02-30"),
-            ("date-time", "2024-01-31T23:59:59.5+01:00", "2024-01-31 23:59:59"),
+            (
+                "date-time",
+                "2024-01-31T23:59:59.5+01:00",
+                "2024-01-31 23:59:59",
+            ),
             ("time", "12:00:00Z", "24:00:00Z"),
             ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
             ("ipv4", "192.168.0.255", "256.1.1.1"),
@@ -860,7 +983,11 @@ mod tests {
         assert!(translate_ecma(r"(?=a)").is_err());
         let any = hir("(?s:.)*");
         let h = anchor_search(&hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap()), &any);
-        assert!(!has_look(&h), "{:?} -> {h:?}", hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap()));
+        assert!(
+            !has_look(&h),
+            "{:?} -> {h:?}",
+            hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap())
+        );
         let h = anchor_search(&hir(&translate_ecma(r"^(?:ab|cd$)").unwrap()), &any);
         assert!(!has_look(&h));
         let t = translate_ecma(r"[\w-]+").unwrap();
@@ -891,7 +1018,11 @@ pub fn split_leading_negative_lookahead(pattern: &str) -> Option<(String, String
                 depth -= 1;
                 if depth == 0 {
                     let (x, rest) = (&body[..i], &body[i + 1..]);
-                    if x.contains("(?") || rest.contains("(?=") || rest.contains("(?!") || rest.contains("(?<") {
+                    if x.contains("(?")
+                        || rest.contains("(?=")
+                        || rest.contains("(?!")
+                        || rest.contains("(?<")
+                    {
                         return None; // nested look-arounds
                     }
                     return Some((format!("^(?:{x})"), format!("^{rest}")));
@@ -909,7 +1040,11 @@ pub fn split_leading_negative_lookahead(pattern: &str) -> Option<(String, String
 /// exactly from a language whose strings may use any escape.
 pub fn literal_any_encoding(s: &str) -> Hir {
     let hex_ci = |d: char| {
-        if d.is_ascii_digit() { d.to_string() } else { format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase()) }
+        if d.is_ascii_digit() {
+            d.to_string()
+        } else {
+            format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase())
+        }
     };
     let u_escape = |unit: u32| -> String {
         let h = format!("{unit:04x}");
@@ -934,7 +1069,12 @@ pub fn literal_any_encoding(s: &str) -> Hir {
         };
         alts.extend(short.map(str::to_string));
         let mut units = [0u16; 2];
-        alts.push(c.encode_utf16(&mut units).iter().map(|&u| u_escape(u as u32)).collect());
+        alts.push(
+            c.encode_utf16(&mut units)
+                .iter()
+                .map(|&u| u_escape(u as u32))
+                .collect(),
+        );
         re.push_str(&format!("(?:{})", alts.join("|")));
     }
     hir(&re)
@@ -953,7 +1093,10 @@ pub fn multiple_of_patterns(k: f64) -> Option<Vec<String>> {
     }
     let (int_part, frac_part) = text.split_once('.').unwrap_or((&text, ""));
     let n = frac_part.len() as u32;
-    let c: u64 = format!("{int_part}{frac_part}").trim_start_matches('0').parse().ok()?;
+    let c: u64 = format!("{int_part}{frac_part}")
+        .trim_start_matches('0')
+        .parse()
+        .ok()?;
     if c == 0 || n > 9 || c > 1_000_000 {
         return None;
     }
@@ -999,7 +1142,11 @@ pub fn multiple_of_patterns(k: f64) -> Option<Vec<String>> {
     for f in (0..scale).step_by(c as usize) {
         let s = format!("{f:0width$}", width = n as usize);
         let p = s.trim_end_matches('0');
-        alts.push(if p.is_empty() { "0+".to_string() } else { format!("{p}0*") });
+        alts.push(if p.is_empty() {
+            "0+".to_string()
+        } else {
+            format!("{p}0*")
+        });
     }
     Some(vec![format!("-?[0-9]+(?:\\.(?:{}))?", alts.join("|"))])
 }
@@ -1017,19 +1164,35 @@ fn digits_multiple_of(m: u64) -> Option<String> {
         match ds.len() {
             0 => None,
             1 => Some(ds[0].to_string()),
-            _ => Some(format!("[{}]", ds.iter().map(|d| d.to_string()).collect::<String>())),
+            _ => Some(format!(
+                "[{}]",
+                ds.iter().map(|d| d.to_string()).collect::<String>()
+            )),
         }
     };
     // r[i][j]: the expression for one step from i to j (None: no string).
     let mut r: Vec<Vec<Option<String>>> = (0..m)
-        .map(|i| (0..m).map(|j| class(&(0..10).filter(|d| (10 * i + d) % m == j).collect::<Vec<_>>())).collect())
+        .map(|i| {
+            (0..m)
+                .map(|j| {
+                    class(
+                        &(0..10)
+                            .filter(|d| (10 * i + d) % m == j)
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect()
+        })
         .collect();
     let alt = |a: Option<String>, b: Option<String>| match (a, b) {
         (None, x) | (x, None) => x,
         (Some(x), Some(y)) => Some(format!("(?:{x}|{y})")),
     };
     for k in (1..m).rev() {
-        let loop_k = r[k][k].clone().map(|l| format!("(?:{l})*")).unwrap_or_default();
+        let loop_k = r[k][k]
+            .clone()
+            .map(|l| format!("(?:{l})*"))
+            .unwrap_or_default();
         for i in 0..k {
             for j in 0..k {
                 if let (Some(a), Some(b)) = (&r[i][k], &r[k][j]) {

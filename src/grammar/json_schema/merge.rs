@@ -28,11 +28,19 @@ fn all_of(a: Value, b: Value) -> Value {
     if a == b {
         return a;
     }
-    Value::Object([("allOf".to_string(), Value::Array(vec![a, b]))].into_iter().collect())
+    Value::Object(
+        [("allOf".to_string(), Value::Array(vec![a, b]))]
+            .into_iter()
+            .collect(),
+    )
 }
 
 /// Merge `schemas` (conjunction) into one schema value.
-pub(super) fn merge_all(c: &mut Compiler<'_>, schemas: Vec<Value>, ptr: &str) -> Result<Value, GrammarError> {
+pub(super) fn merge_all(
+    c: &mut Compiler<'_>,
+    schemas: Vec<Value>,
+    ptr: &str,
+) -> Result<Value, GrammarError> {
     let mut flat: Vec<Value> = Vec::new();
     let mut stack: Vec<Value> = schemas.into_iter().rev().collect();
     while let Some(s) = stack.pop() {
@@ -66,15 +74,21 @@ pub(super) fn merge_all(c: &mut Compiler<'_>, schemas: Vec<Value>, ptr: &str) ->
 }
 
 fn unsupported(ptr: &str, msg: impl Into<String>) -> GrammarError {
-    GrammarError::unsupported(join_ptr(ptr, "allOf"), "allOf", format!("cannot merge `allOf`: {}", msg.into()))
+    GrammarError::unsupported(
+        join_ptr(ptr, "allOf"),
+        "allOf",
+        format!("cannot merge `allOf`: {}", msg.into()),
+    )
 }
 
 fn types_of(m: &Map<String, Value>) -> Option<u8> {
     match m.get("type") {
         Some(Value::String(t)) => ty::from_name(t),
-        Some(Value::Array(ts)) => {
-            Some(ts.iter().filter_map(|t| t.as_str().and_then(ty::from_name)).fold(0, |a, b| a | b))
-        }
+        Some(Value::Array(ts)) => Some(
+            ts.iter()
+                .filter_map(|t| t.as_str().and_then(ty::from_name))
+                .fold(0, |a, b| a | b),
+        ),
         _ => None,
     }
 }
@@ -97,7 +111,11 @@ fn type_value(set: u8) -> Value {
     } else if set & ty::INT != 0 {
         names.push(Value::String("integer".into()));
     }
-    if names.len() == 1 { names.pop().unwrap() } else { Value::Array(names) }
+    if names.len() == 1 {
+        names.pop().unwrap()
+    } else {
+        Value::Array(names)
+    }
 }
 
 /// Schema for key `k` on a side that does not name it: its matching patternProperties, else
@@ -106,7 +124,9 @@ fn extra_schema(m: &Map<String, Value>, k: &str) -> Value {
     if let Some(Value::Object(pp)) = m.get("patternProperties") {
         let mut matching = Vec::new();
         for (p, s) in pp {
-            let re = super::lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            let re = super::lexical::translate_ecma(p)
+                .ok()
+                .and_then(|t| regex_automata::meta::Regex::new(&t).ok());
             match re {
                 Some(re) if re.is_match(k) => matching.push(s.clone()),
                 Some(_) => {}
@@ -117,7 +137,9 @@ fn extra_schema(m: &Map<String, Value>, k: &str) -> Value {
             return matching.into_iter().fold(Value::Bool(true), all_of);
         }
     }
-    m.get("additionalProperties").cloned().unwrap_or(Value::Bool(true))
+    m.get("additionalProperties")
+        .cloned()
+        .unwrap_or(Value::Bool(true))
 }
 
 fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, GrammarError> {
@@ -126,14 +148,19 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         (Value::Bool(false), _) | (_, Value::Bool(false)) => return Ok(Value::Bool(false)),
         (Value::Object(a), Value::Object(b)) => (a, b),
         _ => {
-            return Err(GrammarError::at_pointer(join_ptr(ptr, "allOf"), "an `allOf` branch is not a schema"));
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "allOf"),
+                "an `allOf` branch is not a schema",
+            ));
         }
     };
     // anyOf / oneOf on both sides: multiply out (anyOf) or refuse (oneOf).
     if a.contains_key("oneOf") && b.contains_key("oneOf") {
         // One of them provably disjoint is an anyOf, which multiplies out below.
         let disjoint = |c: &Compiler<'_>, m: &Map<String, Value>| {
-            m.get("oneOf").and_then(Value::as_array).is_some_and(|bs| provably_disjoint(c, bs, ptr).is_ok())
+            m.get("oneOf")
+                .and_then(Value::as_array)
+                .is_some_and(|bs| provably_disjoint(c, bs, ptr).is_ok())
         };
         let side = if disjoint(c, &b) && !b.contains_key("anyOf") {
             &mut b
@@ -150,7 +177,10 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
     let any = match (a_any, b_any) {
         (Some(Value::Array(x)), Some(Value::Array(y))) => {
             if x.len() * y.len() > 64 {
-                return Err(unsupported(ptr, "two `anyOf` lists too large to multiply out"));
+                return Err(unsupported(
+                    ptr,
+                    "two `anyOf` lists too large to multiply out",
+                ));
             }
             let mut prod = Vec::new();
             for p in &x {
@@ -163,27 +193,46 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         (Some(x), None) | (None, Some(x)) => Some(x),
         (None, None) => None,
         _ => {
-            return Err(GrammarError::at_pointer(join_ptr(ptr, "anyOf"), "`anyOf` must be an array"));
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "anyOf"),
+                "`anyOf` must be an array",
+            ));
         }
     };
     // Object member keywords, handled together.
-    let a_obj =
-        a.contains_key("properties") || a.contains_key("additionalProperties") || a.contains_key("patternProperties");
-    let b_obj =
-        b.contains_key("properties") || b.contains_key("additionalProperties") || b.contains_key("patternProperties");
+    let a_obj = a.contains_key("properties")
+        || a.contains_key("additionalProperties")
+        || a.contains_key("patternProperties");
+    let b_obj = b.contains_key("properties")
+        || b.contains_key("additionalProperties")
+        || b.contains_key("patternProperties");
     if a_obj && b_obj {
         let a_pp = a.contains_key("patternProperties");
         let b_pp = b.contains_key("patternProperties");
         if a_pp && b_pp && a.get("patternProperties") != b.get("patternProperties") {
             return Err(unsupported(ptr, "`patternProperties` on both sides"));
         }
-        let restrictive = |m: &Map<String, Value>| m.get("additionalProperties").is_some_and(|v| !is_trivially_true(v));
+        let restrictive = |m: &Map<String, Value>| {
+            m.get("additionalProperties")
+                .is_some_and(|v| !is_trivially_true(v))
+        };
         if (a_pp && restrictive(&b)) || (b_pp && restrictive(&a)) {
-            return Err(unsupported(ptr, "`patternProperties` with `additionalProperties` on the other side"));
+            return Err(unsupported(
+                ptr,
+                "`patternProperties` with `additionalProperties` on the other side",
+            ));
         }
         let empty = Map::new();
-        let ap = a.get("properties").and_then(Value::as_object).unwrap_or(&empty).clone();
-        let bp = b.get("properties").and_then(Value::as_object).unwrap_or(&empty).clone();
+        let ap = a
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty)
+            .clone();
+        let bp = b
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty)
+            .clone();
         let mut merged = Map::new();
         for (k, sa) in &ap {
             let sb = bp.get(k).cloned().unwrap_or_else(|| extra_schema(&b, k));
@@ -195,8 +244,12 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
             }
         }
         let add = all_of(
-            a.get("additionalProperties").cloned().unwrap_or(Value::Bool(true)),
-            b.get("additionalProperties").cloned().unwrap_or(Value::Bool(true)),
+            a.get("additionalProperties")
+                .cloned()
+                .unwrap_or(Value::Bool(true)),
+            b.get("additionalProperties")
+                .cloned()
+                .unwrap_or(Value::Bool(true)),
         );
         a.insert("properties".into(), Value::Object(merged));
         if is_trivially_true(&add) {
@@ -227,8 +280,14 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         }
         let merged = match k.as_str() {
             "type" => {
-                let (Some(x), Some(y)) = (types_of(&a), types_of(&Map::from_iter([(k.clone(), vb.clone())]))) else {
-                    return Err(GrammarError::at_pointer(join_ptr(ptr, "type"), "bad `type`"));
+                let (Some(x), Some(y)) = (
+                    types_of(&a),
+                    types_of(&Map::from_iter([(k.clone(), vb.clone())])),
+                ) else {
+                    return Err(GrammarError::at_pointer(
+                        join_ptr(ptr, "type"),
+                        "bad `type`",
+                    ));
                 };
                 let both = x & y;
                 if both == 0 {
@@ -247,7 +306,14 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
             }
             "enum" => {
                 let y = vb.as_array().cloned().unwrap_or_default();
-                Value::Array(va.as_array().cloned().unwrap_or_default().into_iter().filter(|v| y.contains(v)).collect())
+                Value::Array(
+                    va.as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|v| y.contains(v))
+                        .collect(),
+                )
             }
             "const" => return Ok(Value::Bool(false)),
             "minimum" | "exclusiveMinimum" | "minLength" | "minItems" | "minProperties"
@@ -270,7 +336,9 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
             }
             "items" if va.is_object() || va.is_boolean() => all_of(va, vb),
             "additionalItems" => all_of(va, vb),
-            "uniqueItems" => Value::Bool(va.as_bool().unwrap_or(false) || vb.as_bool().unwrap_or(false)),
+            "uniqueItems" => {
+                Value::Bool(va.as_bool().unwrap_or(false) || vb.as_bool().unwrap_or(false))
+            }
             "multipleOf" => {
                 let (x, y) = (va.as_f64().unwrap_or(0.0), vb.as_f64().unwrap_or(0.0));
                 if x > 0.0 && y > 0.0 && (x / y).fract() == 0.0 {
@@ -282,15 +350,22 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
                 }
             }
             other => {
-                return Err(unsupported(ptr, format!("`{other}` on both sides with different values")));
+                return Err(unsupported(
+                    ptr,
+                    format!("`{other}` on both sides with different values"),
+                ));
             }
         };
         a.insert(k, merged);
     }
     // `const` with `enum`: keep the enum filtered.
-    if let (Some(cst), Some(Value::Array(list))) = (a.get("const").cloned(), a.get("enum").cloned()) {
+    if let (Some(cst), Some(Value::Array(list))) = (a.get("const").cloned(), a.get("enum").cloned())
+    {
         a.remove("const");
-        a.insert("enum".into(), Value::Array(list.into_iter().filter(|v| *v == cst).collect()));
+        a.insert(
+            "enum".into(),
+            Value::Array(list.into_iter().filter(|v| *v == cst).collect()),
+        );
     }
     if let Some(any) = any {
         a.insert("anyOf".into(), any);
@@ -332,9 +407,19 @@ struct MemberRules {
 impl MemberRules {
     /// The shapes a present member `k` must satisfy (all of them).
     fn constraints_on<'s>(&'s self, k: &str) -> Vec<&'s Shape> {
-        let mut out: Vec<&Shape> = self.properties.iter().filter(|(n, _)| n == k).map(|(_, s)| s).collect();
+        let mut out: Vec<&Shape> = self
+            .properties
+            .iter()
+            .filter(|(n, _)| n == k)
+            .map(|(_, s)| s)
+            .collect();
         let named = !out.is_empty();
-        let by_pattern: Vec<&Shape> = self.patterns.iter().filter(|(re, _)| re.is_match(k)).map(|(_, s)| s).collect();
+        let by_pattern: Vec<&Shape> = self
+            .patterns
+            .iter()
+            .filter(|(re, _)| re.is_match(k))
+            .map(|(_, s)| s)
+            .collect();
         let matched = !by_pattern.is_empty();
         out.extend(by_pattern);
         if !named && !matched {
@@ -424,35 +509,56 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             if let Some(ps) = props.and_then(|p| p.get(r)) {
                 // Bounded: property shapes nest at most a few levels (recursive schemas).
                 if depth < 6 {
-                    out.discriminators.push((r.to_string(), shape(c, ps, ptr, depth + 4)));
+                    out.discriminators
+                        .push((r.to_string(), shape(c, ps, ptr, depth + 4)));
                 }
             }
         }
     }
     if let Some(p) = m.get("pattern").and_then(Value::as_str) {
-        let parsed = super::lexical::translate_ecma(p)
-            .ok()
-            .and_then(|t| regex_syntax::ParserBuilder::new().nest_limit(100).build().parse(&t).ok());
+        let parsed = super::lexical::translate_ecma(p).ok().and_then(|t| {
+            regex_syntax::ParserBuilder::new()
+                .nest_limit(100)
+                .build()
+                .parse(&t)
+                .ok()
+        });
         if let Some(h) = parsed {
             let h = super::lexical::anchor_search(&h, &super::lexical::hir("(?s:.)*"));
             if !super::lexical::has_look(&h) {
                 out.string_regex = Some(h);
             }
         }
-    } else if let Some(f) = m.get("format").and_then(Value::as_str).and_then(super::lexical::format_pattern) {
+    } else if let Some(f) = m
+        .get("format")
+        .and_then(Value::as_str)
+        .and_then(super::lexical::format_pattern)
+    {
         out.string_regex = Some(super::lexical::hir(&f));
     }
     // Member rules, a few levels deep only (recursive schemas).
-    if depth < 6 && ["properties", "patternProperties", "additionalProperties"].iter().any(|k| m.contains_key(*k)) {
-        let mut rules = MemberRules { properties: Vec::new(), patterns: Vec::new(), additional: None };
+    if depth < 6
+        && ["properties", "patternProperties", "additionalProperties"]
+            .iter()
+            .any(|k| m.contains_key(*k))
+    {
+        let mut rules = MemberRules {
+            properties: Vec::new(),
+            patterns: Vec::new(),
+            additional: None,
+        };
         if let Some(props) = m.get("properties").and_then(Value::as_object) {
             for (k, v) in props {
-                rules.properties.push((k.clone(), shape(c, v, ptr, depth + 4)));
+                rules
+                    .properties
+                    .push((k.clone(), shape(c, v, ptr, depth + 4)));
             }
         }
         if let Some(pats) = m.get("patternProperties").and_then(Value::as_object) {
             for (p, v) in pats {
-                let re = super::lexical::translate_ecma(p).ok().and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+                let re = super::lexical::translate_ecma(p)
+                    .ok()
+                    .and_then(|t| regex_automata::meta::Regex::new(&t).ok());
                 match re {
                     Some(re) => rules.patterns.push((re, shape(c, v, ptr, depth + 4))),
                     // A pattern we cannot read: give up on member arguments for this schema.
@@ -471,9 +577,14 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
             out.member_rules.push(rules);
         }
     }
-    if m.get("additionalProperties") == Some(&Value::Bool(false)) && !m.contains_key("patternProperties") {
+    if m.get("additionalProperties") == Some(&Value::Bool(false))
+        && !m.contains_key("patternProperties")
+    {
         out.closed = Some(
-            m.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default(),
+            m.get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default(),
         );
     }
     out
@@ -507,7 +618,12 @@ impl Shape {
 
     /// Every shape a present member `k` must satisfy under this schema.
     fn constraints_on<'s>(&'s self, k: &str) -> Vec<&'s Shape> {
-        let mut out: Vec<&Shape> = self.discriminators.iter().filter(|(n, _)| n == k).map(|(_, s)| s).collect();
+        let mut out: Vec<&Shape> = self
+            .discriminators
+            .iter()
+            .filter(|(n, _)| n == k)
+            .map(|(_, s)| s)
+            .collect();
         for rules in &self.member_rules {
             out.extend(rules.constraints_on(k));
         }
@@ -574,7 +690,11 @@ fn shapes_disjoint(a: &Shape, b: &Shape) -> bool {
 }
 
 /// `Ok` when no instance can be valid for two of `branches`; else why not.
-pub(super) fn provably_disjoint(c: &Compiler<'_>, branches: &[Value], ptr: &str) -> Result<(), String> {
+pub(super) fn provably_disjoint(
+    c: &Compiler<'_>,
+    branches: &[Value],
+    ptr: &str,
+) -> Result<(), String> {
     let shapes: Vec<Shape> = branches.iter().map(|b| shape(c, b, ptr, 0)).collect();
     for i in 0..shapes.len() {
         for j in i + 1..shapes.len() {
@@ -593,7 +713,10 @@ fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> O
     use regex_automata::util::start;
     use regex_automata::{Anchored, MatchKind, nfa::thompson};
     let build = |h: &regex_syntax::hir::Hir| -> Option<dense::DFA<Vec<u32>>> {
-        let nfa = thompson::Compiler::new().configure(thompson::Config::new().utf8(false)).build_from_hir(h).ok()?;
+        let nfa = thompson::Compiler::new()
+            .configure(thompson::Config::new().utf8(false))
+            .build_from_hir(h)
+            .ok()?;
         dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -634,7 +757,12 @@ fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> O
 /// or combinator), the one type family its keywords are about (`properties` → object, ...).
 fn implied_type(b: &Value) -> Option<&'static str> {
     let m = b.as_object()?;
-    if ["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"].iter().any(|k| m.contains_key(*k)) {
+    if [
+        "type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k))
+    {
         return None;
     }
     let mut family = None;
@@ -649,11 +777,12 @@ fn implied_type(b: &Value) -> Option<&'static str> {
             | "dependencies"
             | "dependentRequired"
             | "propertyNames" => "object",
-            "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems" | "contains" => {
-                "array"
-            }
+            "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems"
+            | "uniqueItems" | "contains" => "array",
             "pattern" | "format" | "minLength" | "maxLength" => "string",
-            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => "number",
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
+                "number"
+            }
             _ => continue,
         };
         if family.is_some_and(|x| x != f) {
@@ -670,7 +799,11 @@ fn implied_type(b: &Value) -> Option<&'static str> {
 /// branch vacuously (and no typed one): with two or more untyped branches it was invalid,
 /// so removing it changes nothing; with one, it was valid and is lost (a subset). Inside F
 /// nothing changes. `None` when no branch is untyped or the condition fails.
-pub(super) fn restrict_implied_types(c: &Compiler<'_>, branches: &[Value], ptr: &str) -> Option<Vec<Value>> {
+pub(super) fn restrict_implied_types(
+    c: &Compiler<'_>,
+    branches: &[Value],
+    ptr: &str,
+) -> Option<Vec<Value>> {
     if branches.len() < 2 {
         return None;
     }
