@@ -25,6 +25,17 @@ fn domino(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `domino ARGS`, asserts it succeeded and parses its stdout (`--format json`).
+fn domino_json(args: &[&str]) -> Value {
+    let out = domino(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--format json prints one JSON document")
+}
+
 /// `domino eval gsm8k` over the first two samples, tiny budget.
 fn eval_gsm8k(out: &Path, resume: bool) -> std::process::Output {
     let model = common::require_default_model();
@@ -211,7 +222,7 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
     .unwrap();
     let m = model.to_str().unwrap();
     let file = dir.join("a.txt");
-    let out = domino(&[
+    let single = domino_json(&[
         "perplexity",
         file.to_str().unwrap(),
         "--format",
@@ -221,19 +232,13 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
         "--threads",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let single: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ppl = single["perplexity"].as_f64().unwrap();
     assert!(ppl.is_finite() && ppl > 1.0, "{single}");
     let n = single["tokens"].as_u64().unwrap();
     assert!(n >= 10, "{single}");
 
     let jsonl = dir.join("a.jsonl");
-    let out = domino(&[
+    let both = domino_json(&[
         "perplexity",
         "--jsonl",
         jsonl.to_str().unwrap(),
@@ -246,12 +251,6 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
         "--threads",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let both: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(both["tokens"].as_u64().unwrap(), 2 * n);
     assert!(
         (both["perplexity"].as_f64().unwrap() - ppl).abs() < 1e-3 * ppl,
@@ -260,7 +259,7 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
 
     // Chunked to a tiny context: the first token of each chunk has no context and is not
     // scored, so fewer tokens are scored and the text is still covered.
-    let out = domino(&[
+    let chunked = domino_json(&[
         "perplexity",
         file.to_str().unwrap(),
         "--format",
@@ -272,12 +271,6 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
         "--ctx",
         "16",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let chunked: Value = serde_json::from_slice(&out.stdout).unwrap();
     let chunks = (n + 1).div_ceil(16);
     assert_eq!(
         chunked["tokens"].as_u64().unwrap() + chunks,
@@ -305,7 +298,7 @@ fn perplexity_of_a_file_and_of_a_jsonl_field_agree() {
 fn retokenize_spells_the_text_and_starts_with_the_model_preferred_token() {
     let model = common::require_default_model();
     let text = "{\n    \"name\" : \"Alice\" }";
-    let out = domino(&[
+    let r = domino_json(&[
         "eval",
         "retokenize",
         "--prompt",
@@ -319,12 +312,6 @@ fn retokenize_spells_the_text_and_starts_with_the_model_preferred_token() {
         "--threads",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in ["default", "naturalized"] {
         let t = &r[key];
         let pieces: String = t["pieces"]

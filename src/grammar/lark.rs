@@ -315,7 +315,9 @@ impl<'a> Parser<'a> {
                             Some(',') => continue,
                             Some(')') => break,
                             _ => {
-                                return Err(self.cur.error("expected `,` or `)` in `%import` list"));
+                                return Err(self
+                                    .cur
+                                    .error("expected `,` or `)` in `%import` list"));
                             }
                         }
                     }
