@@ -12,14 +12,16 @@
 //! opportunistic checks, speculative drafts, baselines); [`eval`] reproduces the paper's
 //! tables; [`repl`] is the interactive shell; [`cli`] is the `domino` command.
 //!
-//! `engine` never depends on `runtime`: it is pure Rust and can be embedded elsewhere.
+//! The engine ([`grammar`], [`lexer`], [`vocab`], [`engine`]) is its own crate,
+//! `domino-engine`, re-exported here: it depends on neither llama.cpp nor clap and can be
+//! embedded elsewhere.
 
 pub mod cli;
 pub mod decode;
-pub mod engine;
+pub mod diag;
 pub mod eval;
-pub mod grammar;
-pub mod lexer;
 pub mod repl;
 pub mod runtime;
-pub mod vocab;
+
+// The engine crate's modules, at the paths the rest of domino has always used.
+pub use domino_engine::{engine, grammar, lexer, vocab};

@@ -280,7 +280,7 @@ fn gbnf_and_pretty_json_are_usage_errors_for_llguidance() {
     );
     let err = gbnf.err().expect("GBNF must be refused");
     assert!(
-        err.downcast_ref::<domino::cli::UsageError>().is_some(),
+        err.downcast_ref::<domino::diag::UsageError>().is_some(),
         "{err:#}"
     );
     assert!(err.to_string().contains(".lark"), "{err:#}");
@@ -293,7 +293,7 @@ fn gbnf_and_pretty_json_are_usage_errors_for_llguidance() {
         pretty
             .err()
             .expect("pretty must be refused")
-            .downcast_ref::<domino::cli::UsageError>()
+            .downcast_ref::<domino::diag::UsageError>()
             .is_some()
     );
 }

@@ -384,7 +384,7 @@ fn resume_after_a_kill_gives_the_same_report() {
     other.seed = 1;
     let err = run_task(Task::Gsm8k, &mut FakeBackend::new(), &other, &torn).unwrap_err();
     assert!(format!("{err:#}").contains("cannot resume"), "{err:#}");
-    assert_eq!(domino::cli::exit_code_for(&err), 2);
+    assert_eq!(domino::diag::exit_code_for(&err), 2);
 
     for d in [full, killed, torn] {
         std::fs::remove_dir_all(d).unwrap();

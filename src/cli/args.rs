@@ -31,7 +31,7 @@ pub struct ConstraintArgs {
     #[arg(long, value_name = "RULE")]
     pub start: Option<String>,
     /// Whitespace between JSON tokens for --schema/--json.
-    #[arg(long, value_enum, default_value_t = WhitespacePolicy::Flexible)]
+    #[arg(long, value_parser = crate::cli::args::whitespace_parser(), default_value_t = WhitespacePolicy::Flexible)]
     pub whitespace: WhitespacePolicy,
     /// Longest run of whitespace bytes the flexible policy allows.
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -89,4 +89,12 @@ pub fn parse_k(s: &str) -> Result<Option<u32>, String> {
             .map(Some)
             .map_err(|_| format!("expected a number or `inf`, got `{s}`"))
     }
+}
+
+/// `--whitespace flexible|compact|pretty`: the engine's [`WhitespacePolicy`] on the command
+/// line (the engine crate does not depend on clap, so the parser lives here).
+pub fn whitespace_parser() -> impl clap::builder::TypedValueParser<Value = WhitespacePolicy> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(WhitespacePolicy::ALL.map(|p| p.as_str()))
+        .map(|s| s.parse::<WhitespacePolicy>().expect("a possible value"))
 }

@@ -144,13 +144,13 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
     let k = lookahead(&args.k)?;
     if let Some(other) = &args.vs {
         if other != "llguidance" {
-            return Err(crate::cli::UsageError(format!(
+            return Err(crate::diag::UsageError(format!(
                 "--vs: unknown engine `{other}` (expected `llguidance`)"
             ))
             .into());
         }
         if !cfg!(feature = "bench-llguidance") {
-            return Err(crate::cli::UsageError(
+            return Err(crate::diag::UsageError(
                 "--vs llguidance: this domino was built without llguidance; rebuild with `cargo build --features bench-llguidance`".into(),
             )
             .into());

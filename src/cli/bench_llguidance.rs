@@ -38,7 +38,7 @@
 //!     --schema grammars/gsm8k.schema.json --docs DOCS.jsonl --vs llguidance --repeat 3
 //! ```
 
-use crate::cli::UsageError;
+use crate::diag::UsageError;
 use crate::cli::args::ConstraintArgs;
 use crate::grammar::{CompileOptions, GrammarSource, WhitespacePolicy};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};

@@ -61,7 +61,7 @@ impl DecodeArgs {
             Method::None
         });
         if !(0.0..=1.0).contains(&self.draft_threshold) {
-            return Err(crate::cli::UsageError(format!(
+            return Err(crate::diag::UsageError(format!(
                 "--draft-threshold must be in [0, 1], got {}",
                 self.draft_threshold
             ))

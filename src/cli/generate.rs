@@ -105,7 +105,7 @@ impl SamplingArgs {
             min_p: self.min_p,
             seed: self.seed,
         };
-        config.validate().map_err(|e| crate::cli::UsageError(e))?;
+        config.validate().map_err(|e| crate::diag::UsageError(e))?;
         Ok(config)
     }
 }
@@ -169,7 +169,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let mut decoder = crate::decode::methods::Decoder::new(&decode_config, &model)?;
     let prompt_tokens = model.prompt_tokens(&prompt, args.chat)?;
     if prompt_tokens.is_empty() {
-        return Err(crate::cli::UsageError(
+        return Err(crate::diag::UsageError(
             "the prompt is empty (give it as an argument or on stdin)".into(),
         )
         .into());

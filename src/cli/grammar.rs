@@ -9,7 +9,7 @@
 //! (`--timeout-ms`), and a panic is reported as an error for that item, never a crash.
 //! `--format json` prints one JSON object per item and a closing `{"summary": …}` line.
 
-use crate::cli::UsageError;
+use crate::diag::UsageError;
 use crate::cli::args::{ConstraintArgs, OutputFormat};
 use crate::grammar::{
     CompileOptions, ErrorKind, GrammarError, GrammarSource, WhitespacePolicy, print,
@@ -46,7 +46,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "RULE")]
     pub start: Option<String>,
     /// Whitespace between JSON tokens for schemas.
-    #[arg(long, value_enum, default_value_t = WhitespacePolicy::Flexible)]
+    #[arg(long, value_parser = crate::cli::args::whitespace_parser(), default_value_t = WhitespacePolicy::Flexible)]
     pub whitespace: WhitespacePolicy,
     /// Longest run of whitespace bytes the flexible policy allows.
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -455,7 +455,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
             per_file.add(&outcome);
             if json_out {
                 writeln!(out, "{}", outcome_json("id", &id, &outcome, ms))?;
-            } else if !matches!(outcome, Outcome::Ok(_)) || crate::cli::verbosity() > 0 {
+            } else if !matches!(outcome, Outcome::Ok(_)) || crate::diag::verbosity() > 0 {
                 writeln!(out, "{}", outcome_text(&id, &outcome))?;
             }
         }

@@ -8,7 +8,7 @@
 //! per prefix: `{"prefix_ok", "allowed" (sorted ids, EOG ids included when allowed), "count",
 //! "eos_allowed"}` (plus `"error"` when the prefix is not allowed).
 
-use crate::cli::UsageError;
+use crate::diag::UsageError;
 use crate::cli::args::{ConstraintArgs, OutputFormat, parse_k};
 use crate::engine::{CompiledGrammar, Constraint, EngineError, Options};
 use crate::grammar::GrammarError;

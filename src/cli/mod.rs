@@ -59,47 +59,9 @@ pub enum Command {
     Perplexity(perplexity::PerplexityArgs),
 }
 
-/// A usage error: bad flags or arguments detected after clap's own checks (exit code 2).
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for UsageError {}
-
-/// Exit code for an error: 2 for usage and grammar errors, 1 for everything else.
-pub fn exit_code_for(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        if cause.is::<UsageError>() || cause.is::<crate::grammar::GrammarError>() {
-            return 2;
-        }
-    }
-    1
-}
-
-/// Logging verbosity chosen with `-v`, readable from anywhere.
-static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-pub fn verbosity() -> u8 {
-    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Log a line to stderr when `-v` was given at least `level` times.
-#[macro_export]
-macro_rules! log {
-    ($level:expr, $($arg:tt)*) => {
-        if $crate::cli::verbosity() >= $level {
-            eprintln!($($arg)*);
-        }
-    };
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    VERBOSITY.store(cli.verbose, std::sync::atomic::Ordering::Relaxed);
+    crate::diag::set_verbosity(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::Grammar(cmd) => grammar::run(cmd),
@@ -120,7 +82,7 @@ pub fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {err:#}");
-            ExitCode::from(exit_code_for(&err))
+            ExitCode::from(crate::diag::exit_code_for(&err))
         }
     }
 }

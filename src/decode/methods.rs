@@ -138,7 +138,7 @@ impl Decoder {
     pub fn new(config: &DecoderConfig, model: &Model) -> anyhow::Result<Decoder> {
         let method = config.method;
         if !(0.0..=1.0).contains(&config.draft_threshold) {
-            return Err(crate::cli::UsageError(format!(
+            return Err(crate::diag::UsageError(format!(
                 "--draft-threshold must be in [0, 1], got {}",
                 config.draft_threshold
             ))
@@ -148,7 +148,7 @@ impl Decoder {
             (_, Method::None) => None,
             (Some(s), _) => Some(s),
             (None, m) => {
-                return Err(crate::cli::UsageError(format!(
+                return Err(crate::diag::UsageError(format!(
                     "--method {} needs a constraint: --grammar FILE, --schema FILE, --regex RE or --json",
                     m.as_str()
                 ))

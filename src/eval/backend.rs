@@ -93,7 +93,7 @@ pub fn decoder_config(
             ..base
         },
         Method::Llguidance => {
-            bail!(crate::cli::UsageError("method `llguidance` is not available: this build of domino has no llguidance engine".into()))
+            bail!(crate::diag::UsageError("method `llguidance` is not available: this build of domino has no llguidance engine".into()))
         }
     }))
 }
@@ -449,7 +449,7 @@ mod tests {
             DecodeMethod::LlamaGrammar
         );
         let err = config("llguidance").unwrap_err();
-        assert_eq!(crate::cli::exit_code_for(&err), 2, "{err:#}");
+        assert_eq!(crate::diag::exit_code_for(&err), 2, "{err:#}");
     }
 
     #[test]

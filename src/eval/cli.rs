@@ -15,7 +15,7 @@ use super::method::Method;
 use super::prompt::JsonStyle;
 use super::runner::{EvalBackend, PreparedTask, RunOptions, Shard, run_task};
 use super::throughput::{Manifest, ThroughputOptions, render_throughput_markdown, run_throughput};
-use crate::cli::UsageError;
+use crate::diag::UsageError;
 use crate::cli::args::OutputFormat;
 use crate::cli::generate::ModelArgs;
 use clap::{Args, Subcommand};

@@ -125,14 +125,14 @@ pub fn compare(
     text: &str,
 ) -> anyhow::Result<RetokenizeReport> {
     if text.is_empty() {
-        bail!(crate::cli::UsageError(
+        bail!(crate::diag::UsageError(
             "--text is empty: there is nothing to retokenize".into()
         ));
     }
     let model = session.model();
     let prompt_tokens = model.tokenize(prompt, true, false);
     if prompt_tokens.is_empty() {
-        bail!(crate::cli::UsageError(
+        bail!(crate::diag::UsageError(
             "the prompt is empty and the model adds no BOS token: nothing to condition on".into()
         ));
     }

@@ -31,7 +31,7 @@ use super::prompt::{FewShotPrompt, JsonStyle, Template};
 use super::report::{self, TaskReport};
 use super::results::ResultsLog;
 use super::score::{Gold, Scorer};
-use crate::cli::UsageError;
+use crate::diag::UsageError;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -25,7 +25,7 @@ use super::report::PaperReference;
 use super::results::{ResultsLog, read_results};
 use super::runner::{EvalBackend, GenerationRequest};
 use super::svg::BarChart;
-use crate::cli::UsageError;
+use crate::diag::UsageError;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};

@@ -247,7 +247,7 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
     let sampling = args.sampling.config()?;
     let k = crate::cli::mask::lookahead(&args.k)?;
     if !(0.0..=1.0).contains(&args.draft_threshold) {
-        return Err(crate::cli::UsageError(format!(
+        return Err(crate::diag::UsageError(format!(
             "--draft-threshold must be in [0, 1], got {}",
             args.draft_threshold
         ))

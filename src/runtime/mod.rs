@@ -42,7 +42,7 @@ static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
 pub fn backend() -> Result<&'static LlamaBackend, RuntimeError> {
     let result = BACKEND.get_or_init(|| match LlamaBackend::init() {
         Ok(mut backend) => {
-            if crate::cli::verbosity() < 2 {
+            if crate::diag::verbosity() < 2 {
                 backend.void_logs();
             }
             Ok(backend)

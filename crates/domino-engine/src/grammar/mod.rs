@@ -124,7 +124,6 @@ impl std::error::Error for GrammarError {}
     PartialEq,
     Eq,
     Default,
-    clap::ValueEnum,
     serde::Serialize,
     serde::Deserialize,
 )]
@@ -137,6 +136,40 @@ pub enum WhitespacePolicy {
     Compact,
     /// Newlines and two-space indentation as `serde_json::to_string_pretty` writes it.
     Pretty,
+}
+
+impl WhitespacePolicy {
+    /// Every policy, in the order `--help` lists them.
+    pub const ALL: [WhitespacePolicy; 3] = [
+        WhitespacePolicy::Flexible,
+        WhitespacePolicy::Compact,
+        WhitespacePolicy::Pretty,
+    ];
+
+    /// The policy's name on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WhitespacePolicy::Flexible => "flexible",
+            WhitespacePolicy::Compact => "compact",
+            WhitespacePolicy::Pretty => "pretty",
+        }
+    }
+}
+
+impl fmt::Display for WhitespacePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for WhitespacePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        WhitespacePolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown whitespace policy `{s}` (flexible, compact, pretty)"))
+    }
 }
 
 /// Options shared by the front ends.
