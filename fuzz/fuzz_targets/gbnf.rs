@@ -2,13 +2,13 @@
 //! overflow the stack or hang; errors are values.
 #![no_main]
 
-use domino::grammar::{gbnf, lower, reference::ReferenceRecognizer};
+use domino_engine::grammar::{gbnf, lower, reference::ReferenceRecognizer};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(def) = gbnf::parse(text, "root") else { return };
-    let _ = domino::grammar::print::to_gbnf(&def);
+    let _ = domino_engine::grammar::print::to_gbnf(&def);
     let Ok(grammar) = lower::lower(&def) else { return };
     if grammar.terminals.len() > 200 {
         return; // keep iterations fast

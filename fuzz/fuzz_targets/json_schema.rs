@@ -2,7 +2,7 @@
 //! error values, never panics or hangs.
 #![no_main]
 
-use domino::grammar::{CompileOptions, json_schema, lower};
+use domino_engine::grammar::{CompileOptions, json_schema, lower};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Fuzz the Lark front end and lowering: errors are values, never panics.
 #![no_main]
 
-use domino::grammar::{lark, lower};
+use domino_engine::grammar::{lark, lower};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
