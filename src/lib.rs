@@ -11,15 +11,26 @@
 //! [`runtime`] drives llama.cpp; [`decode`] runs the generation loop (sampling, masking,
 //! opportunistic checks, speculative drafts, baselines); [`eval`] reproduces the paper's
 //! tables; [`repl`] is the interactive shell; [`cli`] is the `domino` command.
+//! [`constraint`] turns a named grammar, schema or regex into a compiled constraint, and
+//! [`models`] says which model file to load and how; [`diag`] holds errors, exit codes and
+//! logging.
+//!
+//! # Layers
+//! Dependencies point one way (`scripts/check-layers` enforces it): `cli` → {`serve`,
+//! `repl`, `eval`} → `decode` → `runtime` → `diag` → the engine, with [`constraint`]
+//! (→ `diag`, engine) usable from `decode` up and [`models`] (→ `runtime`) from `repl`,
+//! `eval` and `serve` up. Only `cli` knows clap; only `runtime` knows llama.cpp.
 //!
 //! The engine ([`grammar`], [`lexer`], [`vocab`], [`engine`]) is its own crate,
 //! `domino-engine`, re-exported here: it depends on neither llama.cpp nor clap and can be
 //! embedded elsewhere.
 
 pub mod cli;
+pub mod constraint;
 pub mod decode;
 pub mod diag;
 pub mod eval;
+pub mod models;
 pub mod repl;
 pub mod runtime;
 

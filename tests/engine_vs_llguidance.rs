@@ -22,7 +22,7 @@
 //! Fails loudly when the tokenizer or grammar file is missing.
 #![cfg(feature = "bench-llguidance")]
 
-use domino::cli::bench_llguidance::{LlgGrammar, grammar_for_source};
+use domino::constraint::llguidance::{LlgGrammar, grammar_for_source};
 use domino::engine::{CompiledGrammar, Constraint, Options};
 use domino::grammar::reference::ReferenceRecognizer;
 use domino::grammar::{CompileOptions, GrammarSource};

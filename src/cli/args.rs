@@ -1,7 +1,17 @@
-//! Argument groups shared by several subcommands.
+//! Argument groups shared by several subcommands, each defined once: the constraint
+//! ([`ConstraintArgs`]), the model ([`ModelArgs`]), sampling ([`SamplingArgs`]), `--format`,
+//! and the clap parsers for library enums (the library modules do not depend on clap, so
+//! their command-line spelling lives here).
 
-use crate::grammar::{CompileOptions, GrammarSource, WhitespacePolicy};
+use crate::constraint::ConstraintSpec;
+use crate::decode::SamplingConfig;
+use crate::decode::draft_policy::DraftPolicy;
+use crate::decode::methods::Method;
+use crate::eval::prompt::JsonStyle;
+use crate::grammar::{CompileOptions, WhitespacePolicy};
+use crate::models::ModelConfig;
 use clap::Args;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use std::path::PathBuf;
 
 /// `--format text|json`.
@@ -31,7 +41,7 @@ pub struct ConstraintArgs {
     #[arg(long, value_name = "RULE")]
     pub start: Option<String>,
     /// Whitespace between JSON tokens for --schema/--json.
-    #[arg(long, value_parser = crate::cli::args::whitespace_parser(), default_value_t = WhitespacePolicy::Flexible)]
+    #[arg(long, value_parser = whitespace_parser(), default_value_t = WhitespacePolicy::Flexible)]
     pub whitespace: WhitespacePolicy,
     /// Longest run of whitespace bytes the flexible policy allows.
     #[arg(long, value_name = "N", default_value_t = 20)]
@@ -42,31 +52,29 @@ pub struct ConstraintArgs {
 }
 
 impl ConstraintArgs {
-    /// The chosen source, or `None` when no constraint flag was given.
-    pub fn source(&self) -> anyhow::Result<Option<GrammarSource>> {
+    /// The chosen constraint (files read), or `None` when no constraint flag was given.
+    pub fn spec(&self) -> anyhow::Result<Option<ConstraintSpec>> {
+        let compile = self.compile_options();
         Ok(if let Some(p) = &self.grammar {
-            Some(GrammarSource::from_path(p)?)
+            Some(ConstraintSpec::grammar_file(p, compile)?)
         } else if let Some(p) = &self.schema {
-            match GrammarSource::from_path(p)? {
-                s @ GrammarSource::JsonSchema(_) => Some(s),
-                _ => {
-                    let text = std::fs::read_to_string(p)?;
-                    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                        crate::grammar::GrammarError::at(
-                            e.line() as u32,
-                            e.column() as u32,
-                            format!("schema is not valid JSON: {e}"),
-                        )
-                    })?;
-                    Some(GrammarSource::JsonSchema(value))
-                }
-            }
+            Some(ConstraintSpec::schema_file(p, compile)?)
         } else if let Some(r) = &self.regex {
-            Some(GrammarSource::Regex(r.clone()))
+            Some(ConstraintSpec::regex(r, compile))
         } else if self.json {
-            Some(GrammarSource::Json)
+            Some(ConstraintSpec::json(compile))
         } else {
             None
+        })
+    }
+
+    /// The chosen constraint; a usage error when none was given.
+    pub fn required_spec(&self) -> anyhow::Result<ConstraintSpec> {
+        self.spec()?.ok_or_else(|| {
+            crate::diag::UsageError(
+                "a constraint is needed: --grammar, --schema, --regex or --json".into(),
+            )
+            .into()
         })
     }
 
@@ -80,21 +88,130 @@ impl ConstraintArgs {
     }
 }
 
-/// Lookahead `k`: a number or `inf`.
-pub fn parse_k(s: &str) -> Result<Option<u32>, String> {
-    if s.eq_ignore_ascii_case("inf") || s == "∞" {
-        Ok(None)
-    } else {
-        s.parse::<u32>()
-            .map(Some)
-            .map_err(|_| format!("expected a number or `inf`, got `{s}`"))
+/// Model and context flags, shared by every subcommand that runs a model.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GGUF model file [default: $DOMINO_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
+    /// under the current directory, else under the domino source tree]
+    #[arg(short = 'm', long, value_name = "FILE", env = "DOMINO_MODEL")]
+    pub model: Option<PathBuf>,
+    /// Context size in tokens (prompt + output).
+    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(16..))]
+    pub ctx: u32,
+    /// CPU threads [default: physical cores]. On a machine that is already busy use 1:
+    /// llama.cpp's threads wait for each other by spinning, which collapses under
+    /// oversubscription (measured: 2 threads < 1 token/s vs 1 thread 17 tokens/s at load 13 on 2 cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
+    /// Layers to offload to the GPU [default: all in GPU builds (--features cuda|vulkan|metal), else 0]
+    #[arg(long, value_name = "N")]
+    pub n_gpu_layers: Option<u32>,
+}
+
+impl ModelArgs {
+    /// The model configuration these flags describe (`$DOMINO_MODEL` already in `model`).
+    pub fn config(&self) -> ModelConfig {
+        ModelConfig {
+            path: self.model.clone(),
+            ctx: self.ctx,
+            threads: self.threads,
+            n_gpu_layers: self.n_gpu_layers,
+        }
+    }
+
+    /// Load the model these flags name.
+    pub fn load(&self) -> anyhow::Result<crate::runtime::Model> {
+        self.config().load()
+    }
+
+    pub fn session_options(&self) -> crate::runtime::SessionOptions {
+        self.config().session_options()
+    }
+}
+
+/// Sampling flags.
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// Temperature; 0 = greedy (always the most likely token).
+    #[arg(long, value_name = "T", default_value_t = 0.0)]
+    pub temp: f32,
+    /// Keep only the K most likely tokens (0 = off).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub top_k: usize,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass (1 = off).
+    #[arg(long, value_name = "P", default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Drop tokens less likely than this fraction of the best one (0 = off).
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub min_p: f32,
+    /// Random seed for sampling.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    /// The sampling configuration (a usage error when a value is out of range).
+    pub fn config(&self) -> anyhow::Result<SamplingConfig> {
+        let config = SamplingConfig {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            seed: self.seed,
+        };
+        config.validate().map_err(crate::diag::UsageError)?;
+        Ok(config)
     }
 }
 
 /// `--whitespace flexible|compact|pretty`: the engine's [`WhitespacePolicy`] on the command
 /// line (the engine crate does not depend on clap, so the parser lives here).
-pub fn whitespace_parser() -> impl clap::builder::TypedValueParser<Value = WhitespacePolicy> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(WhitespacePolicy::ALL.map(|p| p.as_str()))
+pub fn whitespace_parser() -> impl TypedValueParser<Value = WhitespacePolicy> {
+    PossibleValuesParser::new(WhitespacePolicy::ALL.map(|p| p.as_str()))
         .map(|s| s.parse::<WhitespacePolicy>().expect("a possible value"))
+}
+
+/// `--method`: decode's [`Method`], each value with its description for `--help`.
+pub fn method_parser() -> impl TypedValueParser<Value = Method> {
+    let help = |m: Method| match m {
+        Method::Domino => "DOMINO: minimally invasive masks (lookahead `--k`, default ∞)",
+        Method::None => "Unconstrained",
+        Method::LlamaGrammar => {
+            "llama.cpp's own GBNF grammar sampler (sample, check, resample on rejection)"
+        }
+        Method::Naive => "The engine at k = 0: tokens may not bridge terminals",
+        Method::Template => {
+            "Guidance-style: forced text is tokenized and appended without the model"
+        }
+    };
+    PossibleValuesParser::new(Method::ALL.map(|m| PossibleValue::new(m.as_str()).help(help(m))))
+        .map(|s| s.parse::<Method>().expect("a possible value"))
+}
+
+/// `--draft-policy cost|threshold`: decode's [`DraftPolicy`].
+pub fn draft_policy_parser() -> impl TypedValueParser<Value = DraftPolicy> {
+    let help = |p: DraftPolicy| match p {
+        DraftPolicy::Cost => {
+            "Cut each draft where expected tokens per unit of measured forward-pass time peak"
+        }
+        DraftPolicy::Threshold => {
+            "Draft while the count probability stays at or above the threshold, whatever it costs"
+        }
+    };
+    PossibleValuesParser::new(
+        DraftPolicy::ALL.map(|p| PossibleValue::new(p.as_str()).help(help(p))),
+    )
+    .map(|s| s.parse::<DraftPolicy>().expect("a possible value"))
+}
+
+/// `--json-style pretty|compact`: eval's [`JsonStyle`].
+pub fn json_style_parser() -> impl TypedValueParser<Value = JsonStyle> {
+    let help = |s: JsonStyle| match s {
+        JsonStyle::Pretty => {
+            "Indented by four spaces, one key per line, as in the paper's Listings 8 and 9"
+        }
+        JsonStyle::Compact => "One line, no spaces",
+    };
+    PossibleValuesParser::new(JsonStyle::ALL.map(|s| PossibleValue::new(s.as_str()).help(help(s))))
+        .map(|s| s.parse::<JsonStyle>().expect("a possible value"))
 }

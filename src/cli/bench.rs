@@ -140,6 +140,13 @@ fn pass(
     times
 }
 
+/// llguidance's grammar for the constraint chosen on the command line.
+#[cfg(feature = "bench-llguidance")]
+fn llguidance_grammar(args: &ConstraintArgs) -> anyhow::Result<llguidance::api::TopLevelGrammar> {
+    let spec = args.required_spec()?;
+    crate::constraint::llguidance::grammar_for_source(&spec.source, &spec.compile)
+}
+
 fn masks(args: MasksArgs) -> anyhow::Result<()> {
     let k = lookahead(&args.k)?;
     if let Some(other) = &args.vs {
@@ -157,7 +164,7 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
         }
         // Refuse grammars llguidance cannot take (GBNF, pretty JSON) before the long passes.
         #[cfg(feature = "bench-llguidance")]
-        crate::cli::bench_llguidance::top_level_grammar(&args.constraint)?;
+        llguidance_grammar(&args.constraint)?;
     }
     let vocab = args.vocab.load()?;
     let mut texts = read_json_lines(&args.docs)?;
@@ -265,9 +272,9 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
     #[cfg(feature = "bench-llguidance")]
     let vs = match &args.vs {
         Some(_) => {
-            use crate::cli::bench_llguidance as llg;
+            use crate::constraint::llguidance as llg;
             let t0 = Instant::now();
-            let g = llg::LlgGrammar::new(&vocab, llg::top_level_grammar(&args.constraint)?)?;
+            let g = llg::LlgGrammar::new(&vocab, llguidance_grammar(&args.constraint)?)?;
             let llg_compile_ms = t0.elapsed().as_secs_f64() * 1e3;
             let (times, llg_first, diverged) = llg::time_documents(&g, &docs, args.repeat)?;
             let theirs = Stats::of(times);

@@ -9,8 +9,8 @@
 //! (`--timeout-ms`), and a panic is reported as an error for that item, never a crash.
 //! `--format json` prints one JSON object per item and a closing `{"summary": …}` line.
 
-use crate::diag::UsageError;
 use crate::cli::args::{ConstraintArgs, OutputFormat};
+use crate::diag::UsageError;
 use crate::grammar::{
     CompileOptions, ErrorKind, GrammarError, GrammarSource, WhitespacePolicy, print,
 };
@@ -83,7 +83,7 @@ pub fn run(cmd: GrammarCommand) -> anyhow::Result<()> {
 }
 
 fn convert(args: ConvertArgs) -> anyhow::Result<()> {
-    let source = args.constraint.source()?.ok_or_else(|| {
+    let source = args.constraint.spec()?.map(|s| s.source).ok_or_else(|| {
         UsageError(
             "give the grammar to convert: --schema F, --grammar F, --regex RE or --json".into(),
         )

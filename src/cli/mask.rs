@@ -8,10 +8,10 @@
 //! per prefix: `{"prefix_ok", "allowed" (sorted ids, EOG ids included when allowed), "count",
 //! "eos_allowed"}` (plus `"error"` when the prefix is not allowed).
 
+use crate::cli::args::{ConstraintArgs, OutputFormat};
+use crate::constraint::parse_lookahead;
 use crate::diag::UsageError;
-use crate::cli::args::{ConstraintArgs, OutputFormat, parse_k};
-use crate::engine::{CompiledGrammar, Constraint, EngineError, Options};
-use crate::grammar::GrammarError;
+use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::vocab::{TokenSet, Vocabulary};
 use anyhow::Context;
 use std::io::Write;
@@ -46,23 +46,15 @@ impl VocabArgs {
     }
 }
 
-/// Compile the chosen constraint for the engine (grammar errors exit 2).
+/// Compile the chosen constraint for the engine (grammar errors exit 2; no constraint is a
+/// usage error).
 pub fn compile_constraint(args: &ConstraintArgs) -> anyhow::Result<Arc<CompiledGrammar>> {
-    let source = args.source()?.ok_or_else(|| {
-        UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into())
-    })?;
-    let ir = source.compile(&args.compile_options())?;
-    CompiledGrammar::new(ir).map_err(|e| match e {
-        EngineError::Lexer(l) => anyhow::Error::new(
-            GrammarError::whole(l.to_string()).with_kind(crate::grammar::ErrorKind::Limit),
-        ),
-        other => anyhow::Error::new(other),
-    })
+    args.required_spec()?.compile()
 }
 
 /// Parse `--k N|inf`.
 pub fn lookahead(k: &str) -> anyhow::Result<Option<u32>> {
-    parse_k(k).map_err(|e| UsageError(format!("--k: {e}")).into())
+    parse_lookahead(k).map_err(|e| UsageError(format!("--k: {e}")).into())
 }
 
 /// Read a file of JSON strings, one per line (blank lines skipped).

@@ -1,18 +1,24 @@
 //! The `domino` command line: clap definitions and one handler module per subcommand.
 //!
+//! This is the top layer: every clap definition lives here (no library module depends on
+//! clap or on `cli`), and each handler turns its flags into the library's plain
+//! configurations ([`crate::repl::ReplConfig`], [`crate::eval::RunOptions`],
+//! [`crate::decode::methods::DecoderConfig`], [`crate::constraint::ConstraintSpec`],
+//! [`crate::models::ModelConfig`]) and calls the library.
+//!
 //! Conventions (the ecosystem's): the result goes to stdout, logs and progress to stderr;
 //! `--format json` for machines; exit code 0 on success, 1 for runtime errors, 2 for usage
 //! and grammar errors; `NO_COLOR` is respected.
 
 pub mod args;
 pub mod bench;
-#[cfg(feature = "bench-llguidance")]
-pub mod bench_llguidance;
 pub mod decode_args;
+pub mod eval;
 pub mod generate;
 pub mod grammar;
 pub mod mask;
 pub mod perplexity;
+pub mod repl;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,10 +57,10 @@ pub enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// Interactive shell: prompts generated under a switchable constraint, with token heat.
-    Repl(crate::repl::ReplArgs),
+    Repl(repl::ReplArgs),
     /// Evaluate methods on GSM8K / CoNLL-2003 (accuracy, invasiveness) and throughput.
     #[command(subcommand)]
-    Eval(crate::eval::cli::EvalCommand),
+    Eval(eval::EvalCommand),
     /// Perplexity of a text file (or of a JSON Lines field) under the model.
     Perplexity(perplexity::PerplexityArgs),
 }
@@ -67,8 +73,8 @@ pub fn main() -> ExitCode {
         Command::Grammar(cmd) => grammar::run(cmd),
         Command::Mask(args) => mask::run(args),
         Command::Bench(cmd) => bench::run(cmd),
-        Command::Repl(args) => crate::repl::run(args),
-        Command::Eval(cmd) => crate::eval::cli::main(cmd),
+        Command::Repl(args) => repl::run(args),
+        Command::Eval(cmd) => eval::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
     };
     match result {

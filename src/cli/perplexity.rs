@@ -7,10 +7,10 @@
 //! no context; BOS is never scored). Perplexity is `exp(-Σ log p / n)` over all scored tokens
 //! (per record, and over all records for `--jsonl`).
 
-use crate::diag::UsageError;
+use crate::cli::args::ModelArgs;
 use crate::cli::args::OutputFormat;
-use crate::cli::generate::ModelArgs;
 use crate::decode::log_softmax_at;
+use crate::diag::UsageError;
 use crate::runtime::{LogitsAt, Session};
 use anyhow::{Context, bail};
 use std::io::Write;

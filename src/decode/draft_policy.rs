@@ -52,17 +52,7 @@
 //!   were still thin: on the JSON workload it then cut nearly every draft, 10 in 4 reps.)
 
 /// Which rule decides the length of a draft (`--draft-policy`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DraftPolicy {
     /// Cut each draft where expected tokens per unit of measured forward-pass time peak.
@@ -73,11 +63,24 @@ pub enum DraftPolicy {
 }
 
 impl DraftPolicy {
+    /// Every policy, in the order `--help` lists them.
+    pub const ALL: [DraftPolicy; 2] = [DraftPolicy::Cost, DraftPolicy::Threshold];
+
     pub fn as_str(self) -> &'static str {
         match self {
             DraftPolicy::Cost => "cost",
             DraftPolicy::Threshold => "threshold",
         }
+    }
+}
+
+impl std::str::FromStr for DraftPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DraftPolicy, String> {
+        DraftPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown draft policy `{s}` (expected cost or threshold)"))
     }
 }
 

@@ -43,7 +43,7 @@ pub const DEFAULT_DRAFT: usize = 8;
 pub const DEFAULT_DRAFT_THRESHOLD: f32 = 0.8;
 
 /// A decoding method (`--method`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// DOMINO: minimally invasive masks (lookahead `--k`, default ∞).
@@ -59,6 +59,15 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every method, in the order `--help` lists them.
+    pub const ALL: [Method; 5] = [
+        Method::Domino,
+        Method::None,
+        Method::LlamaGrammar,
+        Method::Naive,
+        Method::Template,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Domino => "domino",
@@ -67,6 +76,17 @@ impl Method {
             Method::Naive => "naive",
             Method::Template => "template",
         }
+    }
+}
+
+impl std::str::FromStr for Method {
+    type Err = String;
+    /// A method by name, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Method, String> {
+        Method::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown method `{s}`"))
     }
 }
 

@@ -22,7 +22,7 @@
 //!    `eval/paper_reference.json` beside ours), `report.json` and hand-written SVG charts.
 //!
 //! [`throughput`] does the same for the Table 3 workloads (manifest `eval/throughput.json`).
-//! [`cli`] holds the `domino eval` flags and handler; [`backend`] is the real backend (the
+//! The `domino eval` flags and handler belong to the command line; [`backend`] is the real backend (the
 //! decode module's methods in one llama.cpp session); [`retokenize`] is App. B's model-based
 //! retokenization (`domino eval retokenize`).
 //!
@@ -33,7 +33,6 @@
 //! - Scoring never panics on model output: whatever the model wrote is a value to score.
 
 pub mod backend;
-pub mod cli;
 pub mod data;
 pub mod extract;
 pub mod gold;

@@ -71,9 +71,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// How demonstration answers are laid out.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JsonStyle {
     /// Indented by four spaces, one key per line, as in the paper's Listings 8 and 9.
@@ -81,6 +79,18 @@ pub enum JsonStyle {
     Pretty,
     /// One line, no spaces.
     Compact,
+}
+
+impl JsonStyle {
+    /// Every style, in the order `--help` lists them.
+    pub const ALL: [JsonStyle; 2] = [JsonStyle::Pretty, JsonStyle::Compact];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsonStyle::Pretty => "pretty",
+            JsonStyle::Compact => "compact",
+        }
+    }
 }
 
 impl std::str::FromStr for JsonStyle {

@@ -1,4 +1,5 @@
-//! Model-based retokenization (the paper's App. B, Algorithm 3) and `domino eval retokenize`.
+//! Model-based retokenization (the paper's App. B, Algorithm 3), behind `domino eval retokenize`
+//! (whose flags and printing are the command line's).
 //!
 //! # Overview
 //! A tokenizer encodes a text one way; a model generating the same text after a prompt may
@@ -13,28 +14,10 @@
 //! are the unmasked model's, so both tokenizations' perplexities are comparable.
 
 use super::backend::{perplexity, score_continuation};
-use crate::cli::args::OutputFormat;
-use crate::cli::generate::ModelArgs;
 use crate::decode::log_softmax_at;
 use crate::runtime::{LogitsAt, Session};
 use crate::vocab::TokenId;
 use anyhow::bail;
-use std::io::Write;
-
-/// Flags of `domino eval retokenize`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct RetokenizeArgs {
-    /// The prompt the text is conditioned on.
-    #[arg(long)]
-    pub prompt: String,
-    /// The text to retokenize (e.g. a template's output).
-    #[arg(long)]
-    pub text: String,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
-    #[command(flatten)]
-    pub model: ModelArgs,
-}
 
 /// One tokenization of the target text, scored.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -149,42 +132,4 @@ pub fn compare(
         default: tokenization(session, default_tokens, default_logprobs),
         naturalized: tokenization(session, natural_tokens, natural_logprobs),
     })
-}
-
-fn render(t: &Tokenization) -> String {
-    t.pieces
-        .iter()
-        .map(|p| format!("[{}]", p.escape_debug()))
-        .collect()
-}
-
-/// `domino eval retokenize`.
-pub fn run(args: &RetokenizeArgs) -> anyhow::Result<()> {
-    let model = args.model.load()?;
-    let mut session = model.session(args.model.session_options())?;
-    let report = compare(&mut session, &args.prompt, &args.text)?;
-    let mut out = std::io::stdout().lock();
-    match args.format {
-        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        OutputFormat::Text => {
-            writeln!(
-                out,
-                "model: {}; prompt: {} tokens",
-                report.model, report.prompt_tokens
-            )?;
-            for (name, t) in [
-                ("tokenizer", &report.default),
-                ("model-preferred", &report.naturalized),
-            ] {
-                writeln!(
-                    out,
-                    "{name}: {} tokens, perplexity {:.2}",
-                    t.tokens.len(),
-                    t.perplexity
-                )?;
-                writeln!(out, "  {}", render(t))?;
-            }
-        }
-    }
-    Ok(())
 }

@@ -6,7 +6,7 @@
 //! the parser all read that table, so they cannot drift apart. Parsing is pure (no I/O) and
 //! reports bad arguments as a message naming the command and what it expected.
 
-use crate::cli::args::parse_k;
+use crate::constraint::parse_lookahead;
 use std::path::PathBuf;
 
 pub use crate::decode::methods::Method;
@@ -16,7 +16,7 @@ pub const METHOD_NAMES: &[&str] = &["domino", "naive", "none", "template", "llam
 
 /// Parse a method name (as `generate --method` takes it).
 pub fn parse_method(s: &str) -> Result<Method, String> {
-    <Method as clap::ValueEnum>::from_str(s, true).map_err(|_| {
+    s.parse::<Method>().map_err(|_| {
         format!(
             "unknown method `{s}` (expected one of: {})",
             METHOD_NAMES.join(", ")
@@ -260,7 +260,7 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
         "json" => Command::Json,
         "none" => Command::NoConstraint,
         "method" => Command::Method(parse_method(arg)?),
-        "k" => Command::K(parse_k(arg).map_err(|e| format!(":k: {e}"))?),
+        "k" => Command::K(parse_lookahead(arg).map_err(|e| format!(":k: {e}"))?),
         "draft" => Command::Draft(parse_number(name, "a token count", arg)?),
         "temp" => {
             let t: f32 = parse_number(name, "a number", arg)?;

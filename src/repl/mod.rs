@@ -31,150 +31,41 @@ pub mod command;
 pub mod generation;
 pub mod heat;
 pub mod input;
+mod mask;
+mod state;
 
-use crate::cli::args::ConstraintArgs;
-use crate::cli::generate::{ModelArgs, SamplingArgs};
-use crate::cli::mask::compile_constraint;
-use crate::decode::draft_policy::DraftPolicy;
+use crate::constraint::ConstraintSpec;
+use crate::decode::GenerationRequest;
 use crate::decode::methods::{Decoder, DecoderConfig};
-use crate::decode::{GenerationRequest, SamplingConfig};
-use crate::engine::{CompiledGrammar, Constraint, Options};
+use crate::engine::{Constraint, Options};
+use crate::grammar::CompileOptions;
+use crate::models::ModelConfig;
 use crate::runtime::{Model, Session};
-use crate::vocab::{TokenId, TokenSet, Vocabulary};
+use crate::vocab::{TokenId, Vocabulary};
+use anyhow::Context;
 use command::{Command, Input, Method, parse_input};
 use generation::Stats;
 use generation::{GenConfig, Outcome};
 use heat::{HeatStyle, Palette, TokenView};
 use input::{LineReader, ReadOutcome};
+pub use state::Settings;
+use state::{Active, Turn, k_str, short_label};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Start an interactive session.
-///
-/// Takes the same model, constraint and sampling flags as `generate`; they are the session's
-/// starting settings, changed later with `:commands` (`:help` lists them).
-#[derive(clap::Args, Debug)]
-#[command(
-    after_help = "Examples:\n  domino repl --json --chat\n  domino repl --schema grammars/gsm8k.schema.json --temp 0.7\n\n\
-In the session: type a prompt, or :schema FILE, :grammar FILE, :regex RE, :json, :none, :method M, :k N|inf, \
-:draft S, :temp T, :seed N, :max N, :chat on|off, :tokens on|off, :mask, :stats, :show, :save FILE, :help, :quit. \
-Token heat: background from green (likely) to red (surprising to the unmasked model); underlined where the grammar \
-overrode the model's favourite token."
-)]
-pub struct ReplArgs {
-    #[command(flatten)]
-    pub constraint: ConstraintArgs,
-    /// How the constraint is applied (as `generate --method`): domino (lookahead --k), naive
-    /// (k = 0), none (unmasked), template (forced text appended), llama-grammar.
-    #[arg(long, value_enum, default_value = "domino")]
-    pub method: Method,
-    /// Lookahead: the most terminal boundaries inside one token (`inf` = minimally invasive).
-    #[arg(long, value_name = "N|inf", default_value = "inf")]
-    pub k: String,
-    /// Speculative draft length (0 = off, so that every token shows its heat; with S > 0
-    /// decode's speculative loop runs and streams the text without heat).
-    #[arg(long, value_name = "S", default_value_t = 0)]
-    pub draft: usize,
-    /// Smallest count probability for a drafted token.
-    #[arg(long, value_name = "P", default_value_t = crate::decode::methods::DEFAULT_DRAFT_THRESHOLD)]
-    pub draft_threshold: f32,
-    /// How long each draft is (as `generate --draft-policy`): `cost` cuts it where expected
-    /// tokens per measured millisecond peak, `threshold` verifies every proposal.
-    #[arg(long, value_enum, value_name = "POLICY", default_value_t = DraftPolicy::Cost)]
-    pub draft_policy: DraftPolicy,
-    /// Maximum number of tokens per generation.
-    #[arg(short = 'n', long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_tokens: u64,
-    /// Wrap each prompt in the model's chat template as one user turn.
-    #[arg(long)]
-    pub chat: bool,
-    /// Show token boundaries from the start.
-    #[arg(long)]
-    pub tokens: bool,
-    #[command(flatten)]
-    pub sampling: SamplingArgs,
-    #[command(flatten)]
-    pub model: ModelArgs,
-}
-
-/// The settings a prompt is generated with.
+/// Everything a session starts from (the command line builds it from `domino repl`'s flags);
+/// `:commands` change the settings and the constraint later.
 #[derive(Clone, Debug)]
-struct Settings {
-    method: Method,
-    k: Option<u32>,
-    draft: usize,
-    draft_threshold: f32,
-    draft_policy: DraftPolicy,
-    sampling: SamplingConfig,
-    max_tokens: usize,
-    chat: bool,
-    tokens: bool,
-}
-
-impl Settings {
-    /// Lookahead actually used by the engine.
-    fn lookahead(&self) -> Option<u32> {
-        match self.method {
-            Method::Naive => Some(0),
-            _ => self.k,
-        }
-    }
-
-    /// Whether decode's loops run this generation (speculation and the template and
-    /// llama-grammar baselines live there); otherwise the REPL's own loop runs, which
-    /// reports every token's heat and interventions as it streams.
-    fn uses_decoder(&self, constrained: bool) -> bool {
-        constrained
-            && (self.draft > 0 || matches!(self.method, Method::Template | Method::LlamaGrammar))
-    }
-}
-
-fn k_str(k: Option<u32>) -> String {
-    k.map_or("inf".to_string(), |k| k.to_string())
-}
-
-/// The constraint in force.
-struct Active {
-    /// How `:show` and the prompt name it (`json`, `schema gsm8k.schema.json`, …).
-    label: String,
-    grammar: Arc<CompiledGrammar>,
-}
-
-/// One generation, kept for `:stats`, `:mask` and `:save`.
-struct Turn {
-    prompt: String,
-    prompt_tokens: Vec<TokenId>,
-    constraint: Option<String>,
-    settings: Settings,
-    outcome: Outcome,
-}
-
-impl Turn {
-    fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "prompt": self.prompt,
-            "chat": self.settings.chat,
-            "constraint": self.constraint,
-            "method": self.settings.method.as_str(),
-            "k": k_str(self.settings.k),
-            "temperature": self.settings.sampling.temperature,
-            "seed": self.settings.sampling.seed,
-            "max_tokens": self.settings.max_tokens,
-            "text": self.outcome.text(),
-            "tokens": self.outcome.tokens.iter().map(|t| t.0).collect::<Vec<_>>(),
-            "logprobs": self.outcome.logprobs,
-            "intervened": if self.outcome.intervened.len() == self.outcome.tokens.len() {
-                serde_json::json!(self.outcome.intervened)
-            } else {
-                serde_json::Value::Null
-            },
-            "finish_reason": self.outcome.finish,
-            "complete": self.outcome.complete(),
-            "stats": self.outcome.stats,
-        })
-    }
+pub struct ReplConfig {
+    pub model: ModelConfig,
+    /// The starting constraint, if any.
+    pub constraint: Option<ConstraintSpec>,
+    /// Compile options (start rule, whitespace policy, …) for the constraints that
+    /// `:grammar`, `:schema`, `:regex` and `:json` set.
+    pub compile: CompileOptions,
+    pub settings: Settings,
 }
 
 /// A session's state.
@@ -182,9 +73,9 @@ struct Repl<'m> {
     model: &'m Model,
     session: Session<'m>,
     vocab: Arc<Vocabulary>,
-    /// Compile options (start rule, whitespace policy, …) from the command line; the
-    /// constraint fields are replaced by each `:grammar`/`:schema`/`:regex`/`:json`.
-    compile: ConstraintArgs,
+    /// Compile options (start rule, whitespace policy, …) from the command line, for every
+    /// `:grammar`/`:schema`/`:regex`/`:json`.
+    compile: CompileOptions,
     active: Option<Active>,
     settings: Settings,
     turns: Vec<Turn>,
@@ -218,45 +109,12 @@ fn complain(text: impl std::fmt::Display) {
     eprintln!("error: {text}");
 }
 
-/// What the prompt is called in `:show` and in the input prompt.
-fn label_for(args: &ConstraintArgs) -> Option<String> {
-    let name = |p: &Path| p.display().to_string();
-    if let Some(p) = &args.grammar {
-        Some(format!("grammar {}", name(p)))
-    } else if let Some(p) = &args.schema {
-        Some(format!("schema {}", name(p)))
-    } else if let Some(r) = &args.regex {
-        Some(format!("regex {r}"))
-    } else if args.json {
-        Some("json".to_string())
-    } else {
-        None
-    }
-}
-
-/// Compile a constraint choice; `Ok(None)` for "no constraint".
-fn compile(args: &ConstraintArgs) -> anyhow::Result<Option<Active>> {
-    let Some(label) = label_for(args) else {
-        return Ok(None);
-    };
-    let grammar = compile_constraint(args).map_err(|e| e.context(label.clone()))?;
-    Ok(Some(Active { label, grammar }))
-}
-
-pub fn run(args: ReplArgs) -> anyhow::Result<()> {
-    let sampling = args.sampling.config()?;
-    let k = crate::cli::mask::lookahead(&args.k)?;
-    if !(0.0..=1.0).contains(&args.draft_threshold) {
-        return Err(crate::diag::UsageError(format!(
-            "--draft-threshold must be in [0, 1], got {}",
-            args.draft_threshold
-        ))
-        .into());
-    }
+/// Run an interactive session until `:quit` or end of input.
+pub fn run(config: ReplConfig) -> anyhow::Result<()> {
     // A bad starting constraint is a usage error (exit 2) before the model loads.
-    let active = compile(&args.constraint)?;
-    let model = args.model.load()?;
-    let session = model.session(args.model.session_options())?;
+    let active = config.constraint.map(Active::compile).transpose()?;
+    let model = config.model.load()?;
+    let session = model.session(config.model.session_options())?;
     let interactive = std::io::stdin().is_terminal();
     let palette = Palette::detect(std::io::stdout().is_terminal());
 
@@ -274,19 +132,9 @@ pub fn run(args: ReplArgs) -> anyhow::Result<()> {
         vocab: model.vocabulary(),
         model: &model,
         session,
-        compile: args.constraint.clone(),
+        compile: config.compile,
         active,
-        settings: Settings {
-            method: args.method,
-            k,
-            draft: args.draft,
-            draft_threshold: args.draft_threshold,
-            draft_policy: args.draft_policy,
-            sampling,
-            max_tokens: args.max_tokens as usize,
-            chat: args.chat,
-            tokens: args.tokens,
-        },
+        settings: config.settings,
         turns: Vec::new(),
         palette,
         cancel,
@@ -340,63 +188,53 @@ impl<'m> Repl<'m> {
     fn input_prompt(&self) -> String {
         match &self.active {
             Some(a) if self.settings.method != Method::None => {
-                format!("domino[{}]> ", short_label(&a.label))
+                format!("domino[{}]> ", short_label(a.label()))
             }
-            Some(a) => format!("domino[{} off]> ", short_label(&a.label)),
+            Some(a) => format!("domino[{} off]> ", short_label(a.label())),
             None => "domino> ".to_string(),
         }
     }
 
-    fn set_constraint(&mut self, choice: ConstraintArgs) {
-        match compile(&choice) {
+    /// Switch to a constraint choice (`None` = no constraint); on an error the constraint in
+    /// force stays.
+    fn set_constraint(&mut self, choice: anyhow::Result<Option<ConstraintSpec>>) {
+        match choice.and_then(|spec| spec.map(Active::compile).transpose()) {
             Ok(active) => {
                 match &active {
                     Some(a) => say(format!(
                         "constraint: {} ({} terminals, {} scanner states)",
-                        a.label,
+                        a.label(),
                         a.grammar.grammar().terminals.len(),
                         a.grammar.scanner_states()
                     )),
                     None => say("constraint: none"),
                 }
                 self.active = active;
-                self.compile = choice;
             }
             Err(e) => complain(format!("{e:#} (the constraint is unchanged)")),
-        }
-    }
-
-    /// A constraint choice with the command-line compile options and one source.
-    fn choice(&self) -> ConstraintArgs {
-        ConstraintArgs {
-            grammar: None,
-            schema: None,
-            regex: None,
-            json: false,
-            ..self.compile.clone()
         }
     }
 
     fn command(&mut self, c: Command) {
         match c {
             Command::Help => print!("{}", command::help_text()),
-            Command::Grammar(p) => self.set_constraint(ConstraintArgs {
-                grammar: Some(p),
-                ..self.choice()
-            }),
-            Command::Schema(p) => self.set_constraint(ConstraintArgs {
-                schema: Some(p),
-                ..self.choice()
-            }),
-            Command::Regex(r) => self.set_constraint(ConstraintArgs {
-                regex: Some(r),
-                ..self.choice()
-            }),
-            Command::Json => self.set_constraint(ConstraintArgs {
-                json: true,
-                ..self.choice()
-            }),
-            Command::NoConstraint => self.set_constraint(self.choice()),
+            Command::Grammar(p) => self.set_constraint(
+                ConstraintSpec::grammar_file(&p, self.compile.clone())
+                    .with_context(|| format!("grammar {}", p.display()))
+                    .map(Some),
+            ),
+            Command::Schema(p) => self.set_constraint(
+                ConstraintSpec::schema_file(&p, self.compile.clone())
+                    .with_context(|| format!("schema {}", p.display()))
+                    .map(Some),
+            ),
+            Command::Regex(r) => {
+                self.set_constraint(Ok(Some(ConstraintSpec::regex(&r, self.compile.clone()))))
+            }
+            Command::Json => {
+                self.set_constraint(Ok(Some(ConstraintSpec::json(self.compile.clone()))))
+            }
+            Command::NoConstraint => self.set_constraint(Ok(None)),
             Command::Method(m) => {
                 self.settings.method = m;
                 say(format!("method: {}", m.as_str()));
@@ -478,7 +316,7 @@ impl<'m> Repl<'m> {
             format!("model       {}", self.model.path().display()),
             format!(
                 "constraint  {}",
-                self.active.as_ref().map_or("none", |a| a.label.as_str())
+                self.active.as_ref().map_or("none", |a| a.label())
             ),
             format!("method      {}", s.method.as_str()),
             format!(
@@ -582,7 +420,7 @@ impl<'m> Repl<'m> {
         self.turns.push(Turn {
             prompt: prompt.to_string(),
             prompt_tokens,
-            constraint: self.active.as_ref().map(|a| a.label.clone()),
+            constraint: self.active.as_ref().map(|a| a.label().to_string()),
             settings: self.settings.clone(),
             outcome,
         });
@@ -595,7 +433,7 @@ impl<'m> Repl<'m> {
         let s = &self.settings;
         let key = format!(
             "{:?}|{:?}|{:?}|{}|{}|{:?}",
-            self.active.as_ref().map(|a| &a.label),
+            self.active.as_ref().map(|a| a.label()),
             s.method,
             s.k,
             s.draft,
@@ -605,8 +443,8 @@ impl<'m> Repl<'m> {
         if self.decoder.as_ref().is_none_or(|(k, _)| *k != key) {
             let config = DecoderConfig {
                 method: s.method,
-                source: self.compile.source()?,
-                compile: self.compile.compile_options(),
+                source: self.active.as_ref().map(|a| a.spec.source.clone()),
+                compile: self.compile.clone(),
                 k: s.k,
                 opportunistic: false,
                 draft: s.draft,
@@ -787,98 +625,7 @@ impl<'m> Repl<'m> {
         Ok(outcome)
     }
 
-    /// `:mask`: the tokens the current constraint allows after the last output (or at the
-    /// start), ranked by the model's probability there.
-    fn mask(&mut self) -> anyhow::Result<()> {
-        let Some(active) = &self.active else {
-            anyhow::bail!(
-                "no constraint is set: every token is allowed (set one with :json, :schema, :grammar or :regex)"
-            );
-        };
-        let mut constraint = Constraint::new(
-            &active.grammar,
-            &self.vocab,
-            Options {
-                lookahead: self.settings.lookahead(),
-                ..Default::default()
-            },
-        )?;
-        let (context, place) = match self.turns.last() {
-            Some(turn) if constraint.commit_bytes(&turn.outcome.bytes).is_ok() => {
-                let mut ctx = turn.prompt_tokens.clone();
-                ctx.extend_from_slice(&turn.outcome.tokens);
-                (
-                    ctx,
-                    format!(
-                        "after the last output ({} tokens)",
-                        turn.outcome.tokens.len()
-                    ),
-                )
-            }
-            Some(turn) => (
-                turn.prompt_tokens.clone(),
-                "at the start (the last output does not fit this constraint)".to_string(),
-            ),
-            None => {
-                let mut ctx = self.model.prompt_tokens("", self.settings.chat)?;
-                if ctx.is_empty() {
-                    ctx.push(self.model.bos().0);
-                }
-                (ctx, "at the start (no prompt yet)".to_string())
-            }
-        };
-        let (index, _) = generation::feed(&mut self.session, &context)?;
-        let logits = self.session.logits(index);
-        let mut mask = TokenSet::new(self.vocab.len());
-        constraint.compute_mask(&mut mask);
-        let probs = softmax(logits);
-        let view = mask_view(&self.vocab, &mask, &probs, 15);
-        let mut text = format!(
-            "{place}: {} of {} tokens allowed{}; they hold {:.1}% of the model's probability",
-            view.allowed,
-            self.vocab.len(),
-            if view.eos_allowed {
-                " (end of generation among them)"
-            } else {
-                ""
-            },
-            view.allowed_mass * 100.0
-        );
-        if let Some((t, p, ok)) = &view.favourite {
-            text.push_str(&format!(
-                "\nmodel's favourite: {} p={} — {}",
-                token_label(&self.vocab, *t),
-                format_prob(*p),
-                if *ok {
-                    "allowed"
-                } else {
-                    "blocked by the grammar"
-                }
-            ));
-        }
-        for (t, p) in &view.top {
-            text.push_str(&format!(
-                "\n  {:>9}  {}",
-                format_prob(*p),
-                token_label(&self.vocab, *t)
-            ));
-        }
-        if view.allowed > view.top.len() {
-            text.push_str(&format!("\n  … {} more", view.allowed - view.top.len()));
-        }
-        let forced = constraint.forced_bytes();
-        if !forced.is_empty() {
-            text.push_str(&format!(
-                "\nforced continuation: {:?}",
-                String::from_utf8_lossy(&forced)
-            ));
-        }
-        say(text);
-        Ok(())
-    }
-
     fn save(&self, path: &Path) -> anyhow::Result<usize> {
-        use anyhow::Context;
         let mut body = String::new();
         for t in &self.turns {
             body.push_str(&t.json().to_string());
@@ -889,125 +636,5 @@ impl<'m> Repl<'m> {
         std::fs::write(&tmp, body).with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
         Ok(self.turns.len())
-    }
-}
-
-fn short_label(label: &str) -> String {
-    // `schema grammars/gsm8k.schema.json` → `gsm8k.schema.json`
-    match label.split_once(' ') {
-        Some(("grammar" | "schema", path)) => Path::new(path)
-            .file_name()
-            .map_or(path.to_string(), |n| n.to_string_lossy().into_owned()),
-        Some(("regex", re)) if re.chars().count() > 16 => {
-            format!("/{}…/", re.chars().take(15).collect::<String>())
-        }
-        Some(("regex", re)) => format!("/{re}/"),
-        _ => label.to_string(),
-    }
-}
-
-/// A probability with four decimals, or in scientific notation when that would show zeros.
-fn format_prob(p: f32) -> String {
-    if p >= 1e-3 || p == 0.0 {
-        format!("{p:.4}")
-    } else {
-        format!("{p:.1e}")
-    }
-}
-
-/// Probabilities of the full softmax over `logits`.
-fn softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut p: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
-    let sum: f32 = p.iter().sum();
-    if sum > 0.0 {
-        p.iter_mut().for_each(|x| *x /= sum);
-    }
-    p
-}
-
-/// What `:mask` reports.
-#[derive(Debug, PartialEq)]
-struct MaskView {
-    allowed: usize,
-    eos_allowed: bool,
-    /// Sum of the model's probabilities over allowed tokens.
-    allowed_mass: f32,
-    /// The model's most likely token, its probability, and whether it is allowed.
-    favourite: Option<(TokenId, f32, bool)>,
-    /// Allowed tokens by decreasing probability (ties by id).
-    top: Vec<(TokenId, f32)>,
-}
-
-fn mask_view(vocab: &Vocabulary, mask: &TokenSet, probs: &[f32], n: usize) -> MaskView {
-    let mut allowed: Vec<(TokenId, f32)> = mask
-        .iter()
-        .map(|t| (t, probs.get(t.index()).copied().unwrap_or(0.0)))
-        .collect();
-    let allowed_mass = allowed.iter().map(|(_, p)| p).sum();
-    allowed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let favourite = probs
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
-        .map(|(i, &p)| (TokenId(i as u32), p, mask.contains(TokenId(i as u32))));
-    MaskView {
-        allowed: allowed.len(),
-        eos_allowed: vocab.eog_tokens().iter().any(|&e| mask.contains(e)),
-        allowed_mass,
-        favourite,
-        top: allowed.into_iter().take(n).collect(),
-    }
-}
-
-/// A token as `:mask` shows it: its text quoted (end-of-generation named).
-fn token_label(vocab: &Vocabulary, t: TokenId) -> String {
-    if vocab.is_eog(t) {
-        format!("<end of generation #{}>", t.0)
-    } else {
-        format!("{:?} #{}", String::from_utf8_lossy(vocab.bytes(t)), t.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mask_view_ranks_allowed_tokens_by_probability() {
-        let words = ["a", "b", "c", "d", ""];
-        let vocab = Vocabulary::new(
-            words.iter().map(|w| w.as_bytes().to_vec()).collect(),
-            vec![false; 5],
-            vec![TokenId(4)],
-        );
-        let mut mask = TokenSet::new(5);
-        for t in [1, 2, 4] {
-            mask.insert(TokenId(t));
-        }
-        let probs = [0.5, 0.1, 0.3, 0.05, 0.05];
-        let view = mask_view(&vocab, &mask, &probs, 2);
-        assert_eq!(view.allowed, 3);
-        assert!(view.eos_allowed);
-        assert!((view.allowed_mass - 0.45).abs() < 1e-6);
-        assert_eq!(view.favourite, Some((TokenId(0), 0.5, false)));
-        assert_eq!(view.top, vec![(TokenId(2), 0.3), (TokenId(1), 0.1)]);
-    }
-
-    #[test]
-    fn softmax_sums_to_one_and_keeps_order() {
-        let p = softmax(&[1.0, 2.0, 3.0]);
-        assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        assert!(p[0] < p[1] && p[1] < p[2]);
-    }
-
-    #[test]
-    fn labels_are_short() {
-        assert_eq!(
-            short_label("schema grammars/gsm8k.schema.json"),
-            "gsm8k.schema.json"
-        );
-        assert_eq!(short_label("json"), "json");
-        assert_eq!(short_label("regex [0-9]+"), "/[0-9]+/");
     }
 }

@@ -117,16 +117,7 @@ impl fmt::Display for GrammarError {
 impl std::error::Error for GrammarError {}
 
 /// JSON whitespace policy for schema-derived grammars.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WhitespacePolicy {
     /// Any JSON whitespace between tokens, at most `max_whitespace` bytes in a row.

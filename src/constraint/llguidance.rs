@@ -39,7 +39,6 @@
 //! ```
 
 use crate::diag::UsageError;
-use crate::cli::args::ConstraintArgs;
 use crate::grammar::{CompileOptions, GrammarSource, WhitespacePolicy};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use anyhow::Context;
@@ -98,14 +97,6 @@ pub fn tok_env(vocab: &Arc<Vocabulary>) -> anyhow::Result<TokEnv> {
         trie,
         vocab: vocab.clone(),
     }))
-}
-
-/// llguidance's grammar for the constraint chosen on the command line (see the module doc).
-pub fn top_level_grammar(args: &ConstraintArgs) -> anyhow::Result<TopLevelGrammar> {
-    let source = args.source()?.ok_or_else(|| {
-        UsageError("a constraint is needed: --grammar, --schema, --regex or --json".into())
-    })?;
-    grammar_for_source(&source, &args.compile_options())
 }
 
 /// llguidance's grammar for one of our grammar sources, with the same options (see the

@@ -1,7 +1,8 @@
-//! The `domino eval` command line: flags, and the handler that turns them into a run.
+//! The `domino eval` command line: flags, and the handler that turns them into a run
+//! ([`RunOptions`], [`ThroughputOptions`]) of the library's [`crate::eval`].
 //!
 //! Model flags (`-m`, `--ctx`, `--threads`, `--n-gpu-layers`) are `generate`'s
-//! ([`ModelArgs`]); the model is loaded once per command and every sample and method runs in
+//! ([`ModelArgs`]), and so is `--temp` (`--temperature` is its alias here); the model is loaded once per command and every sample and method runs in
 //! one session ([`LlamaEvalBackend`]). Everything that needs no model works without one —
 //! `--show-prompt` prints the exact prompt of the first selected test sample and exits, and
 //! `--report-only` rewrites reports — so prompts and reports can be inspected anywhere.
@@ -9,15 +10,17 @@
 //! stdout carries the result only (the report as Markdown, or `report.json` with
 //! `--format json`); progress goes to stderr.
 
-use super::Task;
-use super::backend::LlamaEvalBackend;
-use super::method::Method;
-use super::prompt::JsonStyle;
-use super::runner::{EvalBackend, PreparedTask, RunOptions, Shard, run_task};
-use super::throughput::{Manifest, ThroughputOptions, render_throughput_markdown, run_throughput};
+use crate::cli::args::{ModelArgs, OutputFormat, json_style_parser};
 use crate::diag::UsageError;
-use crate::cli::args::OutputFormat;
-use crate::cli::generate::ModelArgs;
+use crate::eval::Task;
+use crate::eval::backend::LlamaEvalBackend;
+use crate::eval::method::Method;
+use crate::eval::prompt::JsonStyle;
+use crate::eval::retokenize::{Tokenization, compare};
+use crate::eval::runner::{EvalBackend, PreparedTask, RunOptions, Shard, run_task};
+use crate::eval::throughput::{
+    Manifest, ThroughputOptions, render_throughput_markdown, run_throughput,
+};
 use clap::{Args, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -33,7 +36,7 @@ pub enum EvalCommand {
     Throughput(ThroughputArgs),
     /// Model-preferred retokenization of a text (the paper's App. B, Fig. 2): perplexity of
     /// the tokenizer's tokens vs the tokens the model itself would choose for the same text.
-    Retokenize(super::retokenize::RetokenizeArgs),
+    Retokenize(RetokenizeArgs),
 }
 
 /// A comma-separated list of methods (`none,domino,naive`).
@@ -62,7 +65,7 @@ pub struct TaskArgs {
     /// Number of demonstrations in the prompt.
     #[arg(long, value_name = "K", default_value_t = 5)]
     pub shots: usize,
-    /// Seed of the demonstration draw (and of sampling when --temperature > 0).
+    /// Seed of the demonstration draw (and of sampling when --temp > 0).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Comma-separated methods: none, domino, `domino-k<N>`, `domino-s<N>` (drafts cut by measured
@@ -79,10 +82,15 @@ pub struct TaskArgs {
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<usize>,
     /// Sampling temperature (0 = greedy, the default).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(
+        long = "temp",
+        visible_alias = "temperature",
+        value_name = "T",
+        default_value_t = 0.0
+    )]
     pub temperature: f32,
     /// Layout of the demonstration answers.
-    #[arg(long, value_enum, default_value_t = JsonStyle::Pretty)]
+    #[arg(long, value_name = "JSON_STYLE", value_parser = json_style_parser(), default_value = "pretty")]
     pub json_style: JsonStyle,
     /// Few-shot template (default: `prompts/<task>.txt`).
     #[arg(long, value_name = "FILE")]
@@ -132,7 +140,7 @@ pub struct ThroughputArgs {
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<usize>,
     /// Sampling temperature (default from the manifest: 1.0).
-    #[arg(long)]
+    #[arg(long = "temp", visible_alias = "temperature", value_name = "T")]
     pub temperature: Option<f32>,
     /// Comma-separated workload names (default: all in the manifest).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -154,6 +162,21 @@ pub struct ThroughputArgs {
     pub resume: bool,
     #[arg(long, short)]
     pub quiet: bool,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// Flags of `domino eval retokenize`.
+#[derive(Args, Debug, Clone)]
+pub struct RetokenizeArgs {
+    /// The prompt the text is conditioned on.
+    #[arg(long)]
+    pub prompt: String,
+    /// The text to retokenize (e.g. a template's output).
+    #[arg(long)]
+    pub text: String,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     #[command(flatten)]
@@ -202,7 +225,7 @@ pub fn main(cmd: EvalCommand) -> anyhow::Result<()> {
     let model_args = match &cmd {
         EvalCommand::Gsm8k(a) | EvalCommand::Conll(a) => a.model.clone(),
         EvalCommand::Throughput(a) => a.model.clone(),
-        EvalCommand::Retokenize(a) => return super::retokenize::run(a),
+        EvalCommand::Retokenize(a) => return retokenize(a),
     };
     run(cmd, || {
         let model = model_args.load()?;
@@ -220,12 +243,12 @@ pub fn run(
     match cmd {
         EvalCommand::Gsm8k(args) => run_accuracy(Task::Gsm8k, &args, load_model, &mut stdout),
         EvalCommand::Conll(args) => run_accuracy(Task::Conll, &args, load_model, &mut stdout),
-        EvalCommand::Retokenize(args) => super::retokenize::run(&args),
+        EvalCommand::Retokenize(args) => retokenize(&args),
         EvalCommand::Throughput(args) => {
             let manifest_path = args
                 .manifest
                 .clone()
-                .unwrap_or_else(|| super::resolve("eval/throughput.json"));
+                .unwrap_or_else(|| crate::eval::resolve("eval/throughput.json"));
             let manifest = Manifest::load(&manifest_path)?;
             let opts = ThroughputOptions {
                 methods: args.methods.0.clone(),
@@ -287,7 +310,7 @@ fn run_accuracy(
         .clone()
         .unwrap_or_else(|| PathBuf::from("eval-runs").join(task.name()));
     let report = if args.report_only {
-        super::runner::rewrite_report(task, &opts, &out)?
+        crate::eval::runner::rewrite_report(task, &opts, &out)?
     } else {
         let (model, session_options) = load_model()?;
         let mut backend = LlamaEvalBackend::new(&model, session_options)?;
@@ -295,9 +318,47 @@ fn run_accuracy(
     };
     match args.format {
         OutputFormat::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,
-        OutputFormat::Text => write!(stdout, "{}", super::report::render_markdown(&report))?,
+        OutputFormat::Text => write!(stdout, "{}", crate::eval::report::render_markdown(&report))?,
     }
     eprintln!("results and reports written to {}", out.display());
+    Ok(())
+}
+
+fn render(t: &Tokenization) -> String {
+    t.pieces
+        .iter()
+        .map(|p| format!("[{}]", p.escape_debug()))
+        .collect()
+}
+
+/// `domino eval retokenize`: both tokenizations of the text, scored.
+fn retokenize(args: &RetokenizeArgs) -> anyhow::Result<()> {
+    let model = args.model.load()?;
+    let mut session = model.session(args.model.session_options())?;
+    let report = compare(&mut session, &args.prompt, &args.text)?;
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        OutputFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        OutputFormat::Text => {
+            writeln!(
+                out,
+                "model: {}; prompt: {} tokens",
+                report.model, report.prompt_tokens
+            )?;
+            for (name, t) in [
+                ("tokenizer", &report.default),
+                ("model-preferred", &report.naturalized),
+            ] {
+                writeln!(
+                    out,
+                    "{name}: {} tokens, perplexity {:.2}",
+                    t.tokens.len(),
+                    t.perplexity
+                )?;
+                writeln!(out, "  {}", render(t))?;
+            }
+        }
+    }
     Ok(())
 }
 
