@@ -12,7 +12,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{ANNOTATIONS, Compiler, is_keyword, is_trivially_true, join_ptr, ty};
+use super::keywords::{ANNOTATIONS, is_keyword, is_trivially_true, ty};
+use super::presence::PRESENCE_KEY;
+use super::{Compiler, join_ptr};
 use crate::grammar::GrammarError;
 
 fn all_of(a: Value, b: Value) -> Value {
@@ -269,7 +271,7 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
             a.insert(k, vb);
             continue;
         };
-        if k == super::PRESENCE_KEY {
+        if k == PRESENCE_KEY {
             let mut list = va.as_array().cloned().unwrap_or_default();
             list.extend(vb.as_array().cloned().unwrap_or_default());
             a.insert(k, Value::Array(list));
@@ -811,7 +813,7 @@ pub(super) fn restrict_implied_types(
     let implied_of = |b: &Value| -> Option<&'static str> {
         let m = b.as_object()?;
         match m.get("$ref").and_then(Value::as_str) {
-            Some(r) if m.keys().all(|k| k == "$ref" || !super::is_keyword(k)) => {
+            Some(r) if m.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
                 implied_type(c.resolve_chain(r, ptr).ok()?.1)
             }
             _ => implied_type(b),

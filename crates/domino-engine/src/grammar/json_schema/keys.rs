@@ -1,0 +1,207 @@
+//! Object keys: a key that is none of the named properties (for `additionalProperties`, so a
+//! document never repeats a named key with a value that escapes its schema), a matcher for
+//! `patternProperties` patterns (with a leading `(?!…)` exclusion), and what is known about a
+//! pattern without building its automaton (matches every key, literal prefixes that no two
+//! patterns share).
+
+use super::{Compiler, lexical};
+use crate::grammar::GrammarError;
+use crate::grammar::expr::{Expr, RuleKind};
+
+impl Compiler<'_> {
+    /// A JSON string key that is none of `names` (and not empty if `non_empty`): raw
+    /// characters and short escapes, `\u` escapes only for control characters.
+    pub(super) fn key_except(
+        &mut self,
+        names: &[&str],
+        non_empty: bool,
+        ptr: &str,
+    ) -> Result<Expr, GrammarError> {
+        let cache_key = format!("except:{non_empty}:{}", names.join("\u{0}"));
+        if let Some(&id) = self.lexical.get(&cache_key) {
+            return Ok(Expr::Ref(id));
+        }
+        if names.iter().any(|n| n.chars().count() > 256) {
+            self.unsupported(
+                ptr,
+                "additionalProperties",
+                "a property name longer than 256 characters",
+            )?;
+        }
+        let mut keys: Vec<Vec<char>> = names
+            .iter()
+            .filter(|n| n.chars().count() <= 256)
+            .map(|n| n.chars().collect())
+            .collect();
+        if non_empty {
+            keys.push(Vec::new());
+        }
+        keys.sort();
+        keys.dedup();
+        let content = except_regex(&keys, 0, 0, keys.len());
+        let pattern = format!("\"{content}\"");
+        let hir = lexical::hir(&pattern);
+        let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
+        self.lexical.insert(cache_key, id);
+        Ok(Expr::Ref(id))
+    }
+}
+
+/// Does a key match a `patternProperties` pattern (`neg`: the strings a leading `(?!X)`
+/// excludes)?
+pub(super) struct KeyMatcher {
+    pub(super) pos: regex_automata::meta::Regex,
+    pub(super) neg: Option<regex_automata::meta::Regex>,
+}
+
+impl KeyMatcher {
+    pub(super) fn is_match(&self, key: &str) -> bool {
+        self.pos.is_match(key) && !self.neg.as_ref().is_some_and(|n| n.is_match(key))
+    }
+}
+
+/// Regex (raw JSON string content) for strings not in `keys[lo..hi]`, all of which share
+/// their first `depth` characters (the caller has already matched those).
+fn except_regex(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> String {
+    let any = format!("{}*", lexical::string_unit_pattern());
+    let mut alts = Vec::new();
+    // Ending here is fine unless some key ends here.
+    let ends_here = keys[lo..hi].iter().any(|k| k.len() == depth);
+    if !ends_here {
+        alts.push(String::new());
+    }
+    // Children: groups of keys by their next character.
+    let mut children: Vec<(char, usize, usize)> = Vec::new();
+    let mut i = lo;
+    while i < hi {
+        if keys[i].len() == depth {
+            i += 1;
+            continue;
+        }
+        let c = keys[i][depth];
+        let mut j = i;
+        while j < hi && keys[j].len() > depth && keys[j][depth] == c {
+            j += 1;
+        }
+        children.push((c, i, j));
+        i = j;
+    }
+    for &(c, a, b) in &children {
+        let enc = if c == '"' || c == '\\' || (c as u32) < 0x20 {
+            serde_json::to_string(&c.to_string())
+                .unwrap()
+                .trim_matches('"')
+                .to_string()
+        } else {
+            c.to_string()
+        };
+        alts.push(format!(
+            "{}{}",
+            regex_syntax::escape(&enc),
+            except_regex(keys, depth + 1, a, b)
+        ));
+    }
+    // Any other first character, then anything.
+    let child_chars: Vec<char> = children.iter().map(|x| x.0).collect();
+    let mut raw_excl = String::from("\"\\\\\\x00-\\x1f");
+    for &c in &child_chars {
+        if !(c == '"' || c == '\\' || (c as u32) < 0x20) {
+            raw_excl.push_str(&regex_syntax::escape(&c.to_string()));
+        }
+    }
+    let mut other = vec![format!("[^{raw_excl}]")];
+    let shorts: Vec<(char, char)> = vec![
+        ('"', '"'),
+        ('\\', '\\'),
+        ('/', '/'),
+        ('\u{8}', 'b'),
+        ('\u{c}', 'f'),
+        ('\n', 'n'),
+        ('\r', 'r'),
+        ('\t', 't'),
+    ];
+    let allowed_shorts: String = shorts
+        .iter()
+        .filter(|(c, _)| !child_chars.contains(c))
+        .map(|(_, e)| regex_syntax::escape(&e.to_string()))
+        .collect();
+    if !allowed_shorts.is_empty() {
+        other.push(format!("\\\\[{allowed_shorts}]"));
+    }
+    if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
+        other.push("\\\\u00[01][0-9a-fA-F]".to_string());
+    }
+    alts.push(format!("(?:{}){any}", other.join("|")));
+    format!("(?:{})", alts.join("|"))
+}
+
+/// `Some(non_empty)` when a `patternProperties` pattern matches every key (`non_empty`: every
+/// non-empty key); `None` otherwise (or when that is not recognised).
+pub(super) fn match_all_kind(p: &str) -> Option<bool> {
+    match p {
+        "" | ".*" | "^.*$" | "^.*" | ".*$" | "^" | "$" | "(.*)" | "^(.*)$" => Some(false),
+        "." | ".+" | "^.+$" | "^.+" | ".{1,}" | "^.{1,}$" | "(.+)" | "^(.+)$" => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether a pattern (searched, as JSON Schema does) matches every string: it has no end
+/// anchor and, after an optional start anchor, matches the empty string.
+pub(super) fn search_matches_everything(p: &str) -> bool {
+    let Ok(t) = lexical::translate_ecma(p) else {
+        return false;
+    };
+    let Ok(h) = regex_syntax::ParserBuilder::new()
+        .nest_limit(100)
+        .build()
+        .parse(&t)
+    else {
+        return false;
+    };
+    let any = lexical::hir("(?s:.)*");
+    let searched = lexical::anchor_search(&h, &any);
+    if lexical::has_look(&searched) {
+        return false;
+    }
+    // `.*` X `.*` with X matching "" is everything only if X was not end-anchored: then the
+    // search form ends with `.*` and starts with `.*` or X directly.
+    let body = t.strip_prefix('^').unwrap_or(&t);
+    if body.ends_with('$') {
+        return false;
+    }
+    regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(body)
+        .is_ok_and(|b| {
+            b.properties().minimum_len() == Some(0) && b.properties().look_set().is_empty()
+        })
+}
+
+/// Whether anchored patterns start with literal prefixes no two of which are prefixes of each
+/// other (so no key matches two of them).
+pub(super) fn prefixes_disjoint(patterns: &[&str]) -> bool {
+    let prefix = |p: &str| -> Option<String> {
+        let rest = p.strip_prefix('^')?;
+        let rest = rest.strip_prefix('(').unwrap_or(rest);
+        let lit: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        if lit.is_empty() { None } else { Some(lit) }
+    };
+    let mut pre = Vec::new();
+    for p in patterns {
+        match prefix(p) {
+            Some(x) => pre.push(x),
+            None => return false,
+        }
+    }
+    for i in 0..pre.len() {
+        for j in 0..pre.len() {
+            if i != j && pre[j].starts_with(&pre[i]) {
+                return false;
+            }
+        }
+    }
+    true
+}

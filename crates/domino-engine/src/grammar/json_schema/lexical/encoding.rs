@@ -1,0 +1,136 @@
+//! From decoded string characters to raw JSON string content: a regex over the characters of
+//! a string (a `pattern`, a `format`) becomes a regex over what is written between the quotes,
+//! with the characters that must be escaped as their shortest escapes; and every encoding of a
+//! literal string (for excluding it from a language whose strings may use any escape).
+
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir};
+
+use super::hir;
+
+/// The shortest JSON escapes of a character that cannot appear raw in a string.
+fn escapes_of(c: char) -> Vec<String> {
+    match c {
+        '"' => vec!["\\\"".into()],
+        '\\' => vec!["\\\\".into()],
+        '\u{8}' => vec!["\\b".into()],
+        '\u{c}' => vec!["\\f".into()],
+        '\n' => vec!["\\n".into()],
+        '\r' => vec!["\\r".into()],
+        '\t' => vec!["\\t".into()],
+        c => vec![
+            format!("\\u{:04x}", c as u32),
+            format!("\\u{:04X}", c as u32),
+        ],
+    }
+}
+
+fn needs_escape(c: char) -> bool {
+    c == '"' || c == '\\' || (c as u32) < 0x20
+}
+
+/// Turn a regex over decoded string characters into a regex over the raw JSON string content
+/// (between the quotes): characters that must be escaped become their escapes.
+pub fn encode_for_json_string(h: &Hir) -> Hir {
+    use regex_syntax::hir::HirKind;
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => h.clone(),
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(s) => Hir::concat(s.chars().map(encode_char).collect()),
+            Err(_) => h.clone(),
+        },
+        HirKind::Class(Class::Unicode(cls)) => encode_class(cls),
+        HirKind::Class(Class::Bytes(_)) => h.clone(),
+        HirKind::Repetition(rep) => {
+            let mut rep = rep.clone();
+            rep.sub = Box::new(encode_for_json_string(&rep.sub));
+            Hir::repetition(rep)
+        }
+        HirKind::Capture(cap) => encode_for_json_string(&cap.sub),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(encode_for_json_string).collect()),
+        HirKind::Alternation(parts) => {
+            Hir::alternation(parts.iter().map(encode_for_json_string).collect())
+        }
+    }
+}
+
+fn encode_char(c: char) -> Hir {
+    if needs_escape(c) {
+        Hir::alternation(
+            escapes_of(c)
+                .iter()
+                .map(|e| Hir::literal(e.as_bytes().to_vec()))
+                .collect(),
+        )
+    } else {
+        let mut buf = [0u8; 4];
+        Hir::literal(c.encode_utf8(&mut buf).as_bytes().to_vec())
+    }
+}
+
+fn encode_class(cls: &ClassUnicode) -> Hir {
+    let mut raw = cls.clone();
+    let forbidden = ClassUnicode::new([
+        ClassUnicodeRange::new('\u{0}', '\u{1f}'),
+        ClassUnicodeRange::new('"', '"'),
+        ClassUnicodeRange::new('\\', '\\'),
+    ]);
+    raw.difference(&forbidden);
+    let mut escaped = cls.clone();
+    escaped.intersect(&forbidden);
+    let mut alts = Vec::new();
+    if !raw.ranges().is_empty() {
+        alts.push(Hir::class(Class::Unicode(raw)));
+    }
+    for r in escaped.ranges() {
+        for c in r.start()..=r.end() {
+            alts.push(encode_char(c));
+        }
+    }
+    Hir::alternation(alts)
+}
+
+/// Every way to write the string `s` as JSON string content (between the quotes): each
+/// character raw (unless it must be escaped), as a short escape where one exists, or as a
+/// `\u` escape in any hex case (a surrogate pair beyond the BMP). For excluding values
+/// exactly from a language whose strings may use any escape.
+pub fn literal_any_encoding(s: &str) -> Hir {
+    let hex_ci = |d: char| {
+        if d.is_ascii_digit() {
+            d.to_string()
+        } else {
+            format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase())
+        }
+    };
+    let u_escape = |unit: u32| -> String {
+        let h = format!("{unit:04x}");
+        format!("\\\\u{}", h.chars().map(hex_ci).collect::<String>())
+    };
+    let mut re = String::new();
+    for c in s.chars() {
+        let mut alts: Vec<String> = Vec::new();
+        if !needs_escape(c) {
+            alts.push(regex_syntax::escape(c.encode_utf8(&mut [0u8; 4])));
+        }
+        let short = match c {
+            '"' => Some("\\\\\""),
+            '\\' => Some("\\\\\\\\"),
+            '/' => Some("\\\\/"),
+            '\u{8}' => Some("\\\\b"),
+            '\u{c}' => Some("\\\\f"),
+            '\n' => Some("\\\\n"),
+            '\r' => Some("\\\\r"),
+            '\t' => Some("\\\\t"),
+            _ => None,
+        };
+        alts.extend(short.map(str::to_string));
+        let mut units = [0u16; 2];
+        alts.push(
+            c.encode_utf16(&mut units)
+                .iter()
+                .map(|&u| u_escape(u as u32))
+                .collect(),
+        );
+        re.push_str(&format!("(?:{})", alts.join("|")));
+    }
+    hir(&re)
+}

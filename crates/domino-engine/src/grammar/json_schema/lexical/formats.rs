@@ -1,0 +1,95 @@
+//! `format`: the regexes (over the decoded string) of the formats compiled to grammars, each
+//! a conservative subset of what the `jsonschema` crate accepts for it, and the list of
+//! formats that crate asserts (the others are annotations).
+
+/// Formats the `jsonschema` crate asserts. Those with a pattern here are compiled; the rest
+/// are reported unsupported. Any other format name is an annotation (constrains nothing).
+pub const ASSERTED_FORMATS: &[&str] = &[
+    "date",
+    "date-time",
+    "time",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+    "uuid",
+    "duration",
+];
+
+/// The regex (over the decoded string, all ASCII) for a supported format.
+pub fn format_pattern(format: &str) -> Option<String> {
+    let date = "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))";
+    let time = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
+    // Single inner hyphens only: IDNA rejects `--` in the third and fourth places.
+    let label = "[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}";
+    let h16 = "[0-9a-fA-F]{1,4}";
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+    let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
+    Some(match format {
+        "date" => date.to_string(),
+        "time" => time.to_string(),
+        "date-time" => format!("{date}T{time}"),
+        "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".to_string(),
+        "ipv4" => format!("{octet}(?:\\.{octet}){{3}}"),
+        "ipv6" => [
+            format!("(?:{h16}:){{7}}{h16}"),
+            format!("(?:{h16}:){{1,7}}:"),
+            format!("(?:{h16}:){{1,6}}:{h16}"),
+            format!("(?:{h16}:){{1,5}}(?::{h16}){{1,2}}"),
+            format!("(?:{h16}:){{1,4}}(?::{h16}){{1,3}}"),
+            format!("(?:{h16}:){{1,3}}(?::{h16}){{1,4}}"),
+            format!("(?:{h16}:){{1,2}}(?::{h16}){{1,5}}"),
+            format!("{h16}:(?::{h16}){{1,6}}"),
+            format!(":(?:(?::{h16}){{1,7}}|:)"),
+        ]
+        .join("|"),
+        "hostname" => format!("{label}(?:\\.{label}){{0,8}}"),
+        // Conservative: dot-separated atoms, then alphanumeric labels (single inner hyphens)
+        // and an alphabetic top-level label.
+        // Every address this writes is also a valid internationalized address (RFC 6531
+        // extends RFC 5321), so `idn-email` shares the conservative ASCII subset.
+        "email" | "idn-email" => "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
+        "uri" => format!(
+            "[A-Za-z][A-Za-z0-9+.-]{{0,15}}:(?://(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{{2}})+(?::[0-9]{{1,5}})?(?:/{pchar}*)*|(?:/{pchar}+)(?:/{pchar}*)*|{pchar}+(?:/{pchar}*)*)?(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::full;
+    use super::*;
+
+    #[test]
+    fn formats_parse_and_match_examples() {
+        for (f, ok, bad) in [
+            ("date", "2024-02-28", "2024-02-30"),
+            (
+                "date-time",
+                "2024-01-31T23:59:59.5+01:00",
+                "2024-01-31 23:59:59",
+            ),
+            ("time", "12:00:00Z", "24:00:00Z"),
+            ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
+            ("ipv4", "192.168.0.255", "256.1.1.1"),
+            ("ipv6", "2001:db8::1", "2001:db8:::1"),
+            ("email", "a.b@example.com", "a@b"),
+            ("uri", "https://example.com:8080/a/b?x=1#f", "no scheme"),
+        ] {
+            let re = full(&format_pattern(f).unwrap());
+            assert!(re.is_match(ok), "{f} {ok}");
+            assert!(!re.is_match(bad), "{f} {bad}");
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Regular languages of JSON's lexical pieces, as `regex-syntax` HIR.
+//!
+//! Everything here is a regular expression over the *raw bytes* of a JSON text: a whole JSON
+//! string (quotes and escapes included), a number, a whitespace run, and the pieces schema
+//! keywords turn into (string formats, integer ranges, decimal bounds, `pattern`s).
+//!
+//! # Soundness choices (every string these accept is valid for the keyword that asked for it)
+//! - String escapes are the full JSON set, but a `\uXXXX` escape of a UTF-16 surrogate must
+//!   come as a correct high/low pair (serde_json rejects lone surrogates).
+//! - Numbers have at most [`MAX_INT_DIGITS`] integer digits and an exponent of at most two
+//!   digits, so every number parses to a finite `f64` (serde_json errors on overflow).
+//! - Numbers under a bound (`minimum`, ...) are written without exponent.
+//! - `pattern`, `format` and length-restricted strings use the shortest escape of each
+//!   character only (a `"` as `\"`, a control as its short escape or `\u00XX`, everything else
+//!   raw); generic strings accept every escape.
+//!
+//! # Modules
+//! The JSON string, whitespace and literal pieces are here; the rest by concept:
+//! - `numbers`: integers and numbers, exact integer ranges and decimal bounds, and the
+//!   `multipleOf` languages.
+//! - `formats`: the regexes of the compiled `format`s.
+//! - `patterns`: ECMA-262 `pattern`s translated to `regex-syntax`, search anchoring, and
+//!   the one look-ahead form JSON Schema patterns commonly use.
+//! - `encoding`: regexes over decoded string characters turned into regexes over the raw
+//!   JSON string content (escapes), and every encoding of a literal string.
+//!
+//! Their items are re-exported here, so each has one path: `lexical::NAME`.
+
+mod encoding;
+mod formats;
+mod numbers;
+mod patterns;
+
+use regex_syntax::hir::Hir;
+
+pub use encoding::{encode_for_json_string, literal_any_encoding};
+pub use formats::{ASSERTED_FORMATS, format_pattern};
+pub use numbers::{
+    Decimal, MAX_INT_DIGITS, MagBound, integer_pattern, integer_range_pattern,
+    multiple_of_patterns, number_pattern, number_range_pattern,
+};
+pub use patterns::{anchor_search, has_look, split_leading_negative_lookahead, translate_ecma};
+
+/// Parse one of this module's own patterns. They are constants or built from escaped pieces,
+/// so a failure is a bug in this module.
+pub fn hir(pattern: &str) -> Hir {
+    regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(pattern)
+        .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"))
+}
+
+const HEX: &str = "[0-9a-fA-F]";
+
+/// One JSON string character as written in the source (raw or escaped), any escape allowed.
+pub fn string_unit_pattern() -> String {
+    // Non-surrogate \u escapes: first hex digit not d/D, or d followed by 0-7.
+    let non_surrogate = format!("(?:[0-9a-cA-CeEfF]{HEX}{{3}}|[dD][0-7]{HEX}{{2}})");
+    let pair = format!("[dD][89abAB]{HEX}{{2}}\\\\u[dD][c-fC-F]{HEX}{{2}}");
+    format!(r#"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:{non_surrogate}|{pair}))"#)
+}
+
+/// A JSON string with `min..=max` characters (Unicode scalar values, as JSON Schema counts).
+pub fn string_pattern(min: u64, max: Option<u64>) -> String {
+    let unit = string_unit_pattern();
+    match (min, max) {
+        (0, None) => format!("\"{unit}*\""),
+        (m, None) => format!("\"{unit}{{{m},}}\""),
+        (m, Some(x)) => format!("\"{unit}{{{m},{x}}}\""),
+    }
+}
+
+/// JSON whitespace, `0..=max` bytes.
+pub fn whitespace_pattern(max: u32) -> String {
+    format!("[ \\t\\n\\r]{{0,{max}}}")
+}
+
+/// The JSON text of a value, as a literal regex.
+pub fn literal_pattern(text: &str) -> String {
+    regex_syntax::escape(text)
+}
+
+/// (Tests.) A regex that must match the whole haystack.
+#[cfg(test)]
+fn full(p: &str) -> regex_automata::meta::Regex {
+    regex_automata::meta::Regex::new(&format!("^(?:{p})$")).unwrap()
+}

@@ -1,0 +1,308 @@
+//! `pattern`s: ECMA-262 regexes (as JSON Schema writes them) translated to `regex-syntax`
+//! syntax, search semantics made explicit (leading `^` / trailing `$` removed, the
+//! unanchored sides matching anything), and the leading negative look-ahead `^(?!X)REST` split
+//! into a pattern and an exclusion.
+
+use regex_syntax::hir::{Hir, Look};
+
+/// Whether `h` contains any look-around assertion (anchor, word boundary).
+pub fn has_look(h: &Hir) -> bool {
+    use regex_syntax::hir::HirKind;
+    match h.kind() {
+        HirKind::Look(_) => true,
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) => false,
+        HirKind::Repetition(r) => has_look(&r.sub),
+        HirKind::Capture(c) => has_look(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().any(has_look),
+    }
+}
+
+/// Remove a leading `^` / trailing `$` from a top-level concatenation (or each branch of a
+/// top-level alternation) and make the unanchored sides match anything (JSON Schema patterns
+/// search). `any` is "any string" in the target alphabet. Other look-arounds are left in
+/// place for the caller to reject.
+pub fn anchor_search(h: &Hir, any: &Hir) -> Hir {
+    // (Branches are kept in a list: `Hir::alternation` would factor the anchors back out.)
+    let mut branches = Vec::new();
+    distribute_anchored_alternations(h, 0, &mut branches);
+    Hir::alternation(
+        branches
+            .iter()
+            .map(|b| anchor_search_inner(b, any))
+            .collect(),
+    )
+}
+
+/// `^(?:a$|b$)` and the like: push a concatenation into a first or last alternation that
+/// holds anchors, so that every anchor ends up at the edge of a top-level branch.
+fn distribute_anchored_alternations(h: &Hir, depth: usize, out: &mut Vec<Hir>) {
+    use regex_syntax::hir::HirKind;
+    if depth > 8 || out.len() > 256 {
+        out.push(h.clone());
+        return;
+    }
+    match h.kind() {
+        HirKind::Capture(c) if has_look(&c.sub) => {
+            distribute_anchored_alternations(&c.sub, depth + 1, out)
+        }
+        HirKind::Alternation(bs) => {
+            for b in bs {
+                distribute_anchored_alternations(b, depth + 1, out);
+            }
+        }
+        HirKind::Concat(parts) => {
+            let strip = |p: &Hir| -> Hir {
+                match p.kind() {
+                    HirKind::Capture(c) => (*c.sub).clone(),
+                    _ => p.clone(),
+                }
+            };
+            for (i, p) in parts.iter().enumerate() {
+                let inner = strip(p);
+                if let HirKind::Alternation(bs) = inner.kind() {
+                    if bs.iter().any(has_look) && bs.len() <= 64 {
+                        for b in bs {
+                            let mut v = parts[..i].to_vec();
+                            v.push(b.clone());
+                            v.extend_from_slice(&parts[i + 1..]);
+                            distribute_anchored_alternations(&Hir::concat(v), depth + 1, out);
+                        }
+                        return;
+                    }
+                }
+            }
+            out.push(h.clone());
+        }
+        _ => out.push(h.clone()),
+    }
+}
+
+fn anchor_search_inner(h: &Hir, any: &Hir) -> Hir {
+    use regex_syntax::hir::HirKind;
+    let is_start = |h: &Hir| {
+        matches!(
+            h.kind(),
+            HirKind::Look(Look::Start) | HirKind::Look(Look::StartLF)
+        )
+    };
+    let is_end = |h: &Hir| {
+        matches!(
+            h.kind(),
+            HirKind::Look(Look::End) | HirKind::Look(Look::EndLF)
+        )
+    };
+    match h.kind() {
+        HirKind::Capture(c) => anchor_search_inner(&c.sub, any),
+        _ => {
+            let mut parts: Vec<Hir> = match h.kind() {
+                HirKind::Concat(v) => v.clone(),
+                _ => vec![h.clone()],
+            };
+            // A single capture group around everything: look inside (`^(a|b)$` is common).
+            if parts.len() == 1 {
+                if let HirKind::Capture(c) = parts[0].kind() {
+                    if has_look(&c.sub) {
+                        return anchor_search_inner(&c.sub, any);
+                    }
+                }
+            }
+            let start = parts.first().is_some_and(is_start);
+            if start {
+                parts.remove(0);
+            }
+            let end = parts.last().is_some_and(is_end);
+            if end {
+                parts.pop();
+            }
+            if !start {
+                parts.insert(0, any.clone());
+            }
+            if !end {
+                parts.push(any.clone());
+            }
+            Hir::concat(parts)
+        }
+    }
+}
+
+/// Translate an ECMA-262 regex (as JSON Schema uses) into `regex-syntax` syntax: `\d`, `\w`
+/// and their negations are ASCII in ECMA; `.` excludes all line terminators; `\/` is a plain
+/// slash. Returns an error message for ECMA features with no regular equivalent.
+pub fn translate_ecma(pattern: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars().peekable();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(e) = chars.next() else {
+                    return Err("pattern ends with a lone backslash".into());
+                };
+                // `\s`: the characters both ECMA and Unicode call white space (so the
+                // grammar is a subset whichever definition the validator uses).
+                const SPACE: &str = r"\t\n\x0B\x0C\r \u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}";
+                const NOT_SPACE: &str = r"\t\n\x0B\x0C\r \u{85}\u{A0}\u{1680}\u{2000}-\u{200A}\u{2028}\u{2029}\u{202F}\u{205F}\u{3000}\u{FEFF}";
+                let space_class;
+                let repl: Option<&str> = match (e, in_class) {
+                    ('s', false) => {
+                        space_class = format!("[{SPACE}]");
+                        Some(&space_class)
+                    }
+                    ('s', true) => Some(SPACE),
+                    ('S', _) => {
+                        space_class = format!("[^{NOT_SPACE}]");
+                        Some(&space_class)
+                    }
+                    ('d', false) => Some("[0-9]"),
+                    ('D', false) => Some("[^0-9]"),
+                    ('w', false) => Some("[A-Za-z0-9_]"),
+                    ('W', false) => Some("[^A-Za-z0-9_]"),
+                    ('d', true) => Some("0-9"),
+                    ('w', true) => Some("A-Za-z0-9_"),
+                    ('D', true) => Some("[^0-9]"),
+                    ('W', true) => Some("[^A-Za-z0-9_]"),
+                    _ => None,
+                };
+                if let Some(r) = repl {
+                    out.push_str(r);
+                } else if e.is_ascii_digit() && e != '0' && !in_class {
+                    return Err(format!("backreference \\{e} is not regular"));
+                } else if e == 'c' {
+                    return Err("control escape \\c is not supported".into());
+                } else if e == 'u' && chars.peek() != Some(&'{') {
+                    // ECMA \uXXXX -> \u{XXXX}
+                    let hex: String = (0..4).filter_map(|_| chars.next()).collect();
+                    if hex.len() != 4 || !hex.chars().all(|h| h.is_ascii_hexdigit()) {
+                        return Err(format!("bad \\u escape \\u{hex}"));
+                    }
+                    out.push_str(&format!("\\u{{{hex}}}"));
+                } else if e.is_ascii_alphanumeric() || e == '\\' {
+                    out.push('\\');
+                    out.push(e);
+                } else {
+                    out.push_str(&regex_syntax::escape(&e.to_string()));
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push('[');
+                if chars.peek() == Some(&'^') {
+                    out.push(chars.next().unwrap());
+                }
+                // ECMA `[]` matches nothing and `[^]` anything; a leading `]` closes the class.
+                if chars.peek() == Some(&']') {
+                    chars.next();
+                    in_class = false;
+                    if out.ends_with('^') {
+                        out.truncate(out.len() - 2);
+                        out.push_str("(?s:.)");
+                    } else {
+                        out.truncate(out.len() - 1);
+                        out.push_str("[^\\x00-\\x{10FFFF}]");
+                    }
+                }
+            }
+            '[' if in_class => out.push_str("\\["),
+            ']' if in_class => {
+                in_class = false;
+                out.push(']');
+            }
+            '.' if !in_class => out.push_str("[^\\n\\r\\u{2028}\\u{2029}]"),
+            '(' if !in_class && chars.peek() == Some(&'?') => {
+                chars.next();
+                match chars.peek() {
+                    Some(':') => out.push_str("(?"),
+                    Some('<') => {
+                        // (?<name> is a named group; (?<= and (?<! are look-behind.
+                        let mut look = chars.clone();
+                        look.next();
+                        if matches!(look.peek(), Some('=') | Some('!')) {
+                            return Err("look-behind is not regular".into());
+                        }
+                        out.push_str("(?P");
+                    }
+                    Some('=') | Some('!') => return Err("look-ahead is not regular".into()),
+                    _ => return Err("unknown group syntax (?".into()),
+                }
+            }
+            '&' | '~' | '-' if in_class && chars.peek() == Some(&c) => {
+                // regex-syntax reads `&&`, `--`, `~~` as class set operators; ECMA as two
+                // literal characters.
+                chars.next();
+                out.push('\\');
+                out.push(c);
+                out.push('\\');
+                out.push(c);
+            }
+            '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// `^(?!X)REST` (a negative look-ahead at the start, the one look-around JSON Schema patterns
+/// commonly use) as `("^(?:X)", "^REST")`: a string matches the pattern exactly when it
+/// matches the second and not the first (both with search semantics). `None` for any other
+/// shape.
+pub fn split_leading_negative_lookahead(pattern: &str) -> Option<(String, String)> {
+    let body = pattern.strip_prefix("^(?!")?;
+    let mut depth = 1usize;
+    let mut in_class = false;
+    let mut chars = body.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class => {
+                depth -= 1;
+                if depth == 0 {
+                    let (x, rest) = (&body[..i], &body[i + 1..]);
+                    if x.contains("(?")
+                        || rest.contains("(?=")
+                        || rest.contains("(?!")
+                        || rest.contains("(?<")
+                    {
+                        return None; // nested look-arounds
+                    }
+                    return Some((format!("^(?:{x})"), format!("^{rest}")));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{full, hir};
+    use super::*;
+
+    #[test]
+    fn ecma_translation() {
+        assert_eq!(translate_ecma(r"^\d+\/x$").unwrap(), r"^[0-9]+/x$");
+        assert!(translate_ecma(r"(a)\1").is_err());
+        assert!(translate_ecma(r"(?=a)").is_err());
+        let any = hir("(?s:.)*");
+        let h = anchor_search(&hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap()), &any);
+        assert!(
+            !has_look(&h),
+            "{:?} -> {h:?}",
+            hir(&translate_ecma(r"^$|^\d{1,3}$").unwrap())
+        );
+        let h = anchor_search(&hir(&translate_ecma(r"^(?:ab|cd$)").unwrap()), &any);
+        assert!(!has_look(&h));
+        let t = translate_ecma(r"[\w-]+").unwrap();
+        assert!(full(&t).is_match("a-b_c"));
+        let t = translate_ecma(r"^[a-c_]+$").unwrap();
+        assert!(full(&t).is_match("ab_c") && !full(&t).is_match("-"));
+    }
+}

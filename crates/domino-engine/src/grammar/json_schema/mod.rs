@@ -1,0 +1,660 @@
+//! JSON Schema → grammar: the `--schema` / `--json` front end.
+//!
+//! [`compile`] turns a JSON Schema (drafts 4 to 2020-12, local references only) into a
+//! [`GrammarDef`] whose language is a set of JSON texts that all validate against the schema.
+//! It is aimed at JSONSchemaBench: every keyword that constrains instances is either compiled
+//! exactly, compiled to a documented *subset* (never a superset) of the valid instances, or
+//! reported as [`ErrorKind::Unsupported`](super::ErrorKind) naming the keyword and its JSON
+//! pointer (with `lenient`, a warning in [`GrammarDef::warnings`] instead, and the keyword is
+//! ignored). Annotation keywords (`title`, `description`, `default`, `examples`, ...) and
+//! unknown keywords constrain nothing and are ignored, as the specification says.
+//!
+//! # Shape of the grammar (why it is fast for the engine)
+//! - JSON strings, numbers, integer ranges, formats, `pattern`s, object keys (`"name"`, one
+//!   literal) and whitespace runs are single [`RuleKind::Lexical`] rules, so each becomes one
+//!   terminal; objects and arrays are syntactic rules over them.
+//! - Object members follow the order of `properties`; optional ones may be left out (the
+//!   order of the rest is kept). Where extra members are allowed (`additionalProperties` not
+//!   `false`, `patternProperties`), they come after the named ones, and their keys are never
+//!   one of the named keys (so a document has no duplicate keys whose value would escape its
+//!   schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
+//!   spell a named key in disguise).
+//! - `$ref` targets become one rule each (recursion is just rule recursion); they are
+//!   compiled from a work list, so long reference chains use no stack.
+//! - Where one regular expression cannot say it, a terminal is an *intersection*
+//!   ([`ir::Constraints`], [`Expr::Constrained`]): a `pattern` (or `format`) with length
+//!   bounds it does not imply, a `pattern` with a `format`, a `patternProperties` key minus
+//!   the named keys it matches (and minus what a leading `(?!…)` excludes), a string minus
+//!   `not: {enum: [...]}`, a number that must also be a `multipleOf`. The lexer builds their
+//!   product automata; each is limited to [`MAX_CONSTRAINED_STATES`] states (every scanner
+//!   state costs the engine a token tree), beyond which the keyword is `Unsupported`.
+//!
+//! # Whitespace
+//! - `Flexible`: any JSON whitespace around structural characters and around the whole
+//!   document, each run at most `max_whitespace` bytes (so no runaway).
+//! - `Compact`: none.
+//! - `Pretty`: exactly `serde_json::to_string_pretty`'s layout (newline, two spaces per level,
+//!   `": "` after keys, `[]`/`{}` for empty containers) for the first [`MAX_PRETTY_DEPTH`]
+//!   levels of nesting; values nested deeper than that are written compactly.
+//!
+//! # Combinators
+//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`).
+//! - `anyOf` is an alternation; sibling keywords are merged into each branch.
+//! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
+//!   of different types, disjoint constants, a property one branch requires whose value
+//!   shape (type, constants, pattern, its own discriminators, a few levels deep) is disjoint
+//!   from what the other branch allows for that key (`properties`, `patternProperties`,
+//!   `additionalProperties`), a required property another branch forbids, string patterns /
+//!   formats whose regexes have an empty intersection (checked on their DFAs), or every
+//!   branch of an inner `anyOf`/`oneOf` disjoint from the other side. Branches that
+//!   only list `enum`/`const` values become the values listed exactly once. Branches that
+//!   only say which properties are `required` become a presence constraint (below).
+//!   Anything else is `Unsupported` naming `oneOf`.
+//! - Presence constraints — `oneOf`/`anyOf` of `required` sets, `dependencies` /
+//!   `dependentRequired` property lists, `not: {required: [...]}` — are exact: the member
+//!   chain tracks which of the (at most 12) properties concerned are present.
+//! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}`,
+//!   `{required: [...]}` and `{enum|const: strings}` (every escape form of those strings is
+//!   removed from the string terminal); other forms are `Unsupported`.
+//! - `if`/`then`/`else` that test one property's value (`{"properties": {"D": {"const" |
+//!   "enum": …}}}`) on a `type: object` schema, alone or as `allOf` members (the
+//!   discriminated-union idiom), are rewritten exactly into an `anyOf` with one branch per
+//!   tested value, one for the other values and, unless `D` is required, one for objects
+//!   without `D`. Other conditionals are `Unsupported`.
+//!
+//! # Subsets (sound but stricter than the schema; see also [`lexical`])
+//! Each is reported in [`GrammarDef::warnings`] where it applies.
+//! - Integers are written without fraction or exponent (and never as `-0`); bounded numbers
+//!   without exponent.
+//! - `patternProperties` whose keys do not cover every string: keys matching no pattern are not
+//!   generated even when `additionalProperties` would allow them.
+//! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
+//!   they would be ignored, so this is stricter there).
+//! - Length bounds on a `pattern` are exact (rewritten or intersected); only when the
+//!   intersection is too large and the pattern has several repeated parts is the length
+//!   budget split between them.
+//! - `format: email`/`idn-email` are a conservative ASCII subset of valid addresses; other
+//!   formats likewise (see [`lexical`]). A `format` with a `maxLength` too long to count up
+//!   to within [`MAX_CONSTRAINED_STATES`] is generated up to 128, 64 or 32 characters.
+//! - `multipleOf`: integers (any `k` up to 10^6 whose part coprime to 10 is at most 13),
+//!   `10^-n`, and `c/10^n` with `c` dividing `10^n` (0.25, 0.5, …); numbers without exponent.
+//! - Schema-valued `dependencies` of the form `{properties, required}`: the property schemas
+//!   apply whether or not the trigger property is present.
+//! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
+//!   that type (exact unless a single branch is untyped).
+//! - `uniqueItems: true` is compiled only when at most one item is possible.
+//! - Named members (from `properties`, `required`, presence constraints) and the first extra
+//!   member count towards `minProperties`; further extra members may repeat a key, which a
+//!   JSON parser keeps once, so `minProperties` beyond that is unsupported.
+//!
+//! # Soundness tests
+//! `tests/json_schema.rs` checks generated instances both ways against the `jsonschema`
+//! crate, and samples documents from the grammars themselves (and from every compiled
+//! JSONSchemaBench schema in `tests/json_schema_bench.rs`) and validates them.
+//!
+//! # Limits (errors, never stack overflows)
+//! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
+//! [`MAX_ENUM_VALUES`] values, a grammar at most [`MAX_RULES`] rules, and `allOf` merging does
+//! at most [`MAX_MERGE_STEPS`] steps.
+//!
+//! # Modules
+//! [`compile`] and the dispatch from one schema to its grammar (`Compiler::value`: unsupported
+//! keywords, `$ref`, `allOf`, `anyOf`/`oneOf`, `enum`/`const`, then one part per `type`) are
+//! here, with the grammar-building helpers every part shares (rules, lexical terminals,
+//! intersection terminals, `Unsupported` reporting). Each keyword family has its own module:
+//! - `keywords`: which keywords are annotations, compiled or never compiled; the JSON types.
+//! - `references`: `$ref` resolution (JSON pointers, `$id` bases, `$anchor`s) and the work
+//!   list that compiles each reference target once.
+//! - `combinators`: `anyOf`/`oneOf` rewrites (values listed by exactly one branch, an `enum`
+//!   branch overlapping the others), `if`/`then`/`else` on a discriminator, the strings of
+//!   `not: {enum}`, and `enum`/`const`.
+//! - `presence`: presence constraints (`anyOf`/`oneOf` of `required` sets, `dependencies`,
+//!   `not: {required}`) as bit masks over the tracked properties.
+//! - `merge`: `allOf` merging and `oneOf` disjointness proofs.
+//! - `numbers`: `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`, `multipleOf`,
+//!   integers.
+//! - `strings`: `minLength`/`maxLength`, `pattern`, `format`, `not: {enum}` exclusions,
+//!   strings longer than one terminal.
+//! - `arrays`: `items`, `prefixItems`, `additionalItems`, `minItems`/`maxItems`, `uniqueItems`.
+//! - `objects`: `properties`, `required`, `additionalProperties`, `patternProperties`,
+//!   `minProperties`/`maxProperties`, `dependencies`/`dependentRequired`: the member chain.
+//! - `keys`: object keys: any key but the named ones, and what a `patternProperties`
+//!   pattern is known to match.
+//! - `layout`: the whitespace policy (separators, indentation), the generic JSON value and
+//!   literal values.
+//! - [`lexical`]: the regexes of JSON's lexical pieces (strings, numbers and their ranges,
+//!   formats, ECMA `pattern`s).
+//! - [`instances`]: random instances of a schema, for tests.
+
+mod arrays;
+mod combinators;
+pub mod instances;
+mod keys;
+mod keywords;
+mod layout;
+pub mod lexical;
+mod merge;
+mod numbers;
+mod objects;
+mod presence;
+mod references;
+mod strings;
+
+use std::collections::HashMap;
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
+use super::ir;
+use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
+use combinators::{excluded_strings, rewrite_discriminated_conditionals};
+use keywords::{UNSUPPORTED, is_keyword, is_trivially_true, ty};
+use presence::required_only;
+
+/// Subschemas nested deeper than this on one compile path are a `Limit` error.
+pub const MAX_SCHEMA_DEPTH: usize = 128;
+/// `Pretty` indents this many levels; deeper values are written compactly.
+pub const MAX_PRETTY_DEPTH: u32 = 16;
+/// More `enum` values than this are a `Limit` error.
+pub const MAX_ENUM_VALUES: usize = 4096;
+/// A grammar with more rules than this is a `Limit` error.
+pub const MAX_RULES: usize = 100_000;
+/// `allOf` merges (and sibling distributions) allowed per schema.
+pub const MAX_MERGE_STEPS: usize = 20_000;
+/// Strings up to this many characters are one terminal; longer bounds are built from blocks.
+pub const STRING_BLOCK: u64 = 256;
+/// The most automaton states of one intersection terminal (a `pattern` with length bounds,
+/// a `pattern` with a `format`, a pattern key minus the named keys). Every scanner state
+/// costs the engine a token tree, so this stays small.
+pub const MAX_CONSTRAINED_STATES: usize = 6_000;
+/// `minProperties`/`maxProperties` counting states allowed per object.
+pub const MAX_COUNT_STATES: usize = 20_000;
+
+/// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
+pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
+    let mut c = Compiler::new(schema, opts);
+    let root_value = c.value(schema, "", 0)?;
+    let (lead, trail) = match opts.whitespace {
+        WhitespacePolicy::Flexible => (c.ws(), c.ws()),
+        _ => (Expr::Empty, Expr::Empty),
+    };
+    let start = c.add_rule(
+        "root",
+        Expr::Seq(vec![lead, root_value, trail]),
+        RuleKind::Syntactic,
+    )?;
+    c.drain_refs()?;
+    Ok(GrammarDef {
+        rules: c.rules,
+        start,
+        ignore: Vec::new(),
+        warnings: c.warnings,
+    })
+}
+
+pub(crate) struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a CompileOptions,
+    rules: Vec<Rule>,
+    warnings: Vec<String>,
+    /// `(resolved pointer, depth)` → the rule compiled from it.
+    refs: HashMap<(String, u32), RuleId>,
+    pending: Vec<(RuleId, String, u32)>,
+    /// Lexical rules by their regex text (dedup).
+    lexical: HashMap<String, RuleId>,
+    any_rules: HashMap<u32, RuleId>,
+    nest: usize,
+    merge_steps: usize,
+}
+
+fn join_ptr(ptr: &str, token: &str) -> String {
+    format!("{ptr}/{}", token.replace('~', "~0").replace('/', "~1"))
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let s = s.trim_matches('-');
+    let s: String = s.chars().take(40).collect();
+    if s.is_empty() { "value".to_string() } else { s }
+}
+
+fn as_u64(v: &Value, ptr: &str, kw: &str) -> Result<u64, GrammarError> {
+    v.as_u64()
+        .or_else(|| {
+            v.as_f64()
+                .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| {
+            GrammarError::at_pointer(
+                join_ptr(ptr, kw),
+                format!("`{kw}` must be a non-negative integer"),
+            )
+        })
+}
+
+impl<'a> Compiler<'a> {
+    fn new(root: &'a Value, opts: &'a CompileOptions) -> Self {
+        Compiler {
+            root,
+            opts,
+            rules: Vec::new(),
+            warnings: Vec::new(),
+            refs: HashMap::new(),
+            pending: Vec::new(),
+            lexical: HashMap::new(),
+            any_rules: HashMap::new(),
+            nest: 0,
+            merge_steps: 0,
+        }
+    }
+
+    // -------------------------------------------------------------------------------
+    // Rules, terminals, errors and limits (layout: module `layout`)
+    // -------------------------------------------------------------------------------
+
+    fn add_rule(&mut self, name: &str, expr: Expr, kind: RuleKind) -> Result<RuleId, GrammarError> {
+        if self.rules.len() >= MAX_RULES {
+            return Err(GrammarError::whole(format!(
+                "schema needs more than {MAX_RULES} grammar rules"
+            ))
+            .with_kind(ErrorKind::Limit));
+        }
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(Rule {
+            name: format!("{}-{}", sanitize(name), id.0),
+            expr,
+            kind,
+            span: Span::default(),
+        });
+        Ok(id)
+    }
+
+    /// A lexical rule for a regex (deduplicated by its text).
+    fn lex(&mut self, name: &str, pattern: String) -> Result<Expr, GrammarError> {
+        if let Some(&id) = self.lexical.get(&pattern) {
+            return Ok(Expr::Ref(id));
+        }
+        let hir = lexical::hir(&pattern);
+        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
+        self.lexical.insert(pattern, id);
+        Ok(Expr::Ref(id))
+    }
+
+    fn lex_hir(&mut self, name: &str, key: String, hir: Hir) -> Result<Expr, GrammarError> {
+        if let Some(&id) = self.lexical.get(&key) {
+            return Ok(Expr::Ref(id));
+        }
+        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
+        self.lexical.insert(key, id);
+        Ok(Expr::Ref(id))
+    }
+
+    /// `expr` as something cheap to copy: small expressions as they are, others behind a
+    /// rule (so a value used in several places is not duplicated, which would grow
+    /// exponentially with nesting).
+    fn shared(&mut self, name: &str, expr: Expr) -> Result<Expr, GrammarError> {
+        Ok(match expr {
+            Expr::Ref(_) | Expr::Bytes(_) | Expr::Empty => expr,
+            Expr::Alt(ref v) if v.is_empty() => expr,
+            other => Expr::Ref(self.add_rule(name, other, RuleKind::Syntactic)?),
+        })
+    }
+
+    fn unsupported(
+        &mut self,
+        ptr: &str,
+        keyword: &str,
+        msg: impl Into<String>,
+    ) -> Result<(), GrammarError> {
+        let msg = msg.into();
+        let at = join_ptr(ptr, keyword);
+        if self.opts.lenient {
+            self.warnings
+                .push(format!("ignored unsupported `{keyword}` at {at}: {msg}"));
+            Ok(())
+        } else {
+            Err(GrammarError::unsupported(
+                at,
+                keyword,
+                format!("unsupported `{keyword}`: {msg}"),
+            ))
+        }
+    }
+
+    fn never() -> Expr {
+        Expr::Alt(Vec::new())
+    }
+
+    pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
+        self.merge_steps += 1;
+        if self.merge_steps > MAX_MERGE_STEPS {
+            return Err(GrammarError::at_pointer(
+                ptr,
+                format!("more than {MAX_MERGE_STEPS} allOf/anyOf merge steps"),
+            )
+            .with_kind(ErrorKind::Limit));
+        }
+        Ok(())
+    }
+
+    /// One terminal for `hir` ∩ `constraints` (see [`ir::Constraints`]), or `None` when its
+    /// automaton would have more than [`MAX_CONSTRAINED_STATES`] states. An empty language
+    /// compiles to "never".
+    fn constrained(
+        &mut self,
+        name: &str,
+        key: String,
+        hir: Hir,
+        constraints: ir::Constraints,
+    ) -> Result<Option<Expr>, GrammarError> {
+        let key = format!("constrained:{key}");
+        if let Some(&id) = self.lexical.get(&key) {
+            return Ok(Some(Expr::Ref(id)));
+        }
+        match crate::lexer::TerminalDfa::product(&hir, &constraints, MAX_CONSTRAINED_STATES) {
+            Ok(_) => {}
+            Err(e) if e == "the terminal matches nothing" => return Ok(Some(Self::never())),
+            Err(_) => return Ok(None),
+        }
+        let id = self.add_rule(
+            name,
+            Expr::Constrained { hir, constraints },
+            RuleKind::Syntactic,
+        )?;
+        self.lexical.insert(key, id);
+        Ok(Some(Expr::Ref(id)))
+    }
+
+    // -------------------------------------------------------------------------------
+    // Values: the dispatch by keyword family
+    // -------------------------------------------------------------------------------
+
+    /// The grammar of the JSON values valid for schema `s` (at JSON pointer `ptr`), laid out
+    /// for nesting depth `d`.
+    fn value(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        if self.nest >= MAX_SCHEMA_DEPTH {
+            return Err(GrammarError::at_pointer(
+                ptr,
+                format!("subschemas nested deeper than {MAX_SCHEMA_DEPTH}"),
+            )
+            .with_kind(ErrorKind::Limit));
+        }
+        self.nest += 1;
+        let r = self.value_inner(s, ptr, d);
+        self.nest -= 1;
+        r
+    }
+
+    fn value_inner(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        let obj = match s {
+            Value::Bool(true) => return self.any(d),
+            Value::Bool(false) => return Ok(Self::never()),
+            Value::Object(m) => m,
+            _ => {
+                return Err(GrammarError::at_pointer(
+                    ptr,
+                    "a schema must be an object or a boolean",
+                ));
+            }
+        };
+        // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
+        if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
+            return self.value_inner(&rewritten, ptr, d);
+        }
+        // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
+        let mut owned: Option<Map<String, Value>> = None;
+        // `not` forms compiled here: `not: {}` (nothing is valid), `not: false` (no
+        // constraint), `not: {type: ...}` (those types removed), `not: {required: [...]}`
+        // (a presence constraint on objects, see `object`).
+        let mut excluded_types = 0u8;
+        let mut not_handled = false;
+        if let Some(n) = obj.get("not") {
+            if is_trivially_true(n) {
+                return Ok(Self::never());
+            }
+            let type_only = n
+                .as_object()
+                .filter(|m| m.keys().all(|k| !is_keyword(k) || k == "type"));
+            if *n == Value::Bool(false) {
+                owned.get_or_insert_with(|| obj.clone()).remove("not");
+            } else if let Some(t) = type_only.and_then(|m| m.get("type")) {
+                let names: Vec<&str> = match t {
+                    Value::String(x) => vec![x.as_str()],
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                for name in names {
+                    excluded_types |= ty::from_name(name).ok_or_else(|| {
+                        GrammarError::at_pointer(
+                            join_ptr(&join_ptr(ptr, "not"), "type"),
+                            format!("unknown type `{name}`"),
+                        )
+                    })?;
+                }
+                if excluded_types & ty::NUMBER == ty::INT {
+                    // Non-integral numbers are not a regular set this compiler writes.
+                    excluded_types = 0;
+                } else {
+                    // Kept in the schema: `enum` filtering checks it with jsonschema.
+                    not_handled = true;
+                }
+            } else if excluded_strings(n).is_some() {
+                // `not: {enum: [strings]}`: those strings are removed from the string
+                // terminal (see `string`); other types are unaffected.
+                not_handled = true;
+            }
+        }
+        for k in obj.keys() {
+            if k == "not"
+                && (not_handled
+                    || obj.get("not").and_then(required_only).is_some()
+                    || owned.as_ref().is_some_and(|o| !o.contains_key("not")))
+            {
+                continue; // handled above, or `not: {required: [...]}`
+            }
+            if UNSUPPORTED.contains(&k.as_str()) {
+                self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
+                owned.get_or_insert_with(|| obj.clone()).remove(k);
+            }
+        }
+        if obj.contains_key("if") && !obj.contains_key("then") && !obj.contains_key("else") {
+            // `if` alone constrains nothing; already reported above when strict.
+        }
+        let obj: &Map<String, Value> = match &owned {
+            Some(m) => m,
+            None => obj,
+        };
+        let constraining = |m: &Map<String, Value>, skip: &[&str]| {
+            m.keys()
+                .any(|k| is_keyword(k) && !skip.contains(&k.as_str()))
+        };
+
+        if let Some(r) = obj.get("$ref") {
+            let Some(r) = r.as_str() else {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "$ref"),
+                    "`$ref` must be a string",
+                ));
+            };
+            if !constraining(obj, &["$ref"]) {
+                return self.ref_rule(r, ptr, d);
+            }
+            let mut siblings = obj.clone();
+            siblings.remove("$ref");
+            let merged = merge::merge_all(
+                self,
+                vec![
+                    Value::Object(
+                        [("$ref".to_string(), Value::String(r.to_string()))]
+                            .into_iter()
+                            .collect(),
+                    ),
+                    Value::Object(siblings),
+                ],
+                ptr,
+            )?;
+            return self.value(&merged, ptr, d);
+        }
+        if let Some(all) = obj.get("allOf") {
+            let Some(branches) = all.as_array() else {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "allOf"),
+                    "`allOf` must be an array",
+                ));
+            };
+            let mut parts = branches.clone();
+            let mut siblings = obj.clone();
+            siblings.remove("allOf");
+            parts.push(Value::Object(siblings));
+            let merged = merge::merge_all(self, parts, &join_ptr(ptr, "allOf"))?;
+            return self.value(&merged, ptr, d);
+        }
+        for kw in ["anyOf", "oneOf"] {
+            let Some(list) = obj.get(kw) else { continue };
+            let Some(branches) = list.as_array() else {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, kw),
+                    format!("`{kw}` must be an array"),
+                ));
+            };
+            if branches.is_empty() {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, kw),
+                    format!("`{kw}` must not be empty"),
+                ));
+            }
+            if let Some(rewritten) = self.presence_rewrite(obj, kw, branches, ptr)? {
+                return self.value(&rewritten, ptr, d);
+            }
+            let mut siblings = obj.clone();
+            siblings.remove(kw);
+            let has_siblings = constraining(&siblings, &[]);
+            // oneOf of enum/const-only branches: exactly the values listed by one branch.
+            if kw == "oneOf" && !has_siblings {
+                if let Some(values) = self.exclusive_values(branches, ptr) {
+                    let mut m = Map::new();
+                    m.insert("enum".into(), Value::Array(values));
+                    return self.value(&Value::Object(m), ptr, d);
+                }
+            }
+            let typed;
+            let branches = match merge::restrict_implied_types(self, branches, ptr) {
+                Some(t) if kw == "oneOf" => {
+                    self.warnings.push(format!(
+                        "at {}: untyped `oneOf` branches restricted to the type their keywords are about",
+                        join_ptr(ptr, "oneOf")
+                    ));
+                    typed = t;
+                    &typed
+                }
+                _ => branches,
+            };
+            let mut effective = Vec::with_capacity(branches.len());
+            for b in branches {
+                if has_siblings {
+                    self.merge_step(ptr)?;
+                    let mut m = siblings.clone();
+                    m.insert("allOf".into(), Value::Array(vec![b.clone()]));
+                    effective.push(Value::Object(m));
+                } else {
+                    effective.push(b.clone());
+                }
+            }
+            if kw == "oneOf" && effective.len() > 1 && !has_siblings {
+                if let Some(rewritten) = self.one_of_with_overlapping_values(branches, ptr)? {
+                    return self.value(&rewritten, ptr, d);
+                }
+            }
+            if kw == "oneOf" && effective.len() > 1 {
+                if let Err(why) = merge::provably_disjoint(self, &effective, ptr) {
+                    self.unsupported(ptr, "oneOf", format!("branches are not provably disjoint ({why}); compiled as anyOf would accept documents matching several"))?;
+                }
+            }
+            let mut alts = Vec::with_capacity(effective.len());
+            for (i, b) in effective.iter().enumerate() {
+                alts.push(self.value(b, &join_ptr(&join_ptr(ptr, kw), &i.to_string()), d)?);
+            }
+            return Ok(Expr::Alt(alts));
+        }
+        if obj.contains_key("enum") || obj.contains_key("const") {
+            return self.enum_values(obj, ptr, d);
+        }
+
+        let types = match obj.get("type") {
+            None => ty::ALL,
+            Some(Value::String(t)) => ty::from_name(t).ok_or_else(|| {
+                GrammarError::at_pointer(join_ptr(ptr, "type"), format!("unknown type `{t}`"))
+            })?,
+            Some(Value::Array(ts)) => {
+                let mut set = 0;
+                for t in ts {
+                    let name = t.as_str().unwrap_or("");
+                    set |= ty::from_name(name).ok_or_else(|| {
+                        GrammarError::at_pointer(
+                            join_ptr(ptr, "type"),
+                            format!("unknown type `{t}`"),
+                        )
+                    })?;
+                }
+                set
+            }
+            Some(_) => {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "type"),
+                    "`type` must be a string or an array",
+                ));
+            }
+        };
+        if types == 0 {
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "type"),
+                "`type` allows no type",
+            ));
+        }
+        // Every non-object satisfies `required`, so `not: {required}` only admits objects.
+        let types = if obj.get("not").and_then(required_only).is_some() {
+            types & ty::OBJECT
+        } else {
+            types
+        };
+        // `not: {type: ...}` removes those types.
+        let types = types & !excluded_types;
+        if types == 0 {
+            return Ok(Self::never());
+        }
+        // No type-specific keyword at all: the generic value (shares rules).
+        if types == ty::ALL && !constraining(obj, &["type"]) {
+            return self.any(d);
+        }
+        let mut alts = Vec::new();
+        if types & ty::NULL != 0 {
+            alts.push(Expr::Bytes(b"null".to_vec()));
+        }
+        if types & ty::BOOL != 0 {
+            alts.push(Expr::Bytes(b"true".to_vec()));
+            alts.push(Expr::Bytes(b"false".to_vec()));
+        }
+        if types & ty::NUMBER != 0 {
+            alts.push(self.number(obj, ptr, types & ty::FRAC == 0)?);
+        }
+        if types & ty::STRING != 0 {
+            alts.push(self.string(obj, ptr)?);
+        }
+        if types & ty::ARRAY != 0 {
+            alts.push(self.array(obj, ptr, d)?);
+        }
+        if types & ty::OBJECT != 0 {
+            alts.push(self.object(obj, ptr, d)?);
+        }
+        Ok(if alts.len() == 1 {
+            alts.pop().unwrap()
+        } else {
+            Expr::Alt(alts)
+        })
+    }
+}

@@ -1,0 +1,697 @@
+//! `type: object`: `properties` (members in their order, optional ones may be left out),
+//! `required`, `additionalProperties` and `patternProperties` (extra members after the named
+//! ones, keys from module `keys`), schema- and list-valued `dependencies`/`dependentRequired`,
+//! presence constraints (module `presence`) and `minProperties`/`maxProperties`. The members
+//! are a chain of states (member index, members written, tracked properties present,
+//! members counted towards `minProperties`) explored up to [`MAX_COUNT_STATES`], keeping the
+//! states from which the object can still be closed.
+
+use std::collections::HashMap;
+
+use regex_syntax::hir::Hir;
+use serde_json::{Map, Value};
+
+use super::keys::{KeyMatcher, match_all_kind, prefixes_disjoint, search_matches_everything};
+use super::presence::{PRESENCE_KEY, Presence, PresenceMask, presence_ok, required_only};
+use super::strings::quoted;
+use super::{
+    Compiler, MAX_CONSTRAINED_STATES, MAX_COUNT_STATES, as_u64, ir, is_keyword, is_trivially_true,
+    join_ptr, lexical,
+};
+use crate::grammar::expr::{Expr, RuleId, RuleKind};
+use crate::grammar::{ErrorKind, GrammarError};
+
+fn merge_schemas(a: Value, b: Value) -> Value {
+    if is_trivially_true(&a) {
+        return b;
+    }
+    if is_trivially_true(&b) {
+        return a;
+    }
+    Value::Object(
+        [("allOf".to_string(), Value::Array(vec![a, b]))]
+            .into_iter()
+            .collect(),
+    )
+}
+
+impl Compiler<'_> {
+    pub(super) fn object(
+        &mut self,
+        obj: &Map<String, Value>,
+        ptr: &str,
+        d: u32,
+    ) -> Result<Expr, GrammarError> {
+        let empty_map = Map::new();
+        let props = match obj.get("properties") {
+            None => &empty_map,
+            Some(Value::Object(p)) => p,
+            Some(_) => {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "properties"),
+                    "`properties` must be an object",
+                ));
+            }
+        };
+        // Schema dependencies of the form {properties, required}: the property schemas are
+        // applied whether or not the trigger is present (a subset), `required` becomes a
+        // presence implication below.
+        let mut props_owned: Option<Map<String, Value>> = None;
+        if let Some(Value::Object(deps)) = obj.get("dependencies") {
+            for (a, v) in deps {
+                let Some(dm) = v.as_object() else { continue };
+                if dm
+                    .keys()
+                    .any(|k| is_keyword(k) && k != "properties" && k != "required")
+                {
+                    continue;
+                }
+                let Some(Value::Object(dp)) = dm.get("properties") else {
+                    continue;
+                };
+                let target = props_owned.get_or_insert_with(|| props.clone());
+                for (k, s) in dp {
+                    let merged = match target.get(k) {
+                        Some(base) => merge_schemas(base.clone(), s.clone()),
+                        None => match obj.get("additionalProperties") {
+                            Some(Value::Bool(false)) => continue,
+                            Some(add) => merge_schemas(add.clone(), s.clone()),
+                            None => s.clone(),
+                        },
+                    };
+                    target.insert(k.clone(), merged);
+                }
+                self.warnings.push(format!(
+                    "at {}: the property schemas of the dependency on `{a}` apply whether or not `{a}` is present (a subset)",
+                    join_ptr(ptr, "dependencies")
+                ));
+            }
+        }
+        let props = props_owned.as_ref().unwrap_or(props);
+        let required: Vec<String> = match obj.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(r)) => r
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+            // Draft-3 style `required: true` on a property: not a draft-4+ keyword form.
+            Some(_) => Vec::new(),
+        };
+        let additional: Option<Value> = match obj.get("additionalProperties") {
+            None => Some(Value::Bool(true)),
+            Some(Value::Bool(false)) => None,
+            Some(v) => Some(v.clone()),
+        };
+        let patterns: Vec<(String, Value)> = match obj.get("patternProperties") {
+            None => Vec::new(),
+            Some(Value::Object(pp)) => pp.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(_) => {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, "patternProperties"),
+                    "`patternProperties` must be an object",
+                ));
+            }
+        };
+        let pp_ptr = join_ptr(ptr, "patternProperties");
+        let mut matchers = Vec::with_capacity(patterns.len());
+        for (p, _) in &patterns {
+            let re = |p: &str| {
+                lexical::translate_ecma(p)
+                    .ok()
+                    .and_then(|t| regex_automata::meta::Regex::new(&t).ok())
+            };
+            let m = match lexical::split_leading_negative_lookahead(p) {
+                Some((neg, pos)) => re(&pos).zip(re(&neg)).map(|(pos, neg)| KeyMatcher {
+                    pos,
+                    neg: Some(neg),
+                }),
+                None => re(p).map(|pos| KeyMatcher { pos, neg: None }),
+            };
+            match m {
+                Some(m) => matchers.push(m),
+                None => {
+                    return Err(GrammarError::unsupported(
+                        join_ptr(&pp_ptr, p),
+                        "patternProperties",
+                        format!("pattern `{p}` is not supported"),
+                    ));
+                }
+            }
+        }
+        // Named members: `properties` in order, then required names not listed there.
+        let mut named: Vec<(String, Value, bool, String)> = Vec::new();
+        for (k, s) in props {
+            let mut schemas = vec![s.clone()];
+            for (i, (_, ps)) in patterns.iter().enumerate() {
+                if matchers[i].is_match(k) && !is_trivially_true(ps) {
+                    schemas.push(ps.clone());
+                }
+            }
+            let s = if schemas.len() == 1 {
+                schemas.pop().unwrap()
+            } else {
+                Value::Object(
+                    [("allOf".to_string(), Value::Array(schemas))]
+                        .into_iter()
+                        .collect(),
+                )
+            };
+            named.push((
+                k.clone(),
+                s,
+                required.contains(k),
+                join_ptr(&join_ptr(ptr, "properties"), k),
+            ));
+        }
+        for r in &required {
+            if props.contains_key(r) || named.iter().any(|(k, ..)| k == r) {
+                continue;
+            }
+            let matching: Vec<Value> = patterns
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| matchers[*i].is_match(r))
+                .map(|(_, (_, s))| s.clone())
+                .collect();
+            let s = if !matching.is_empty() {
+                if matching.len() == 1 {
+                    matching[0].clone()
+                } else {
+                    Value::Object(
+                        [("allOf".to_string(), Value::Array(matching))]
+                            .into_iter()
+                            .collect(),
+                    )
+                }
+            } else if let Some(a) = &additional {
+                a.clone()
+            } else {
+                // Legal JSON Schema that no object satisfies (e.g. one branch of a
+                // discriminated union): this subschema matches nothing.
+                self.warnings.push(format!(
+                    "at {}: required property `{r}` is not allowed by `properties`/`additionalProperties: false`; no object satisfies this schema",
+                    join_ptr(ptr, "required")
+                ));
+                return Ok(Self::never());
+            };
+            named.push((r.clone(), s, true, join_ptr(ptr, "required")));
+        }
+        // Presence constraints: anyOf/oneOf of required sets, dependencies, not-required.
+        let mut presence: Vec<Presence> = Vec::new();
+        if let Some(Value::Array(list)) = obj.get(PRESENCE_KEY) {
+            for e in list {
+                let sets: Vec<Vec<String>> = e["sets"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|s| {
+                                s.as_array()
+                                    .map(|x| {
+                                        x.iter()
+                                            .filter_map(|n| n.as_str().map(str::to_string))
+                                            .collect()
+                                    })
+                                    .unwrap_or_default()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                presence.push(if e["kind"] == "oneOf" {
+                    Presence::OneOf(sets)
+                } else {
+                    Presence::AnyOf(sets)
+                });
+            }
+        }
+        for kw in ["dependencies", "dependentRequired"] {
+            let Some(deps) = obj.get(kw) else { continue };
+            let Some(deps) = deps.as_object() else {
+                return Err(GrammarError::at_pointer(
+                    join_ptr(ptr, kw),
+                    format!("`{kw}` must be an object"),
+                ));
+            };
+            for (a, v) in deps {
+                let set = match v {
+                    Value::Array(names) => names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_string))
+                        .collect(),
+                    v if is_trivially_true(v) => continue,
+                    v => {
+                        match required_only(v) {
+                            Some(set) => set,
+                            None if v.as_object().is_some_and(|m| {
+                                m.keys()
+                                    .all(|k| !is_keyword(k) || k == "properties" || k == "required")
+                            }) =>
+                            {
+                                // {properties, required}: properties merged above.
+                                v.get("required")
+                                    .and_then(Value::as_array)
+                                    .map(|r| {
+                                        r.iter()
+                                            .filter_map(|n| n.as_str().map(str::to_string))
+                                            .collect()
+                                    })
+                                    .unwrap_or_default()
+                            }
+                            None => {
+                                self.unsupported(
+                                    ptr,
+                                    kw,
+                                    format!("schema dependency of `{a}` (only property lists are compiled)"),
+                                )?;
+                                continue;
+                            }
+                        }
+                    }
+                };
+                presence.push(Presence::Implies(a.clone(), set));
+            }
+        }
+        if let Some(set) = obj.get("not").and_then(required_only) {
+            presence.push(Presence::NotAll(set));
+        }
+        let mut tracked: Vec<String> = Vec::new();
+        {
+            let mut note = |n: &String| {
+                if !tracked.contains(n) {
+                    tracked.push(n.clone());
+                }
+            };
+            for c in &presence {
+                match c {
+                    Presence::OneOf(sets) | Presence::AnyOf(sets) => {
+                        sets.iter().flatten().for_each(&mut note)
+                    }
+                    Presence::Implies(a, set) => {
+                        note(a);
+                        set.iter().for_each(&mut note);
+                    }
+                    Presence::NotAll(set) => set.iter().for_each(&mut note),
+                }
+            }
+        }
+        if tracked.len() > 12 {
+            let kw = if obj.contains_key("dependencies") {
+                "dependencies"
+            } else {
+                "oneOf"
+            };
+            self.unsupported(ptr, kw, "presence constraints over more than 12 properties")?;
+            presence.clear();
+            tracked.clear();
+        }
+        // Tracked names that are not named yet become optional members (when allowed at all).
+        for t in &tracked {
+            if named.iter().any(|(k, ..)| k == t) {
+                continue;
+            }
+            let matching: Vec<Value> = patterns
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| matchers[*i].is_match(t))
+                .map(|(_, (_, s))| s.clone())
+                .collect();
+            let s = if !matching.is_empty() {
+                if matching.len() == 1 {
+                    matching[0].clone()
+                } else {
+                    Value::Object(
+                        [("allOf".to_string(), Value::Array(matching))]
+                            .into_iter()
+                            .collect(),
+                    )
+                }
+            } else if let Some(a) = &additional {
+                a.clone()
+            } else {
+                continue; // never present
+            };
+            named.push((t.clone(), s, false, join_ptr(ptr, "properties")));
+        }
+        tracked.retain(|t| named.iter().any(|(k, ..)| k == t));
+        let mask = |set: &[String]| -> Option<u32> {
+            let mut m = 0u32;
+            for n in set {
+                m |= 1 << tracked.iter().position(|t| t == n)?;
+            }
+            Some(m)
+        };
+        let constraints: Vec<PresenceMask> = presence
+            .iter()
+            .map(|c| match c {
+                Presence::OneOf(sets) => {
+                    PresenceMask::OneOf(sets.iter().map(|s| mask(s)).collect())
+                }
+                Presence::AnyOf(sets) => {
+                    PresenceMask::AnyOf(sets.iter().map(|s| mask(s)).collect())
+                }
+                Presence::Implies(a, set) => {
+                    PresenceMask::Implies(mask(std::slice::from_ref(a)), mask(set))
+                }
+                Presence::NotAll(set) => PresenceMask::NotAll(mask(set)),
+            })
+            .collect();
+
+        let min_p = obj
+            .get("minProperties")
+            .map(|v| as_u64(v, ptr, "minProperties"))
+            .transpose()?
+            .unwrap_or(0);
+        let max_p = obj
+            .get("maxProperties")
+            .map(|v| as_u64(v, ptr, "maxProperties"))
+            .transpose()?;
+        // Extra members: (key expression, value schema, pointer).
+        let names: Vec<&str> = named.iter().map(|x| x.0.as_str()).collect();
+        let mut extras: Vec<(Expr, Value, String)> = Vec::new();
+        if patterns.is_empty() {
+            if let Some(a) = &additional {
+                if *a != Value::Bool(false) {
+                    let key = self.key_except(&names, false, ptr)?;
+                    extras.push((key, a.clone(), join_ptr(ptr, "additionalProperties")));
+                }
+            }
+        } else {
+            let mut covers_all = false;
+            for (i, (p, s)) in patterns.iter().enumerate() {
+                let at = join_ptr(&pp_ptr, p);
+                let kind =
+                    match_all_kind(p).or_else(|| search_matches_everything(p).then_some(false));
+                if patterns.len() > 1
+                    && !prefixes_disjoint(
+                        &patterns.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+                    )
+                {
+                    self.unsupported(
+                        ptr,
+                        "patternProperties",
+                        "several patterns that may overlap",
+                    )?;
+                    break;
+                }
+                let key = match kind {
+                    Some(non_empty) => {
+                        covers_all |= !non_empty;
+                        self.key_except(&names, non_empty, ptr)?
+                    }
+                    None => {
+                        // Keys the pattern shares with named properties are those properties
+                        // (whose schemas already include this pattern's): excluded here.
+                        let shared: Vec<&str> = names
+                            .iter()
+                            .copied()
+                            .filter(|k| matchers[i].is_match(k))
+                            .collect();
+                        // `^(?!X)REST`: REST minus the strings starting with a match of X.
+                        let (pos, neg) = match lexical::split_leading_negative_lookahead(p) {
+                            Some((neg, pos)) => (pos, Some(neg)),
+                            None => (p.clone(), None),
+                        };
+                        let search_hir = |p: &str| -> Option<Hir> {
+                            let translated = lexical::translate_ecma(p).ok()?;
+                            let h = regex_syntax::ParserBuilder::new()
+                                .nest_limit(100)
+                                .build()
+                                .parse(&translated)
+                                .ok()?;
+                            let h = lexical::anchor_search(&h, &lexical::hir("(?s:.)*"));
+                            (!lexical::has_look(&h)).then_some(h)
+                        };
+                        let (Some(h), Some(neg)) = (
+                            search_hir(&pos),
+                            neg.as_deref().map(search_hir).unwrap_or(Some(Hir::fail())),
+                        ) else {
+                            self.unsupported(
+                                ptr,
+                                "patternProperties",
+                                format!("pattern `{p}` is not supported"),
+                            )?;
+                            continue;
+                        };
+                        let full = quoted(lexical::encode_for_json_string(&h));
+                        let mut and_not = Vec::new();
+                        if !crate::grammar::lower::is_fail(&neg) {
+                            and_not.push(quoted(lexical::encode_for_json_string(&neg)));
+                        }
+                        if shared.is_empty() && and_not.is_empty() {
+                            self.lex_hir("pattern-key", format!("key:{p}"), full)?
+                        } else {
+                            let literals = Hir::alternation(
+                                shared
+                                    .iter()
+                                    .map(|k| Hir::literal(k.as_bytes().to_vec()))
+                                    .collect(),
+                            );
+                            if !shared.is_empty() {
+                                and_not.push(quoted(lexical::encode_for_json_string(&literals)));
+                            }
+                            let key = format!("key:{p}:except:{}", shared.join("\u{0}"));
+                            match self.constrained(
+                                "pattern-key",
+                                key,
+                                full,
+                                ir::Constraints {
+                                    and: Vec::new(),
+                                    and_not,
+                                },
+                            )? {
+                                Some(e) => e,
+                                None => {
+                                    self.unsupported(
+                                        ptr,
+                                        "patternProperties",
+                                        format!("pattern `{p}` minus the named properties it matches has more than {MAX_CONSTRAINED_STATES} automaton states"),
+                                    )?;
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                };
+                extras.push((key, s.clone(), at));
+            }
+            if !covers_all {
+                if let Some(a) = &additional {
+                    if *a != Value::Bool(false) {
+                        self.warnings.push(format!(
+                            "at {}: keys matching no `patternProperties` pattern are not generated (additionalProperties would allow them)",
+                            if ptr.is_empty() { "/" } else { ptr }
+                        ));
+                    }
+                }
+            }
+        }
+
+        // Named members count towards minProperties, and so does the *first* extra member: its
+        // key is none of the named keys, so it is a distinct property. Later extra members may
+        // repeat a key (which a JSON parser keeps once), so they never count.
+        let countable = named.len() as u64 + u64::from(!extras.is_empty());
+        let min_p = if min_p > countable {
+            self.unsupported(
+                ptr,
+                "minProperties",
+                format!("minProperties {min_p} needs several extra members, whose keys a grammar cannot keep distinct"),
+            )?;
+            0
+        } else {
+            min_p
+        };
+        let n_required = named.iter().filter(|x| x.2).count() as u64;
+        if max_p.is_some_and(|m| min_p > m || n_required > m) {
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "maxProperties"),
+                "maxProperties is below minProperties or the number of required properties",
+            ));
+        }
+
+        let cd = self.child(d);
+        let colon = self.colon(d);
+        let after = self.after_value(d);
+        let mut member_exprs = Vec::with_capacity(named.len());
+        for (k, s, _, at) in &named {
+            let v = self.value(s, at, cd)?;
+            let v = self.shared(k, v)?;
+            let key = Expr::Bytes(Value::String(k.clone()).to_string().into_bytes());
+            member_exprs.push(Expr::Seq(vec![key, colon.clone(), v, after.clone()]));
+        }
+        let mut extra_alts = Vec::new();
+        for (key, s, at) in &extras {
+            let v = self.value(s, at, cd)?;
+            let v = self.shared("extra-value", v)?;
+            extra_alts.push(Expr::Seq(vec![
+                key.clone(),
+                colon.clone(),
+                v,
+                after.clone(),
+            ]));
+        }
+        let extra = if extra_alts.is_empty() {
+            None
+        } else {
+            let e = if extra_alts.len() == 1 {
+                extra_alts.pop().unwrap()
+            } else {
+                Expr::Alt(extra_alts)
+            };
+            let id = self.add_rule("extra-member", e, RuleKind::Syntactic)?;
+            Some(Expr::Ref(id))
+        };
+
+        // Member chain: state (k, c, b) = "members k.. still to decide, c written so far
+        // (saturating unless maxProperties), b = which tracked properties are present".
+        let n = named.len();
+        let cap = max_p.unwrap_or(1) as usize;
+        let saturating = max_p.is_none();
+        let next = |c: usize| if saturating { (c + 1).min(cap) } else { c + 1 };
+        let allowed = |c: usize| max_p.is_none_or(|m| (c as u64) < m);
+        let bit_of: Vec<u32> = named
+            .iter()
+            .map(|x| {
+                tracked
+                    .iter()
+                    .position(|t| *t == x.0)
+                    .map_or(0, |i| 1u32 << i)
+            })
+            .collect();
+        if (n + 2)
+            .saturating_mul(cap + 1)
+            .saturating_mul(1 << tracked.len())
+            .saturating_mul(min_p as usize + 1)
+            > MAX_COUNT_STATES
+        {
+            return Err(GrammarError::at_pointer(
+                ptr,
+                "too many properties × minProperties/maxProperties/presence states",
+            )
+            .with_kind(ErrorKind::Limit));
+        }
+        // The fourth component counts members towards minProperties (capped there): every named
+        // member, and the first extra member only (k = n + 1 marks "an extra member was
+        // written"); later extra members may repeat a key, so they never count.
+        type State = (usize, usize, u32, usize);
+        // Explore: transitions (label: Some(member index) / None = extra member / end).
+        enum Step {
+            Member(usize, State),
+            Skip(State),
+            Extra(State),
+            End,
+        }
+        let mut steps: HashMap<State, Vec<Step>> = HashMap::new();
+        let mut work: Vec<State> = vec![(0, 0, 0, 0)];
+        let min_named = min_p as usize;
+        while let Some(st) = work.pop() {
+            if steps.contains_key(&st) {
+                continue;
+            }
+            let (k, c, b, m) = st;
+            let mut out = Vec::new();
+            if k < n {
+                if allowed(c) {
+                    out.push(Step::Member(
+                        k,
+                        (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named)),
+                    ));
+                }
+                if !named[k].2 {
+                    out.push(Step::Skip((k + 1, c, b, m)));
+                }
+            } else {
+                if m >= min_named && presence_ok(&constraints, b) {
+                    out.push(Step::End);
+                }
+                if extra.is_some() && allowed(c) {
+                    let counted = if k == n { (m + 1).min(min_named) } else { m };
+                    out.push(Step::Extra((n + 1, next(c), b, counted)));
+                }
+            }
+            for step in &out {
+                match step {
+                    Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) => work.push(*t),
+                    Step::End => {}
+                }
+            }
+            steps.insert(st, out);
+        }
+        // Productive states (some path to End), backwards to a fixed point.
+        let mut productive: std::collections::HashSet<State> = steps
+            .iter()
+            .filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End)))
+            .map(|(s, _)| *s)
+            .collect();
+        loop {
+            let before = productive.len();
+            for (st, v) in &steps {
+                if !productive.contains(st)
+                    && v.iter().any(
+                        |x| matches!(x, Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) if productive.contains(t)),
+                    )
+                {
+                    productive.insert(*st);
+                }
+            }
+            if productive.len() == before {
+                break;
+            }
+        }
+        if !productive.contains(&(0, 0, 0, 0)) {
+            self.warnings.push(format!(
+                "at {}: no object satisfies the property constraints",
+                if ptr.is_empty() { "/" } else { ptr }
+            ));
+            return Ok(Self::never());
+        }
+        let mut ids: HashMap<State, RuleId> = HashMap::new();
+        let mut order: Vec<State> = productive.iter().copied().collect();
+        order.sort();
+        for st in &order {
+            ids.insert(
+                *st,
+                self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?,
+            );
+        }
+        let lead = self.lead(d);
+        let sep = self.sep(d);
+        let trail = self.trail(d);
+        let empty = self.empty_inner(d);
+        for st in &order {
+            let (_, c, _, _) = *st;
+            let pre = if c == 0 { lead.clone() } else { sep.clone() };
+            let mut alts = Vec::new();
+            for step in &steps[st] {
+                match step {
+                    Step::Member(k, t) if productive.contains(t) => {
+                        alts.push(Expr::Seq(vec![
+                            pre.clone(),
+                            member_exprs[*k].clone(),
+                            Expr::Ref(ids[t]),
+                        ]));
+                    }
+                    Step::Skip(t) if productive.contains(t) => alts.push(Expr::Ref(ids[t])),
+                    Step::Extra(t) if productive.contains(t) => {
+                        alts.push(Expr::Seq(vec![
+                            pre.clone(),
+                            extra.clone().unwrap(),
+                            Expr::Ref(ids[t]),
+                        ]));
+                    }
+                    Step::End => alts.push(if c == 0 { empty.clone() } else { trail.clone() }),
+                    _ => {}
+                }
+            }
+            self.rules[ids[st].0 as usize].expr = if alts.len() == 1 {
+                alts.pop().unwrap()
+            } else {
+                Expr::Alt(alts)
+            };
+        }
+        let start = ids[&(0, 0, 0, 0)];
+        Ok(Expr::Seq(vec![
+            Expr::Bytes(b"{".to_vec()),
+            Expr::Ref(start),
+            Expr::Bytes(b"}".to_vec()),
+        ]))
+    }
+}
