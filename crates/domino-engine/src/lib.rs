@@ -16,7 +16,7 @@
 //! ```
 //! use domino_engine::engine::{CompiledGrammar, Constraint, Options};
 //! use domino_engine::grammar::{CompileOptions, GrammarSource};
-//! use domino_engine::vocab::Vocabulary;
+//! use domino_engine::vocab::{TokenId, Vocabulary};
 //! use std::sync::Arc;
 //!
 //! // A toy vocabulary: a few byte strings, no end-of-generation token.
@@ -29,8 +29,10 @@
 //!     .unwrap();
 //! let grammar = CompiledGrammar::new(ir).unwrap();
 //! let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
-//! assert!(c.allows(0));   // "{"
-//! assert!(!c.allows(1));  // "}" cannot start the document
+//! assert!(c.allows(TokenId(0)));   // "{"
+//! assert!(!c.allows(TokenId(1)));  // "}" cannot start the document
+//! c.commit(TokenId(0)).unwrap();
+//! assert!(c.allows(TokenId(4)));    // the bridge token `"a` (quote, then the key)
 //! ```
 
 pub mod engine;

@@ -44,9 +44,9 @@
 //! # Example
 //! ```
 //! use std::sync::Arc;
-//! use domino::engine::{CompiledGrammar, Constraint, Options};
-//! use domino::grammar::ir::{Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
-//! use domino::vocab::{TokenId, TokenSet, Vocabulary};
+//! use domino_engine::engine::{CompiledGrammar, Constraint, Options};
+//! use domino_engine::grammar::ir::{Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
+//! use domino_engine::vocab::{TokenId, TokenSet, Vocabulary};
 //! use regex_syntax::hir::Hir;
 //!
 //! // root ::= "[" "a"* "]"   (hand-built IR; front ends produce this from GBNF/Lark/…)
