@@ -25,18 +25,37 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 
-/// The case's grammar as GBNF for llama.cpp and its root rule; `None` where GBNF cannot say it.
+/// Cases llama.cpp cannot run, with the reason: the test fails if any other case has no GBNF
+/// that llama.cpp parses, or if one of these starts to parse.
+const NOT_FOR_LLAMA_CPP: &[&str] = &[
+    // llama.cpp's grammar parser refuses left-recursive rules (each of these has one:
+    // `tail ::= (tail "d")?`, `?expr: expr ("+"|"-") term`, `expr ::= term | expr [-+] term`).
+    "cases/gbnf_left_recursion",
+    "cases/gbnf_nullable_loops",
+    "cases/lark_ignore",
+    "llama_cpp/c",
+    // A `pattern` with `maxLength` and a `format`: terminals that are intersections of regular
+    // languages, which GBNF cannot express (`domino grammar convert` says so).
+    "cases/schema_formats_patterns",
+];
+
+/// The case's grammar as GBNF that llama.cpp parses, and its root rule; `None` where GBNF
+/// cannot say it or llama.cpp refuses what we print.
 fn gbnf_for(model: &Model, case: &Case) -> Option<(String, String)> {
+    let parses = |text: &str| LlamaSampler::grammar(model.llama(), text, "root").is_ok();
+    if let GrammarSource::Gbnf(text) = &case.source
+        && parses(text)
+    {
+        return Some((text.clone(), "root".into()));
+    }
     let printed = || -> Result<String, GrammarError> {
         let def = case.source.parse(&CompileOptions::default())?;
         print::to_gbnf(&def).or_else(|_| print::ir_to_gbnf(&lower::lower(&def)?))
     };
-    if let GrammarSource::Gbnf(text) = &case.source
-        && LlamaSampler::grammar(model.llama(), text, "root").is_ok()
-    {
-        return Some((text.clone(), "root".into()));
-    }
-    printed().ok().map(|g| (g, "root".into()))
+    printed()
+        .ok()
+        .filter(|g| parses(g))
+        .map(|g| (g, "root".into()))
 }
 
 /// Does llama.cpp's grammar sampler allow `token` now?
@@ -88,14 +107,10 @@ fn every_case_passes_through_llama_cpp_grammar_sampler() {
     let all = cases::all(&common::repo_root().join("tests/cases"));
     let mut ran = Vec::new();
     let mut failures = Vec::new();
+    let mut not_run = Vec::new();
     for case in &all {
         let Some((gbnf, root)) = gbnf_for(&model, case) else {
-            assert_ne!(
-                case.kind,
-                CaseKind::Gbnf,
-                "{}: a GBNF case must run under llama.cpp",
-                case.name()
-            );
+            not_run.push(case.name());
             continue;
         };
         for f in check_case(&model, case, &gbnf, &root) {
@@ -107,6 +122,11 @@ fn every_case_passes_through_llama_cpp_grammar_sampler() {
         failures.is_empty(),
         "llama.cpp disagrees:\n  {}",
         failures.join("\n  ")
+    );
+    assert_eq!(
+        not_run, NOT_FOR_LLAMA_CPP,
+        "the cases with no GBNF llama.cpp parses are exactly NOT_FOR_LLAMA_CPP (update it, with \
+         the reason, if that is expected)"
     );
     for kind in [
         CaseKind::Gbnf,
