@@ -1,6 +1,6 @@
 //! The Earley parser on grammars produced by the real front ends and lowering (GBNF → IR):
 //! random walks that check the parser's invariants, and a timing harness
-//! (`cargo test --test earley -- --ignored --nocapture`).
+//! (`cargo test -p domino-engine --test earley -- --ignored --nocapture`).
 
 mod common;
 use common::rng::Rng;
@@ -197,7 +197,7 @@ fn cpu_ns(wall: std::time::Instant) -> u128 {
         .unwrap_or_else(|| wall.elapsed().as_nanos())
 }
 
-/// Timing harness: `cargo test --test earley bench -- --ignored --nocapture`.
+/// Timing harness: `cargo test -p domino-engine --test earley bench -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_lowered_json() {

@@ -4,7 +4,7 @@
 //! Data: `../shared/data/jsonschemabench/*.jsonl` relative to the repository root (override
 //! with `DOMINO_DATA`, the folder holding `jsonschemabench/`). Missing data fails the test loudly.
 //!
-//! Run: `cargo test --test json_schema_bench -- --nocapture`
+//! Run: `cargo test -p domino-engine --test json_schema_bench -- --nocapture`
 
 mod common;
 
