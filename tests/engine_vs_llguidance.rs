@@ -22,11 +22,15 @@
 //! Fails loudly when the tokenizer or grammar file is missing.
 #![cfg(feature = "bench-llguidance")]
 
+#[path = "../crates/domino-engine/tests/common/rng.rs"]
+mod rng;
+
 use domino::constraint::llguidance::{LlgGrammar, grammar_for_source};
 use domino::engine::{CompiledGrammar, Constraint, Options};
 use domino::grammar::reference::ReferenceRecognizer;
 use domino::grammar::{CompileOptions, GrammarSource};
 use domino::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
+use rng::Rng;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -42,16 +46,6 @@ fn smollm2() -> Arc<Vocabulary> {
     Arc::new(
         tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
     )
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545F4914F6CDD1D) % n as u64) as usize
-    }
 }
 
 #[derive(Default, Debug)]
@@ -92,7 +86,7 @@ fn cross_check(
     .unwrap();
     let llg = LlgGrammar::new(&vocab, grammar_for_source(&source, &opts).unwrap()).unwrap();
 
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut counts = Counts::default();
     let mut ours = TokenSet::new(vocab.len());
     let mut theirs = TokenSet::new(vocab.len());

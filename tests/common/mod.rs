@@ -44,67 +44,9 @@ pub fn require_gemma_model() -> PathBuf {
     p
 }
 
-/// The shared evaluation data (`../shared/data` next to the repository); panics when missing.
-pub fn shared_data_dir() -> PathBuf {
-    let p = repo_root().join("..").join("shared").join("data");
-    assert!(
-        p.is_dir(),
-        "shared data folder {} is missing (see the README)",
-        p.display()
-    );
-    p
-}
-
 /// A scratch directory unique to this test process and `name`.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("domino-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).expect("create scratch dir");
     d
-}
-
-/// Does `hir` match all of `bytes` (anchored both ends)? Through the lexer's single-language
-/// DFA (not its product construction, which the constrained checks below stand apart from).
-pub fn full_match(hir: &regex_syntax::hir::Hir, bytes: &[u8]) -> bool {
-    use std::collections::HashMap;
-    thread_local! {
-        static DFAS: std::cell::RefCell<HashMap<String, Option<domino::lexer::TerminalDfa>>> = Default::default();
-    }
-    DFAS.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        let dfa = cache
-            .entry(hir.to_string())
-            .or_insert_with(|| domino::lexer::TerminalDfa::new(hir).ok());
-        let Some(dfa) = dfa else { return false };
-        let mut s = 0u32;
-        for &b in bytes {
-            s = dfa.next(s, b);
-            if s == domino::lexer::DEAD {
-                return false;
-            }
-        }
-        dfa.is_accepting(s)
-    })
-}
-
-/// Is `bytes` in `hir` ∩ every `and` ∖ every `and_not` (an `Expr::Constrained` leaf)?
-pub fn constrained_match(
-    hir: &regex_syntax::hir::Hir,
-    constraints: &domino::grammar::ir::Constraints,
-    bytes: &[u8],
-) -> bool {
-    full_match(hir, bytes)
-        && constraints.and.iter().all(|h| full_match(h, bytes))
-        && !constraints.and_not.iter().any(|h| full_match(h, bytes))
-}
-
-/// A string of a constrained terminal: samples of its base language (from `generator`) until
-/// one satisfies the constraints (rejection sampling; `None` when none does within the budget).
-pub fn sample_constrained(
-    generator: &mut domino::grammar::json_schema::instances::Generator,
-    hir: &regex_syntax::hir::Hir,
-    constraints: &domino::grammar::ir::Constraints,
-) -> Option<String> {
-    (0..400)
-        .map(|_| generator.sample(hir))
-        .find(|x| constrained_match(hir, constraints, x.as_bytes()))
 }

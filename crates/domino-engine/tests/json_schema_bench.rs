@@ -4,7 +4,7 @@
 //! Data: `../shared/data/jsonschemabench/*.jsonl` relative to the repository root (override
 //! with `DOMINO_DATA`, the folder holding `jsonschemabench/`). Missing data fails the test loudly.
 //!
-//! Run: `cargo test --test json_schema_bench -- --nocapture`
+//! Run: `cargo test -p domino-engine --test json_schema_bench -- --nocapture`
 
 mod common;
 
@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use domino::grammar::expr::{Expr, GrammarDef};
-use domino::grammar::json_schema::{self, instances::Generator};
-use domino::grammar::{CompileOptions, ErrorKind, WhitespacePolicy};
+use domino_engine::grammar::expr::{Expr, GrammarDef};
+use domino_engine::grammar::json_schema::{self, instances::Generator};
+use domino_engine::grammar::{CompileOptions, ErrorKind, WhitespacePolicy};
 use serde_json::Value;
 
 /// Compile + lower + scanner within this, or the schema counts as a limit (a schema that
@@ -25,19 +25,10 @@ const PER_SCHEMA_LIMIT: Duration = Duration::from_secs(10);
 const HANG: Duration = Duration::from_secs(120);
 
 fn data_dir() -> PathBuf {
-    // `../shared/data` from the repository root; a worktree one level deeper (`wt/<name>`)
-    // finds the same folder at `../../shared/data`.
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // `../shared/data` from the repository root (searched upwards: see `common::shared_dir`).
     let base = std::env::var("DOMINO_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            let near = root.join("../shared/data");
-            if near.is_dir() {
-                near
-            } else {
-                root.join("../../shared/data")
-            }
-        });
+        .unwrap_or_else(|_| common::shared_dir().join("data"));
     let dir = base.join("jsonschemabench");
     assert!(
         dir.is_dir(),
@@ -86,12 +77,12 @@ fn jsonschemabench_dev_subset_compiles() {
                 .spawn(move || {
                     let r = std::panic::catch_unwind(|| {
                         let def = json_schema::compile(&schema, &CompileOptions::default())?;
-                        let g = domino::grammar::lower::lower(&def)?;
-                        domino::lexer::Scanner::new(&g).map_err(|e| {
-                            domino::grammar::GrammarError::whole(format!("scanner: {e}"))
+                        let g = domino_engine::grammar::lower::lower(&def)?;
+                        domino_engine::lexer::Scanner::new(&g).map_err(|e| {
+                            domino_engine::grammar::GrammarError::whole(format!("scanner: {e}"))
                                 .with_kind(ErrorKind::Limit)
                         })?;
-                        Ok::<usize, domino::grammar::GrammarError>(def.rules.len())
+                        Ok::<usize, domino_engine::grammar::GrammarError>(def.rules.len())
                     });
                     let _ = tx.send(r);
                 })
@@ -247,7 +238,7 @@ fn jsonschemabench_grammar_samples_validate() {
     let (mut checked, mut docs, mut skipped, mut engine_docs) = (0usize, 0usize, 0usize, 0usize);
     let mut failures = Vec::new();
     let vocab = std::sync::Arc::new(
-        domino::vocab::tokenizer_json::load(
+        domino_engine::vocab::tokenizer_json::load(
             &dir.join("../../tokenizers/SmolLM2-135M-Instruct.tokenizer.json"),
         )
         .unwrap(),
@@ -280,9 +271,9 @@ fn jsonschemabench_grammar_samples_validate() {
             };
             checked += 1;
             // The engine itself (lazy scanner + Earley parser) must accept every sample.
-            let engine = domino::grammar::lower::lower(&def)
+            let engine = domino_engine::grammar::lower::lower(&def)
                 .ok()
-                .and_then(|ir| domino::engine::CompiledGrammar::new(ir).ok());
+                .and_then(|ir| domino_engine::engine::CompiledGrammar::new(ir).ok());
             let mut g = Generator::new(schema, 3);
             for _ in 0..20 {
                 let mut out = String::new();
@@ -299,9 +290,12 @@ fn jsonschemabench_grammar_samples_validate() {
                 match serde_json::from_str::<Value>(&out) {
                     Ok(doc) if validator.is_valid(&doc) => {
                         let Some(engine) = &engine else { continue };
-                        let mut c =
-                            domino::engine::Constraint::new(engine, &vocab, Default::default())
-                                .unwrap();
+                        let mut c = domino_engine::engine::Constraint::new(
+                            engine,
+                            &vocab,
+                            Default::default(),
+                        )
+                        .unwrap();
                         if c.commit_bytes(out.as_bytes()).is_err() || !c.is_accepting() {
                             failures.push(format!(
                                 "{subset}/{id}: the engine rejects the sample {}",

@@ -3,21 +3,13 @@
 //! Reads /work/shared/tokenizers (../shared/tokenizers from the repo root); fails loudly when
 //! the files are missing.
 
-use domino::vocab::{TokenId, Vocabulary, tokenizer_json};
+mod common;
+
+use domino_engine::vocab::{TokenId, Vocabulary, tokenizer_json};
 use std::path::PathBuf;
 
 fn tokenizer_path(name: &str) -> PathBuf {
-    // `../shared` next to the repository root (worktrees sit one level deeper: search upwards).
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let found = root
-        .ancestors()
-        .map(|a| a.join("shared/tokenizers").join(name))
-        .find(|p| p.exists());
-    found.unwrap_or_else(|| {
-        panic!(
-            "missing test tokenizer {name}: expected ../shared/tokenizers/ next to the repository"
-        )
-    })
+    common::shared(&format!("tokenizers/{name}"))
 }
 
 fn load(name: &str) -> (Vocabulary, tokenizers::Tokenizer) {

@@ -2,13 +2,14 @@
 //! `grammars/examples/<name>.txt` in the reference recognizer; a truncated example is a viable
 //! prefix but (for these grammars) not a sentence.
 
-use domino::grammar::reference::ReferenceRecognizer;
-use domino::grammar::{CompileOptions, GrammarSource};
-use std::path::Path;
+mod common;
+
+use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::grammar::{CompileOptions, GrammarSource};
 
 #[test]
 fn shipped_grammars_accept_their_examples() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars");
+    let dir = common::workspace_root().join("grammars");
     let mut checked = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -54,7 +55,7 @@ fn shipped_grammars_accept_their_examples() {
 
 #[test]
 fn shipped_grammars_reject_broken_text() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars");
+    let dir = common::workspace_root().join("grammars");
     let cases: &[(&str, &str)] = &[
         ("json.gbnf", "{\"a\": }"),
         ("gsm8k.gbnf", "{\"thoughts\": [], \"answer\": 1}"),

@@ -3,11 +3,14 @@
 //! a length over the grammar's alphabet, and so do the reference recognizer's viability
 //! answers. Also checks the IR invariants on the result.
 
-use domino::grammar::expr::GrammarDef;
-use domino::grammar::ir::{Grammar, Symbol};
-use domino::grammar::lower::{LowerOptions, lower_with};
-use domino::grammar::reference::ReferenceRecognizer;
-use domino::grammar::{gbnf, lark};
+mod common;
+use common::rng::Rng;
+
+use domino_engine::grammar::expr::GrammarDef;
+use domino_engine::grammar::ir::{Grammar, Symbol};
+use domino_engine::grammar::lower::{LowerOptions, lower_with};
+use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::grammar::{gbnf, lark};
 
 fn check_invariants(g: &Grammar) {
     for t in &g.terminals {
@@ -128,22 +131,11 @@ fn promotion_preserves_the_language_lark_with_ignore() {
     let (accepted, _) = same_language(&def, b"abcd ", 6);
     assert!(accepted > 0);
     // Ignored text may sit between any two terminals, also between repeated literals.
-    let g = domino::grammar::lower::lower(&def).unwrap();
+    let g = domino_engine::grammar::lower::lower(&def).unwrap();
     let r = ReferenceRecognizer::new(&g).unwrap();
     assert!(r.accepts(b" a a  a bb "));
     assert!(r.accepts(b"a c d"));
     assert!(!r.accepts(b"a b b"));
-}
-
-/// xorshift64: deterministic random grammars without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
 }
 
 fn random_expr(rng: &mut Rng, depth: u32, rules: usize) -> String {
@@ -155,25 +147,25 @@ fn random_expr(rng: &mut Rng, depth: u32, rules: usize) -> String {
             2 => "[ab]".into(),
             3 => "[^a]".into(),
             4 => "\"\"".into(),
-            _ => format!("r{}", rng.below(rules as u64)),
+            _ => format!("r{}", rng.below(rules)),
         };
     }
     let sub = |rng: &mut Rng| random_expr(rng, depth - 1, rules);
     match rng.below(5) {
         0 => format!("{} {}", sub(rng), sub(rng)),
         1 => format!("({} | {})", sub(rng), sub(rng)),
-        2 => format!("({}){}", sub(rng), ["*", "+", "?"][rng.below(3) as usize]),
+        2 => format!("({}){}", sub(rng), ["*", "+", "?"][rng.below(3)]),
         3 => {
             let lo = rng.below(3);
             let hi = lo + rng.below(3);
             format!("({}){{{lo},{hi}}}", sub(rng))
         }
-        _ => format!("{} r{}", sub(rng), rng.below(rules as u64)),
+        _ => format!("{} r{}", sub(rng), rng.below(rules)),
     }
 }
 
 fn random_grammar(rng: &mut Rng) -> String {
-    let rules = 1 + rng.below(3) as usize;
+    let rules = 1 + rng.below(3);
     let mut text = format!("root ::= {}\n", random_expr(rng, 3, rules));
     for i in 0..rules {
         text.push_str(&format!(
@@ -188,7 +180,7 @@ fn random_grammar(rng: &mut Rng) -> String {
 /// Random small grammars (deterministic): both lowerings must agree on everything.
 #[test]
 fn promotion_preserves_the_language_on_random_grammars() {
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let (mut compared, mut nonempty) = (0, 0);
     for _ in 0..120 {
         let text = random_grammar(&mut rng);
@@ -214,7 +206,7 @@ fn promotion_preserves_the_language_on_random_grammars() {
 /// must agree with it on every string over `abc` up to length 5.
 #[test]
 fn reference_over_lowered_grammar_matches_a_direct_oracle() {
-    use domino::grammar::expr::Expr;
+    use domino_engine::grammar::expr::Expr;
     use regex_syntax::hir::{Class, HirKind};
 
     fn spans(e: &Expr, i: usize, text: &[u8], table: &[Vec<u64>]) -> u64 {
@@ -317,7 +309,7 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
             .collect();
         strings.extend(layer.iter().cloned());
     }
-    let mut rng = Rng(0x0bad_cafe_dead_beef);
+    let mut rng = Rng::new(0x0bad_cafe_dead_beef);
     let (mut compared, mut agreements_accepting) = (0, 0);
     for _ in 0..80 {
         let text = random_grammar(&mut rng);

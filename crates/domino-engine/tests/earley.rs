@@ -1,14 +1,17 @@
 //! The Earley parser on grammars produced by the real front ends and lowering (GBNF → IR):
 //! random walks that check the parser's invariants, and a timing harness
-//! (`cargo test --test earley -- --ignored --nocapture`).
+//! (`cargo test -p domino-engine --test earley -- --ignored --nocapture`).
+
+mod common;
+use common::rng::Rng;
 
 use std::sync::Arc;
 
 use regex_syntax::hir::{Hir, Look};
 
-use domino::engine::earley::{Parser, ParserTables};
-use domino::grammar::ir::{Grammar, TerminalId};
-use domino::grammar::{CompileOptions, GrammarSource};
+use domino_engine::engine::earley::{Parser, ParserTables};
+use domino_engine::grammar::ir::{Grammar, TerminalId};
+use domino_engine::grammar::{CompileOptions, GrammarSource};
 
 const JSON_GBNF: &str = r#"
 root   ::= value
@@ -41,17 +44,6 @@ fn compile(src: &str) -> Grammar {
         .expect("grammar compiles")
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// Random walks over expected terminals, checking: push succeeds exactly for expected
 /// terminals; a rejected push changes nothing; a state with nothing expected accepts (sets
 /// are prefix-correct over productive rules); truncate restores recorded states; clones are
@@ -60,7 +52,7 @@ fn random_walks(name: &str, g: &Grammar, walks: usize, max_len: usize) {
     let tables = Arc::new(ParserTables::new(g));
     let n = tables.num_terminals() as u32;
     assert!(n > 0, "{name}: no terminals");
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     for walk in 0..walks {
         let mut p = Parser::new(Arc::clone(&tables));
         let mut history = vec![(
@@ -205,7 +197,7 @@ fn cpu_ns(wall: std::time::Instant) -> u128 {
         .unwrap_or_else(|| wall.elapsed().as_nanos())
 }
 
-/// Timing harness: `cargo test --test earley bench -- --ignored --nocapture`.
+/// Timing harness: `cargo test -p domino-engine --test earley bench -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_lowered_json() {
@@ -217,7 +209,7 @@ fn bench_lowered_json() {
         tables.num_nonterminals(),
         tables.num_dotted()
     );
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut seq = Vec::new();
     let mut p = Parser::new(Arc::clone(&tables));
     while seq.len() < 200_000 {

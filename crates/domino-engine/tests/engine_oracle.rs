@@ -5,25 +5,14 @@
 //! sentence. Also: soundness of sampling, `allows` == mask membership, rollback
 //! reproduces masks, k = 0 blocks bridge tokens that k = ∞ allows.
 
-use domino::engine::{CompiledGrammar, Constraint, Options};
-use domino::grammar::GrammarSource;
-use domino::grammar::reference::{RefState, ReferenceRecognizer};
-use domino::vocab::{TokenId, TokenSet, Vocabulary};
-use std::sync::Arc;
+mod common;
+use common::rng::Rng;
 
-/// xorshift64*: deterministic randomness without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use domino_engine::engine::{CompiledGrammar, Constraint, Options};
+use domino_engine::grammar::GrammarSource;
+use domino_engine::grammar::reference::{RefState, ReferenceRecognizer};
+use domino_engine::vocab::{TokenId, TokenSet, Vocabulary};
+use std::sync::Arc;
 
 fn compile(gbnf: &str) -> Arc<CompiledGrammar> {
     let g = GrammarSource::Gbnf(gbnf.into())
@@ -168,7 +157,7 @@ fn diff(a: &TokenSet, b: &TokenSet, v: &Vocabulary) -> String {
 #[test]
 fn k_infinity_masks_equal_the_oracle_on_random_walks() {
     let vocab = synthetic_vocab();
-    let mut rng = Rng(0x9E3779B97F4A7C15);
+    let mut rng = Rng::new(0x9E3779B97F4A7C15);
     let mut checked = 0;
     for (name, text) in GRAMMARS {
         checked += random_walks_match_the_oracle(name, &compile(text), &vocab, &mut rng, 120);
@@ -182,7 +171,7 @@ fn k_infinity_masks_equal_the_oracle_on_random_walks() {
 #[test]
 fn constrained_terminal_masks_equal_the_oracle_on_random_walks() {
     let vocab = synthetic_vocab();
-    let mut rng = Rng(0xD1B54A32D192ED03);
+    let mut rng = Rng::new(0xD1B54A32D192ED03);
     let schemas = [
         (
             "pattern-maxLength",
@@ -207,8 +196,8 @@ fn constrained_terminal_masks_equal_the_oracle_on_random_walks() {
     ];
     let mut checked = 0;
     for (name, schema) in schemas {
-        let opts = domino::grammar::CompileOptions {
-            whitespace: domino::grammar::WhitespacePolicy::Compact,
+        let opts = domino_engine::grammar::CompileOptions {
+            whitespace: domino_engine::grammar::WhitespacePolicy::Compact,
             ..Default::default()
         };
         let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
@@ -285,7 +274,7 @@ fn random_walks_match_the_oracle(
 #[test]
 fn sampling_from_masks_is_sound_and_eos_only_when_accepting() {
     let vocab = synthetic_vocab();
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     for (name, text) in GRAMMARS {
         let grammar = compile(text);
         let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
@@ -331,7 +320,7 @@ fn sampling_from_masks_is_sound_and_eos_only_when_accepting() {
 #[test]
 fn rollback_then_recommit_reproduces_masks() {
     let vocab = synthetic_vocab();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for (_, text) in GRAMMARS {
         let grammar = compile(text);
         for _ in 0..30 {
@@ -439,7 +428,7 @@ fn forced_bytes_and_commit_errors() {
     assert!(
         matches!(
             err,
-            domino::engine::EngineError::BytesNotAllowed { offset: 3, .. }
+            domino_engine::engine::EngineError::BytesNotAllowed { offset: 3, .. }
         ),
         "{err:?}"
     );
@@ -455,7 +444,7 @@ fn forced_bytes_and_commit_errors() {
 #[test]
 fn finite_lookahead_masks_are_nested_sound_and_consistent() {
     let vocab = synthetic_vocab();
-    let mut rng = Rng(99);
+    let mut rng = Rng::new(99);
     for (name, text) in GRAMMARS {
         let grammar = compile(text);
         for _ in 0..40 {

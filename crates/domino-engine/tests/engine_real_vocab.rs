@@ -4,36 +4,23 @@
 //! the vocabulary's byte trie shares the work of common prefixes). Fails loudly when the
 //! tokenizer file is missing.
 
-use domino::engine::trie::VocabTrie;
-use domino::engine::{CompiledGrammar, Constraint, Options};
-use domino::grammar::GrammarSource;
-use domino::grammar::reference::{RefState, ReferenceRecognizer};
-use domino::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
-use std::path::PathBuf;
-use std::sync::Arc;
+mod common;
+use common::rng::Rng;
 
-fn shared(rel: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors()
-        .map(|a| a.join("shared").join(rel))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("missing ../shared/{rel} next to the repository"))
-}
+use domino_engine::engine::trie::VocabTrie;
+use domino_engine::engine::{CompiledGrammar, Constraint, Options};
+use domino_engine::grammar::GrammarSource;
+use domino_engine::grammar::reference::{RefState, ReferenceRecognizer};
+use domino_engine::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
+use std::sync::Arc;
 
 fn smollm2() -> Arc<Vocabulary> {
     Arc::new(
-        tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+        tokenizer_json::load(&common::shared(
+            "tokenizers/SmolLM2-135M-Instruct.tokenizer.json",
+        ))
+        .unwrap(),
     )
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545F4914F6CDD1D) % n as u64) as usize
-    }
 }
 
 /// Brute force over every token via the vocabulary trie.
@@ -90,7 +77,7 @@ fn check_walks_source(
     let g = source.compile(&Default::default()).unwrap();
     let grammar = CompiledGrammar::new(g).unwrap();
     let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let mut mask = TokenSet::new(vocab.len());
     for w in 0..walks {
         let doc = match docs.get(w % docs.len().max(1)) {
@@ -185,7 +172,7 @@ fn gsm8k_shaped_masks_equal_the_oracle_over_all_smollm2_tokens() {
 
 #[test]
 fn gsm8k_schema_masks_equal_the_oracle_over_all_smollm2_tokens() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/gsm8k.schema.json");
+    let path = common::workspace_root().join("grammars/gsm8k.schema.json");
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     check_walks_source(
@@ -201,7 +188,7 @@ fn gsm8k_schema_masks_equal_the_oracle_over_all_smollm2_tokens() {
 
 #[test]
 fn c_masks_equal_the_oracle_over_all_smollm2_tokens() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/c.gbnf");
+    let path = common::workspace_root().join("grammars/c.gbnf");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     check_walks(
         &text,
@@ -218,7 +205,7 @@ fn c_masks_equal_the_oracle_over_all_smollm2_tokens() {
 /// still equal the oracle's.
 #[test]
 fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
-    let path = shared("data/jsonschemabench/Snowplow.jsonl");
+    let path = common::shared("data/jsonschemabench/Snowplow.jsonl");
     let line = std::fs::read_to_string(&path)
         .unwrap()
         .lines()
@@ -230,7 +217,7 @@ fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
     let g = GrammarSource::JsonSchema(schema.clone())
         .compile(&Default::default())
         .unwrap();
-    let full = domino::lexer::Scanner::new(&g).unwrap();
+    let full = domino_engine::lexer::Scanner::new(&g).unwrap();
     let (n, complete) = full.explore(200_000);
     assert!(
         !complete && n > 200_000,

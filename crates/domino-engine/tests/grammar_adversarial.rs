@@ -1,8 +1,8 @@
 //! Adversarial grammars: limits are positioned errors (never stack overflows or hangs),
 //! large bounds and nullable loops work, and bad input names what is wrong and where.
 
-use domino::grammar::reference::ReferenceRecognizer;
-use domino::grammar::{ErrorKind, GrammarSource, Location, gbnf, lark, lower, regex};
+use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::grammar::{ErrorKind, GrammarSource, Location, gbnf, lark, lower, regex};
 
 fn recognizer(text: &str) -> ReferenceRecognizer {
     ReferenceRecognizer::new(&lower::lower(&gbnf::parse(text, "root").unwrap()).unwrap()).unwrap()
@@ -189,6 +189,6 @@ fn long_chains_of_regular_rules_do_not_overflow_the_stack() {
         let g = lower::lower(&gbnf::parse(&text, "root").unwrap()).unwrap();
         let r = ReferenceRecognizer::new(&g).unwrap();
         assert!(r.accepts(b"ab") && r.accepts(b"a") && !r.accepts(b"b"));
-        let _ = domino::grammar::print::ir_to_gbnf(&g);
+        let _ = domino_engine::grammar::print::ir_to_gbnf(&g);
     }
 }

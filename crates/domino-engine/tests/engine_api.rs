@@ -1,27 +1,18 @@
 //! The `Constraint` API beyond masks: thread safety, cheap independent clones, draft
 //! contexts, precomputation, errors, and a Gemma (262k SentencePiece vocabulary) oracle check.
 
-use domino::engine::trie::VocabTrie;
-use domino::engine::{CompiledGrammar, Constraint, EngineError, Options};
-use domino::grammar::GrammarSource;
-use domino::grammar::reference::ReferenceRecognizer;
-use domino::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
-use std::path::PathBuf;
+mod common;
+
+use domino_engine::engine::trie::VocabTrie;
+use domino_engine::engine::{CompiledGrammar, Constraint, EngineError, Options};
+use domino_engine::grammar::GrammarSource;
+use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
 use std::sync::Arc;
 
-fn shared(rel: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors()
-        .map(|a| a.join("shared").join(rel))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("missing ../shared/{rel} next to the repository"))
-}
-
 fn json_grammar() -> Arc<CompiledGrammar> {
-    let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars/json.gbnf"),
-    )
-    .unwrap();
+    let text =
+        std::fs::read_to_string(common::workspace_root().join("grammars/json.gbnf")).unwrap();
     CompiledGrammar::new(
         GrammarSource::Gbnf(text)
             .compile(&Default::default())
@@ -32,7 +23,10 @@ fn json_grammar() -> Arc<CompiledGrammar> {
 
 fn smollm2() -> Arc<Vocabulary> {
     Arc::new(
-        tokenizer_json::load(&shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")).unwrap(),
+        tokenizer_json::load(&common::shared(
+            "tokenizers/SmolLM2-135M-Instruct.tokenizer.json",
+        ))
+        .unwrap(),
     )
 }
 
@@ -119,8 +113,9 @@ fn errors_are_values() {
 /// The oracle over all 262k Gemma tokens on a couple of JSON walks.
 #[test]
 fn gemma_json_masks_equal_the_oracle() {
-    let v =
-        Arc::new(tokenizer_json::load(&shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap());
+    let v = Arc::new(
+        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
+    );
     let g = json_grammar();
     let r = ReferenceRecognizer::new(g.grammar()).unwrap();
     let trie = VocabTrie::new(&v);
@@ -193,7 +188,7 @@ fn gemma_json_masks_equal_the_oracle() {
 
 #[test]
 fn trees_survive_a_round_trip_through_disk() {
-    use domino::engine::persist::PersistError;
+    use domino_engine::engine::persist::PersistError;
     let (g, v) = (json_grammar(), smollm2());
     let c = Constraint::new(&g, &v, Options::default()).unwrap();
     let built = c.tree_cache().precompute_all(&g);
@@ -206,7 +201,7 @@ fn trees_survive_a_round_trip_through_disk() {
     // building any tree, even though its lazy scanner numbered its states in another order
     // (the file names states and live sets by content, not by id).
     let g2 = json_grammar();
-    use domino::lexer::Scanner;
+    use domino_engine::lexer::Scanner;
     for text in ["-0.5e+12", "\"\\u00e9 x\"", "nul", "tru", "  \n\t"] {
         g2.scanner().walk(Scanner::START, text.as_bytes()).unwrap();
     }

@@ -3,22 +3,12 @@
 //! the front end, lowering, the printer and the reference recognizer. Nothing may panic;
 //! errors must be values with a position inside the text (or about the whole grammar).
 
-use domino::grammar::{GrammarSource, Location, lower, print, reference::ReferenceRecognizer};
-use std::path::Path;
+mod common;
+use common::rng::Rng;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use domino_engine::grammar::{
+    GrammarSource, Location, lower, print, reference::ReferenceRecognizer,
+};
 
 const PIECES: &[&str] = &[
     "(", ")", "[", "]", "\"", "\\", "|", "*", "+", "?", "{", "}", "{0,3}", "::=", ":", "\n", " ",
@@ -58,7 +48,7 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
 }
 
 fn seeds() -> Vec<(String, bool)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = common::workspace_root();
     let mut out = Vec::new();
     let mut stack = vec![root.join("grammars"), root.join("tests/cases")];
     while let Some(d) = stack.pop() {
@@ -90,7 +80,7 @@ fn mutated_grammars_never_panic() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed | 1);
     let mut parsed = 0;
     let mut lowered = 0;
     for (text, is_lark) in seeds() {

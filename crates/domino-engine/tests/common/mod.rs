@@ -1,0 +1,94 @@
+//! Helpers shared by the engine crate's integration tests: where the workspace's data lives
+//! (`grammars/`, `tests/cases/`, `../shared/`), loud failures when it is missing (tests that
+//! need data never skip silently), regex membership checks for constrained terminals, and the
+//! one seeded test RNG.
+//!
+//! Each test binary includes this module and uses a subset of it, hence the crate-level
+//! `dead_code` allowance (an item unused by one test binary is used by another).
+#![allow(dead_code)]
+
+pub mod cases;
+pub mod rng;
+
+use std::path::PathBuf;
+
+/// The workspace root (two levels above this crate's manifest directory): where `grammars/`
+/// and `tests/cases/` live.
+pub fn workspace_root() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize()
+        .unwrap_or_else(|e| panic!("workspace root {}: {e}", root.display()))
+}
+
+/// The shared test data folder (`../shared` next to the repository; a worktree one level deeper
+/// finds it further up, so search upwards); panics when missing.
+pub fn shared_dir() -> PathBuf {
+    workspace_root()
+        .ancestors()
+        .map(|a| a.join("shared"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| {
+            panic!(
+                "missing ../shared next to the repository {} (tokenizers and data; see the README)",
+                workspace_root().display()
+            )
+        })
+}
+
+/// A file under the shared folder; panics when it is missing.
+pub fn shared(rel: &str) -> PathBuf {
+    let p = shared_dir().join(rel);
+    assert!(
+        p.exists(),
+        "missing {} (../shared/{rel} next to the repository)",
+        p.display()
+    );
+    p
+}
+
+/// Does `hir` match all of `bytes` (anchored both ends)? Through the lexer's single-language
+/// DFA (not its product construction, which the constrained checks below stand apart from).
+pub fn full_match(hir: &regex_syntax::hir::Hir, bytes: &[u8]) -> bool {
+    use std::collections::HashMap;
+    thread_local! {
+        static DFAS: std::cell::RefCell<HashMap<String, Option<domino_engine::lexer::TerminalDfa>>> = Default::default();
+    }
+    DFAS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let dfa = cache
+            .entry(hir.to_string())
+            .or_insert_with(|| domino_engine::lexer::TerminalDfa::new(hir).ok());
+        let Some(dfa) = dfa else { return false };
+        let mut s = 0u32;
+        for &b in bytes {
+            s = dfa.next(s, b);
+            if s == domino_engine::lexer::DEAD {
+                return false;
+            }
+        }
+        dfa.is_accepting(s)
+    })
+}
+
+/// Is `bytes` in `hir` ∩ every `and` ∖ every `and_not` (an `Expr::Constrained` leaf)?
+pub fn constrained_match(
+    hir: &regex_syntax::hir::Hir,
+    constraints: &domino_engine::grammar::ir::Constraints,
+    bytes: &[u8],
+) -> bool {
+    full_match(hir, bytes)
+        && constraints.and.iter().all(|h| full_match(h, bytes))
+        && !constraints.and_not.iter().any(|h| full_match(h, bytes))
+}
+
+/// A string of a constrained terminal: samples of its base language (from `generator`) until
+/// one satisfies the constraints (rejection sampling; `None` when none does within the budget).
+pub fn sample_constrained(
+    generator: &mut domino_engine::grammar::json_schema::instances::Generator,
+    hir: &regex_syntax::hir::Hir,
+    constraints: &domino_engine::grammar::ir::Constraints,
+) -> Option<String> {
+    (0..400)
+        .map(|_| generator.sample(hir))
+        .find(|x| constrained_match(hir, constraints, x.as_bytes()))
+}

@@ -1,0 +1,135 @@
+//! Unsupported keywords, inconsistent and hostile schemas: errors with their pointer.
+
+use super::*;
+
+fn pointer_of(e: &domino_engine::grammar::GrammarError) -> String {
+    match &e.location {
+        Location::Pointer(p) => p.clone(),
+        other => panic!("expected a pointer, got {other:?}"),
+    }
+}
+
+#[test]
+fn unsupported_keywords_are_named_with_their_pointer() {
+    let schema =
+        json!({"type": "object", "properties": {"x": {"type": "string", "not": {"minLength": 3}}}});
+    let e = json_schema::compile(&schema, &CompileOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported);
+    assert_eq!(e.feature.as_deref(), Some("not"));
+    assert_eq!(pointer_of(&e), "/properties/x/not");
+
+    let lenient = CompileOptions {
+        lenient: true,
+        ..CompileOptions::default()
+    };
+    let def = json_schema::compile(&schema, &lenient).unwrap();
+    assert!(
+        def.warnings
+            .iter()
+            .any(|w| w.contains("`not`") && w.contains("/properties/x/not")),
+        "{:?}",
+        def.warnings
+    );
+
+    for (schema, kw) in [
+        (json!({"type": "array", "uniqueItems": true}), "uniqueItems"),
+        (
+            json!({"if": {"type": "string"}, "then": {"minLength": 2}}),
+            "if",
+        ),
+        (
+            json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+            "oneOf",
+        ),
+        // Vacuous satisfaction across type families: "ab" satisfies both branches.
+        (
+            json!({"oneOf": [{"maxLength": 2}, {"minimum": 5}]}),
+            "oneOf",
+        ),
+        (
+            json!({"type": "string", "format": "idn-hostname"}),
+            "format",
+        ),
+        (json!({"type": "string", "pattern": "(?=a)b"}), "pattern"),
+        (json!({"$ref": "https://example.com/other.json"}), "$ref"),
+        // Extra members may repeat a key (a parser keeps one), so they cannot count.
+        (
+            json!({"additionalProperties": {"type": "integer"}, "minProperties": 2}),
+            "minProperties",
+        ),
+    ] {
+        let e = json_schema::compile(&schema, &CompileOptions::default()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported, "{schema}: {e}");
+        assert_eq!(e.feature.as_deref(), Some(kw), "{schema}: {e}");
+    }
+    // Annotations and unknown keywords constrain nothing.
+    let schema = json!({"title": "t", "description": "d", "default": 1, "examples": [1], "x-custom": {"not": 1}, "type": "integer"});
+    assert!(json_schema::compile(&schema, &CompileOptions::default()).is_ok());
+}
+
+#[test]
+fn inconsistent_and_hostile_schemas_are_errors() {
+    let e = json_schema::compile(
+        &json!({"type": "array", "minItems": 3, "maxItems": 2}),
+        &CompileOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert_eq!(pointer_of(&e), "/minItems");
+
+    let e = json_schema::compile(
+        &json!({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}),
+        &CompileOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.message.contains("cycle"), "{e}");
+
+    let e = json_schema::compile(
+        &json!({"type": "integer", "minimum": 5, "maximum": 4}),
+        &CompileOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+
+    let e =
+        json_schema::compile(&json!({"$ref": "#/nope"}), &CompileOptions::default()).unwrap_err();
+    assert_eq!(pointer_of(&e), "/$ref");
+
+    // Nesting up to the limit compiles on an ordinary 2 MiB thread stack...
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..json_schema::MAX_SCHEMA_DEPTH - 2 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || json_schema::compile(&deep, &CompileOptions::default()).map(|_| ()))
+        .unwrap()
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
+    // ...and deeper nesting is an error, not a stack overflow.
+    let mut deep = json!({"type": "integer"});
+    for _ in 0..json_schema::MAX_SCHEMA_DEPTH + 10 {
+        deep = json!({"type": "array", "items": deep});
+    }
+    let e = json_schema::compile(&deep, &CompileOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Limit);
+
+    let huge: Vec<Value> = (0..json_schema::MAX_ENUM_VALUES + 1)
+        .map(Value::from)
+        .collect();
+    let e = json_schema::compile(&json!({"enum": huge}), &CompileOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Limit);
+
+    // Self-reference through a container is fine (recursion), alone it is a cycle.
+    assert!(
+        json_schema::compile(
+            &json!({"type": "array", "items": {"$ref": "#"}}),
+            &CompileOptions::default()
+        )
+        .is_ok()
+    );
+    assert!(json_schema::compile(&json!({"$ref": "#"}), &CompileOptions::default()).is_err());
+
+    assert!(json_schema::compile(&json!(3), &CompileOptions::default()).is_err());
+}
