@@ -88,9 +88,10 @@
 //!   JSON parser keeps once, so `minProperties` beyond that is unsupported.
 //!
 //! # Soundness tests
-//! `tests/json_schema.rs` checks generated instances both ways against the `jsonschema`
-//! crate, and samples documents from the grammars themselves (and from every compiled
-//! JSONSchemaBench schema in `tests/json_schema_bench.rs`) and validates them.
+//! `crates/domino-engine/tests/json_schema/` checks generated instances both ways against the
+//! `jsonschema` crate, and samples documents from the grammars themselves (and from every
+//! compiled JSONSchemaBench schema in `crates/domino-engine/tests/json_schema_bench.rs`) and
+//! validates them.
 //!
 //! # Limits (errors, never stack overflows)
 //! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
