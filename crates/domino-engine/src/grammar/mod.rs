@@ -6,6 +6,7 @@
 //! terminals. [`mod@reference`] is a slow, obviously correct byte-level recognizer over the IR:
 //! the oracle for the engine's masks.
 
+pub mod dfa;
 pub mod expr;
 pub mod gbnf;
 pub mod ir;

@@ -25,7 +25,7 @@
 
 use super::GrammarError;
 use super::ir::{Grammar, Symbol, Terminal, TerminalId};
-use super::lower::build_dfa;
+use super::dfa::build_dfa;
 use regex_automata::Anchored;
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::util::primitives::StateID;
