@@ -3,9 +3,10 @@
 //! [`TerminalDfa`] is one terminal's language as a small table of our own, live states only
 //! (the scanner runs the union of a grammar's terminal DFAs; the JSON Schema front end
 //! builds one to decide whether a constrained language is empty or too large).
-//! [`build_dfa`] is `regex-automata`'s dense DFA of a HIR, for lowering's size checks and the
-//! reference recognizer. Errors are a [`DfaError`], so callers tell "matches nothing" (an
-//! empty language, which some callers accept) from a real failure by its variant.
+//! `build_dfa` is `regex-automata`'s dense DFA of a HIR, for lowering's size checks and the
+//! reference recognizer. [`TerminalDfa`]'s errors are a [`DfaError`], so callers tell
+//! "matches nothing" (an empty language, which some callers accept) from a real failure by
+//! its variant.
 
 use crate::grammar::ir;
 use regex_automata::dfa::{Automaton, dense};
