@@ -23,8 +23,9 @@ fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The fingerprint of set `j` (see [`Parser::state_fingerprint`](super::Parser::state_fingerprint)), computed on first use
-/// and cached in the set's header.
+/// The fingerprint of set `j` (see
+/// [`Parser::state_fingerprint`](super::Parser::state_fingerprint)), computed on first use and
+/// cached in the set's header.
 pub(super) fn fingerprint_of(tables: &ParserTables, stack: &Stack<'_>, j: usize) -> u64 {
     let set = stack.set(j);
     let known = set.header.fingerprint.get();

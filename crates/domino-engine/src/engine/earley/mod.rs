@@ -54,6 +54,12 @@
 //! is replaced by a hash of what happens when its production completes (Leo chains
 //! collapsed), so e.g. `[1, 2,` and `[1, 2, 3,` hash equal in a JSON grammar. They are
 //! computed lazily, so the many push/pop probes of mask computation never pay for them.
+//!
+//! # Layout
+//! `tables` holds the grammar analysis, `sets` the item and set storage (buckets, chunks,
+//! [`TerminalSet`]), `scratch` the per-thread working memory of a push, `chart` the parser
+//! itself (scan, complete, predict, Leo records, rollback) and `fingerprints` the state
+//! hashes.
 
 mod chart;
 mod fingerprints;

@@ -245,7 +245,8 @@ pub(super) struct Chunk {
     pub(super) buckets: Vec<Bucket>,
     /// Parallel to `buckets`: for a nonterminal bucket `A` of set `j`, the *completion
     /// fingerprint* of `(A, j)`, a hash that determines what can follow once `A` completes
-    /// with origin `j` (see [`Parser::state_fingerprint`](super::Parser::state_fingerprint)); computed on demand.
+    /// with origin `j` (see [`Parser::state_fingerprint`](super::Parser::state_fingerprint));
+    /// computed on demand.
     pub(super) cfps: Vec<Lazy>,
     /// `words` bitset words of expected terminals per set.
     pub(super) expected: Vec<u64>,

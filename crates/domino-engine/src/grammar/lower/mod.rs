@@ -9,7 +9,8 @@
 //!    `R = α R | β` has the language `α* β`.
 //! 2. **Promotion** (the engine's speed depends on it: fewer, longer terminals). A rule
 //!    becomes ONE terminal, used wherever the rule is referenced, when it is
-//!    - [`RuleKind::Lexical`](super::expr::RuleKind::Lexical) (it must then be regular, else an error), or
+//!    - [`RuleKind::Lexical`](super::expr::RuleKind::Lexical) (it must then be regular, else an
+//!      error), or
 //!    - regular and *token-like*: every rule it refers to is promoted, no literal of two or
 //!      more bytes sits at a structural position (reachable from the top through sequences,
 //!      alternatives, groups and `?` — not inside `*`/`+`/`{m,n}`), and its DFA stays under [`PROMOTION_DFA_LIMIT`] bytes. So `string`,

@@ -13,7 +13,8 @@ fn cpu_ns(wall: std::time::Instant) -> u128 {
         .unwrap_or_else(|| wall.elapsed().as_nanos())
 }
 
-/// Timing harness: `cargo test --lib engine::earley::tests::scale::bench_push -- --ignored --nocapture`.
+/// Timing harness:
+/// `cargo test --lib engine::earley::tests::scale::bench_push -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_push() {
