@@ -61,14 +61,7 @@ impl SplitMix64 {
 }
 
 /// 64-bit FNV-1a, for short stable fingerprints in file names and records.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+pub use domino_engine::hash::fnv1a as fnv1a64;
 
 /// How demonstration answers are laid out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -37,5 +37,6 @@
 
 pub mod engine;
 pub mod grammar;
+pub mod hash;
 pub mod lexer;
 pub mod vocab;

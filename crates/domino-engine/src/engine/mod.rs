@@ -89,6 +89,7 @@ pub mod tree;
 pub mod trie;
 
 use crate::grammar::ir;
+use crate::hash::Fnv1a;
 use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
@@ -708,12 +709,12 @@ impl Constraint {
     /// A key for count-based speculation: the (sub)terminal in progress (scanner state) and
     /// a parser sub-state (its fingerprint), hashed together over all configurations.
     pub fn draft_context(&self) -> u64 {
-        let mut h: u64 = 0xcbf29ce484222325 ^ self.ended as u64;
+        let mut h = Fnv1a::resume(Fnv1a::OFFSET_BASIS ^ self.ended as u64);
         for c in &self.configs {
-            h = (h ^ c.scan.0 as u64).wrapping_mul(0x100000001b3);
-            h = (h ^ c.parser.state_fingerprint()).wrapping_mul(0x100000001b3);
+            h.write_word(c.scan.0 as u64);
+            h.write_word(c.parser.state_fingerprint());
         }
-        h
+        h.finish()
     }
 
     fn save(&mut self) {

@@ -14,6 +14,7 @@
 use super::tree::{Group, SubterminalTree, TokenList, TreeNode};
 use super::{CompiledGrammar, TreeCache};
 use crate::grammar::ir;
+use crate::hash::{Fnv1a, fnv1a};
 use crate::lexer::{ComponentId, LiveSetId, ScanState};
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
@@ -49,12 +50,10 @@ impl std::error::Error for PersistError {}
 
 /// FNV-1a over the grammar's terminals (name, regex, literal), productions and start.
 pub fn grammar_hash(g: &ir::Grammar) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
+    let mut h = Fnv1a::new();
     let mut eat = |bytes: &[u8]| {
-        for &b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
+        h.write(&(bytes.len() as u64).to_le_bytes());
+        h.write(bytes);
     };
     for t in &g.terminals {
         eat(t.name.as_bytes());
@@ -77,14 +76,12 @@ pub fn grammar_hash(g: &ir::Grammar) -> u64 {
         }
     }
     eat(&g.start.0.to_le_bytes());
-    h
+    h.finish()
 }
 
 /// FNV-1a of the file body (detects truncation and bit rot).
 fn checksum(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    })
+    fnv1a(bytes)
 }
 
 struct Writer(Vec<u8>);

@@ -5,7 +5,10 @@
 //! the engine's [`ir::Grammar`] (BNF over regular terminals), promoting regular pieces to
 //! terminals. [`mod@reference`] is a slow, obviously correct byte-level recognizer over the IR:
 //! the oracle for the engine's masks.
+//! [`dfa`] turns a terminal's regular language into a byte DFA (for the scanner, lowering's
+//! size checks and the reference recognizer).
 
+pub mod dfa;
 pub mod expr;
 pub mod gbnf;
 pub mod ir;

@@ -24,8 +24,8 @@
 //! [`ReferenceRecognizer::is_viable`] is exact, not an approximation.
 
 use super::GrammarError;
+use super::dfa::build_dfa;
 use super::ir::{Grammar, Symbol, Terminal, TerminalId};
-use super::lower::build_dfa;
 use regex_automata::Anchored;
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::util::primitives::StateID;

@@ -66,7 +66,9 @@ pub fn parse_hir(pattern: &str, flags: Flags, origin: Span) -> Result<Hir, Gramm
             Some(s) => (origin.line + s.start.line as u32 - 1, s.start.column as u32),
             None => (origin.line, origin.column),
         };
-        let kind = if msg.contains("nest") {
+        let nest_limit = matches!(&e, regex_syntax::Error::Parse(p)
+            if matches!(p.kind(), regex_syntax::ast::ErrorKind::NestLimitExceeded(_)));
+        let kind = if nest_limit {
             ErrorKind::Limit
         } else {
             ErrorKind::Invalid

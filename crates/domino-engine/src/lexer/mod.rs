@@ -38,29 +38,23 @@
 //! - Bytes are grouped into equivalence classes (bytes no terminal distinguishes), so the
 //!   transition table is `states × classes`.
 
+pub use crate::grammar::dfa::DEAD;
+use crate::grammar::dfa::{DfaError, TerminalDfa};
 use crate::grammar::ir;
-use regex_automata::dfa::{Automaton, StartKind, dense};
-use regex_automata::nfa::thompson;
-use regex_automata::util::start;
-use regex_automata::{Anchored, MatchKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// No live terminal remains: the byte sequence cannot continue any terminal.
-pub const DEAD: u32 = u32::MAX;
 /// The most scanner states built (lazily) before refusing new ones. A state costs about
 /// `4 × byte classes` bytes of transitions plus its component list (~0.5 KB for a large
 /// JSON Schema), so the limit bounds the tables near 0.5 GB.
 pub const MAX_SCANNER_STATES: usize = 1_000_000;
-/// Size limit for one terminal's dense DFA (bytes).
-const TERMINAL_DFA_SIZE_LIMIT: usize = 64 << 20;
 
 /// Errors building the scanner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LexerError {
-    /// A terminal's regular expression could not be compiled (too large, unsupported).
-    Terminal { terminal: String, message: String },
+    /// A terminal's DFA could not be built (too large, unsupported, empty).
+    Terminal { terminal: String, error: DfaError },
     /// The product automaton reached [`MAX_SCANNER_STATES`] (see [`Scanner::overflowed`]).
     TooManyStates(usize),
 }
@@ -68,8 +62,8 @@ pub enum LexerError {
 impl std::fmt::Display for LexerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            LexerError::Terminal { terminal, message } => {
-                write!(f, "terminal {terminal}: {message}")
+            LexerError::Terminal { terminal, error } => {
+                write!(f, "terminal {terminal}: {error}")
             }
             LexerError::TooManyStates(n) => {
                 write!(f, "scanner has more than {n} states (grammar too large)")
@@ -78,202 +72,6 @@ impl std::fmt::Display for LexerError {
     }
 }
 impl std::error::Error for LexerError {}
-
-/// One terminal's DFA over bytes, live states only. State 0 is the start state.
-#[derive(Clone, Debug)]
-pub struct TerminalDfa {
-    /// `next[s * 256 + b]`: the next state, or [`DEAD`].
-    next: Vec<u32>,
-    /// Whether the bytes read so far form a match.
-    accept: Vec<bool>,
-}
-
-impl TerminalDfa {
-    /// Compile a terminal's HIR (anchored, byte-oriented, UTF-8 classes as byte sequences).
-    pub fn new(hir: &regex_syntax::hir::Hir) -> Result<Self, String> {
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .utf8(false)
-                    .which_captures(thompson::WhichCaptures::None),
-            )
-            .build_from_hir(hir)
-            .map_err(|e| e.to_string())?;
-        let dfa = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    // All matches, not leftmost-first: with leftmost-first, `[0-9]|[1-9][0-9]*`
-                    // would stop after "1" (the first alternative wins) and never match "10".
-                    .match_kind(MatchKind::All)
-                    .start_kind(StartKind::Anchored)
-                    .minimize(false)
-                    .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))
-                    .determinize_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT)),
-            )
-            .build_from_nfa(&nfa)
-            .map_err(|e| e.to_string())?;
-        let start = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes))
-            .map_err(|e| e.to_string())?;
-        // Explore reachable states, numbering them densely.
-        let mut ids: HashMap<regex_automata::util::primitives::StateID, u32> = HashMap::new();
-        let mut order = vec![start];
-        ids.insert(start, 0);
-        let mut raw_next: Vec<u32> = Vec::new();
-        let mut accept = Vec::new();
-        let mut i = 0;
-        while i < order.len() {
-            let s = order[i];
-            accept.push(dfa.is_match_state(dfa.next_eoi_state(s)));
-            for b in 0..=255u8 {
-                let n = dfa.next_state(s, b);
-                if dfa.is_dead_state(n) || dfa.is_quit_state(n) {
-                    raw_next.push(DEAD);
-                    continue;
-                }
-                let id = *ids.entry(n).or_insert_with(|| {
-                    order.push(n);
-                    (order.len() - 1) as u32
-                });
-                raw_next.push(id);
-            }
-            i += 1;
-        }
-        Self::pruned(raw_next, accept)
-    }
-
-    /// The most states [`TerminalDfa::for_terminal`] builds for a constrained terminal.
-    pub const MAX_PRODUCT_STATES: usize = 100_000;
-
-    /// The DFA of a terminal's whole language: its HIR intersected with every
-    /// `constraints.and` and minus every `constraints.and_not` (a product construction over
-    /// the parts' DFAs; an `and_not` part that has died no longer excludes anything).
-    pub fn for_terminal(t: &ir::Terminal) -> Result<Self, String> {
-        Self::product(&t.hir, &t.constraints, Self::MAX_PRODUCT_STATES)
-    }
-
-    /// See [`TerminalDfa::for_terminal`]; fails beyond `max_states` product states.
-    pub fn product(
-        hir: &regex_syntax::hir::Hir,
-        constraints: &ir::Constraints,
-        max_states: usize,
-    ) -> Result<Self, String> {
-        let base = TerminalDfa::new(hir)?;
-        if constraints.is_empty() {
-            return Ok(base);
-        }
-        let mut parts = vec![base];
-        for h in &constraints.and {
-            parts.push(TerminalDfa::new(h).map_err(|e| format!("intersected language: {e}"))?);
-        }
-        let n_pos = parts.len();
-        for h in &constraints.and_not {
-            match TerminalDfa::new(h) {
-                Ok(d) => parts.push(d),
-                // Matches nothing: excludes nothing.
-                Err(e) if e == "the terminal matches nothing" => {}
-                Err(e) => return Err(format!("excluded language: {e}")),
-            }
-        }
-        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
-        let start = vec![0u32; parts.len()];
-        ids.insert(start.clone(), 0);
-        let mut order = vec![start];
-        let mut raw_next: Vec<u32> = Vec::new();
-        let mut accept = Vec::new();
-        let mut i = 0;
-        while i < order.len() {
-            let tuple = order[i].clone();
-            let is_match = |k: usize| tuple[k] != DEAD && parts[k].is_accepting(tuple[k]);
-            accept.push((0..n_pos).all(is_match) && !(n_pos..parts.len()).any(is_match));
-            for b in 0..=255u8 {
-                let next: Vec<u32> = tuple
-                    .iter()
-                    .zip(&parts)
-                    .map(|(&s, d)| if s == DEAD { DEAD } else { d.next(s, b) })
-                    .collect();
-                if next[..n_pos].contains(&DEAD) {
-                    raw_next.push(DEAD);
-                    continue;
-                }
-                let id = match ids.get(&next) {
-                    Some(&id) => id,
-                    None => {
-                        if order.len() >= max_states {
-                            return Err(format!(
-                                "the intersection has more than {max_states} states"
-                            ));
-                        }
-                        let id = order.len() as u32;
-                        ids.insert(next.clone(), id);
-                        order.push(next);
-                        id
-                    }
-                };
-                raw_next.push(id);
-            }
-            i += 1;
-        }
-        Self::pruned(raw_next, accept)
-    }
-
-    /// Remove the states that cannot reach a match (their transitions go to [`DEAD`]).
-    fn pruned(raw_next: Vec<u32>, accept: Vec<bool>) -> Result<Self, String> {
-        // Liveness: states that can reach an accepting state (reverse reachability, one
-        // pass over the reversed edges: linear even for long chains like `.{0,500}`).
-        let n = accept.len();
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for s in 0..n {
-            let mut row: Vec<u32> = raw_next[s * 256..(s + 1) * 256]
-                .iter()
-                .copied()
-                .filter(|&t| t != DEAD)
-                .collect();
-            row.sort_unstable();
-            row.dedup();
-            for t in row {
-                preds[t as usize].push(s as u32);
-            }
-        }
-        let mut live = accept.clone();
-        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| accept[s as usize]).collect();
-        while let Some(t) = stack.pop() {
-            for &s in &preds[t as usize] {
-                if !std::mem::replace(&mut live[s as usize], true) {
-                    stack.push(s);
-                }
-            }
-        }
-        let next = raw_next
-            .iter()
-            .map(|&t| {
-                if t != DEAD && live[t as usize] {
-                    t
-                } else {
-                    DEAD
-                }
-            })
-            .collect();
-        if !live[0] {
-            return Err("the terminal matches nothing".into());
-        }
-        Ok(TerminalDfa { next, accept })
-    }
-
-    #[inline]
-    pub fn next(&self, s: u32, b: u8) -> u32 {
-        self.next[s as usize * 256 + b as usize]
-    }
-
-    #[inline]
-    pub fn is_accepting(&self, s: u32) -> bool {
-        self.accept[s as usize]
-    }
-
-    pub fn num_states(&self) -> usize {
-        self.accept.len()
-    }
-}
 
 /// Identifies an interned set of terminals (see [`Scanner::live_set`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -408,9 +206,9 @@ impl Scanner {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
             dfas.push(
-                TerminalDfa::for_terminal(t).map_err(|message| LexerError::Terminal {
+                TerminalDfa::for_terminal(t).map_err(|error| LexerError::Terminal {
                     terminal: t.name.clone(),
-                    message,
+                    error,
                 })?,
             );
         }
@@ -793,7 +591,7 @@ impl Scanner {
             + self
                 .dfas
                 .iter()
-                .map(|d| d.next.len() * 4 + d.accept.len())
+                .map(TerminalDfa::memory_bytes)
                 .sum::<usize>()
             + self.components.len() * 8
             + (0..states)
@@ -810,218 +608,4 @@ impl Scanner {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use regex_syntax::hir::Hir;
-
-    fn grammar(terms: &[Hir]) -> ir::Grammar {
-        ir::Grammar {
-            terminals: terms
-                .iter()
-                .enumerate()
-                .map(|(i, h)| ir::Terminal::new(format!("t{i}"), h.clone(), None))
-                .collect(),
-            nonterminals: vec!["s".into()],
-            productions: vec![],
-            start: ir::NonterminalId(0),
-            warnings: vec![],
-        }
-    }
-
-    fn re(p: &str) -> Hir {
-        regex_syntax::ParserBuilder::new()
-            .utf8(false)
-            .build()
-            .parse(p)
-            .unwrap()
-    }
-
-    #[test]
-    fn live_and_accepting_sets_follow_the_terminals() {
-        let g = grammar(&[Hir::literal(*b"if"), re("[a-z]+"), re("[0-9]+")]);
-        let sc = Scanner::new(&g).unwrap();
-        assert!(sc.accepting(Scanner::START).is_empty());
-        let i = sc.walk(Scanner::START, b"i").unwrap();
-        assert_eq!(
-            sc.live_terminals(sc.live_set(i)),
-            &[ir::TerminalId(0), ir::TerminalId(1)]
-        );
-        assert_eq!(sc.accepting(i), &[ir::TerminalId(1)]);
-        let iff = sc.walk(Scanner::START, b"if").unwrap();
-        assert_eq!(sc.accepting(iff), &[ir::TerminalId(0), ir::TerminalId(1)]);
-        let ifx = sc.walk(Scanner::START, b"ifx").unwrap();
-        assert_eq!(sc.live_terminals(sc.live_set(ifx)), &[ir::TerminalId(1)]);
-        assert!(sc.walk(Scanner::START, b"i1").is_none());
-        assert_eq!(
-            sc.accepting(sc.walk(Scanner::START, b"42").unwrap()),
-            &[ir::TerminalId(2)]
-        );
-    }
-
-    #[test]
-    fn every_match_counts_not_only_the_preferred_alternative() {
-        let g = grammar(&[re("[0-9]|[1-9][0-9]*")]);
-        let sc = Scanner::new(&g).unwrap();
-        let s = sc.walk(Scanner::START, b"10").expect("\"10\" is a prefix");
-        assert_eq!(sc.accepting(s), &[ir::TerminalId(0)]);
-    }
-
-    #[test]
-    fn dead_ends_are_pruned_and_utf8_classes_are_bytes() {
-        // "ab" then "c" required: after "ab" only the full "abc" is live.
-        let g = grammar(&[re("abc"), re("é")]);
-        let sc = Scanner::new(&g).unwrap();
-        assert!(sc.walk(Scanner::START, b"abd").is_none());
-        let half = sc.walk(Scanner::START, &"é".as_bytes()[..1]).unwrap();
-        assert!(sc.accepting(half).is_empty());
-        assert_eq!(
-            sc.accepting(sc.walk(half, &"é".as_bytes()[1..]).unwrap()),
-            &[ir::TerminalId(1)]
-        );
-    }
-
-    /// The classic eager subset construction, written independently: the number of states
-    /// reachable from START and, per state, its (terminal, DFA state) pairs.
-    fn eager_states(dfas: &[TerminalDfa]) -> Vec<Vec<(u32, u32)>> {
-        let start: Vec<(u32, u32)> = (0..dfas.len() as u32).map(|t| (t, 0)).collect();
-        let mut seen = std::collections::HashSet::from([start.clone()]);
-        let mut order = vec![start];
-        let mut i = 0;
-        while i < order.len() {
-            for b in 0..=255u8 {
-                let next: Vec<(u32, u32)> = order[i]
-                    .iter()
-                    .filter_map(|&(t, s)| {
-                        let n = dfas[t as usize].next(s, b);
-                        (n != DEAD).then_some((t, n))
-                    })
-                    .collect();
-                if !next.is_empty() && seen.insert(next.clone()) {
-                    order.push(next);
-                }
-            }
-            i += 1;
-        }
-        order
-    }
-
-    fn dfas_of(terms: &[Hir]) -> Vec<TerminalDfa> {
-        terms.iter().map(|h| TerminalDfa::new(h).unwrap()).collect()
-    }
-
-    #[test]
-    fn lazy_exploration_finds_exactly_the_eager_states() {
-        let terms = [
-            re("[a-z]{1,6}"),
-            re("[a-f0-9]{2,8}"),
-            re("0x[0-9a-f]+"),
-            Hir::literal(*b"face"),
-            re("\"[^\"]{0,5}\""),
-        ];
-        let dfas = dfas_of(&terms);
-        let want = eager_states(&dfas);
-        let sc = Scanner::from_dfas(dfas).unwrap();
-        assert_eq!(sc.num_states(), 1, "nothing is built before it is needed");
-        assert_eq!(sc.explore(usize::MAX), (want.len(), true));
-        let mut got: Vec<Vec<(u32, u32)>> = (0..sc.num_states() as u32)
-            .map(|q| {
-                sc.components(ScanState(q))
-                    .iter()
-                    .map(|&c| {
-                        let (t, s) = sc.component(c);
-                        (t.0, s)
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut want = want;
-        got.sort();
-        want.sort();
-        assert_eq!(got, want);
-        // A bounded exploration stops early and says so.
-        let sc = Scanner::from_dfas(dfas_of(&terms)).unwrap();
-        let (n, complete) = sc.explore(10);
-        assert!(!complete && n > 10 && n < want.len());
-    }
-
-    #[test]
-    fn threads_building_states_at_once_agree_with_one_thread() {
-        let terms = [
-            re("[a-z]{1,12}"),
-            re("[a-m0-9]{3,9}"),
-            re("[0-9]+(\\.[0-9]{1,4})?"),
-        ];
-        let shared = Scanner::from_dfas(dfas_of(&terms)).unwrap();
-        let texts: Vec<Vec<u8>> = (0..400u32)
-            .map(|i| {
-                (0..(i % 13 + 1))
-                    .map(|j| b"abcmz0189.q"[((i * 7 + j * 3) % 11) as usize])
-                    .collect()
-            })
-            .collect();
-        // Each thread walks every text (in a different order) and records where it lands,
-        // as the components of the final state (ids may differ between scanners).
-        let run = |sc: &Scanner, order: usize| -> Vec<Option<Vec<ComponentId>>> {
-            let mut out = vec![None; texts.len()];
-            for k in 0..texts.len() {
-                let i = (k * [1, 3, 7, 11][order]) % texts.len(); // coprime to 400: a permutation
-                out[i] = sc
-                    .walk(Scanner::START, &texts[i])
-                    .map(|q| sc.components(q).to_vec());
-            }
-            out
-        };
-        let results: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..4)
-                .map(|o| {
-                    s.spawn({
-                        let shared = &shared;
-                        let run = &run;
-                        move || run(shared, o)
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let alone = Scanner::from_dfas(dfas_of(&terms)).unwrap();
-        let want = run(&alone, 0);
-        for r in results {
-            assert_eq!(r, want);
-        }
-        assert_eq!(shared.num_states(), alone.num_states());
-    }
-
-    #[test]
-    fn a_state_beyond_the_limit_reads_as_dead_and_is_reported() {
-        let sc = Scanner::build(dfas_of(&[re("[a-z]{1,40}")]), None, 5).unwrap();
-        assert!(sc.walk(Scanner::START, b"abcd").is_some());
-        assert!(!sc.overflowed());
-        assert!(
-            sc.walk(Scanner::START, b"abcde").is_none(),
-            "the sixth state is refused"
-        );
-        assert!(sc.overflowed());
-        assert_eq!(sc.num_states(), 5);
-    }
-
-    #[test]
-    fn states_and_live_sets_can_be_named_by_content() {
-        let sc = Scanner::from_dfas(dfas_of(&[Hir::literal(*b"if"), re("[a-z]+")])).unwrap();
-        let i = sc.walk(Scanner::START, b"i").unwrap();
-        let comps = sc.components(i).to_vec();
-        assert_eq!(sc.state_of_components(&comps), Some(i));
-        // Not a state: unsorted, duplicate terminal, out of range, empty.
-        assert_eq!(sc.state_of_components(&[comps[1], comps[0]]), None);
-        assert_eq!(sc.state_of_components(&[]), None);
-        assert_eq!(sc.state_of_components(&[ComponentId(10_000)]), None);
-        assert_eq!(
-            sc.live_set_of(sc.live_terminals(sc.live_set(i))),
-            Some(sc.live_set(i))
-        );
-        assert_eq!(
-            sc.live_set_of(&[ir::TerminalId(1), ir::TerminalId(0)]),
-            None
-        );
-        assert_eq!(sc.live_set_of(&[ir::TerminalId(2)]), None);
-    }
-}
+mod tests;

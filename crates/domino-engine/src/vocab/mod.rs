@@ -9,6 +9,8 @@ mod token_set;
 pub mod tokenizer_json;
 pub use token_set::TokenSet;
 
+use crate::hash::Fnv1a;
+
 /// A token id of the model's vocabulary.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -135,20 +137,14 @@ impl Vocabulary {
 
 /// FNV-1a over the vocabulary; stable across runs and platforms.
 fn fingerprint(tokens: &[Vec<u8>], special: &[bool], eog: &[TokenId]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    let mut eat = |b: u8| {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    };
+    let mut h = Fnv1a::new();
     for (t, &s) in tokens.iter().zip(special) {
-        for &b in (t.len() as u32).to_le_bytes().iter() {
-            eat(b);
-        }
-        t.iter().for_each(|&b| eat(b));
-        eat(s as u8);
+        h.write(&(t.len() as u32).to_le_bytes());
+        h.write(t);
+        h.write_u8(s as u8);
     }
     for e in eog {
-        e.0.to_le_bytes().iter().for_each(|&b| eat(b));
+        h.write(&e.0.to_le_bytes());
     }
-    h
+    h.finish()
 }

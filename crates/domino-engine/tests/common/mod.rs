@@ -51,18 +51,18 @@ pub fn shared(rel: &str) -> PathBuf {
 pub fn full_match(hir: &regex_syntax::hir::Hir, bytes: &[u8]) -> bool {
     use std::collections::HashMap;
     thread_local! {
-        static DFAS: std::cell::RefCell<HashMap<String, Option<domino_engine::lexer::TerminalDfa>>> = Default::default();
+        static DFAS: std::cell::RefCell<HashMap<String, Option<domino_engine::grammar::dfa::TerminalDfa>>> = Default::default();
     }
     DFAS.with(|cache| {
         let mut cache = cache.borrow_mut();
         let dfa = cache
             .entry(hir.to_string())
-            .or_insert_with(|| domino_engine::lexer::TerminalDfa::new(hir).ok());
+            .or_insert_with(|| domino_engine::grammar::dfa::TerminalDfa::new(hir).ok());
         let Some(dfa) = dfa else { return false };
         let mut s = 0u32;
         for &b in bytes {
             s = dfa.next(s, b);
-            if s == domino_engine::lexer::DEAD {
+            if s == domino_engine::grammar::dfa::DEAD {
                 return false;
             }
         }

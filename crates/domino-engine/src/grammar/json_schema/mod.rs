@@ -357,9 +357,10 @@ impl<'a> Compiler<'a> {
         if let Some(&id) = self.lexical.get(&key) {
             return Ok(Some(Expr::Ref(id)));
         }
-        match crate::lexer::TerminalDfa::product(&hir, &constraints, MAX_CONSTRAINED_STATES) {
+        match crate::grammar::dfa::TerminalDfa::product(&hir, &constraints, MAX_CONSTRAINED_STATES)
+        {
             Ok(_) => {}
-            Err(e) if e == "the terminal matches nothing" => return Ok(Some(Self::never())),
+            Err(crate::grammar::dfa::DfaError::MatchesNothing) => return Ok(Some(Self::never())),
             Err(_) => return Ok(None),
         }
         let id = self.add_rule(

@@ -1,0 +1,276 @@
+//! Byte DFAs of terminals.
+//!
+//! [`TerminalDfa`] is one terminal's language as a small table of our own, live states only
+//! (the scanner runs the union of a grammar's terminal DFAs; the JSON Schema front end
+//! builds one to decide whether a constrained language is empty or too large).
+//! `build_dfa` is `regex-automata`'s dense DFA of a HIR, for lowering's size checks and the
+//! reference recognizer. [`TerminalDfa`]'s errors are a [`DfaError`], so callers tell
+//! "matches nothing" (an empty language, which some callers accept) from a real failure by
+//! its variant.
+
+use crate::grammar::ir;
+use regex_automata::dfa::{Automaton, dense};
+use regex_automata::nfa::thompson;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind, dfa::StartKind};
+use regex_syntax::hir::Hir;
+use std::collections::HashMap;
+
+/// No live terminal remains: the byte sequence cannot continue any terminal.
+pub const DEAD: u32 = u32::MAX;
+/// Size limit for one terminal's dense DFA (bytes).
+const TERMINAL_DFA_SIZE_LIMIT: usize = 64 << 20;
+
+/// Why a [`TerminalDfa`] could not be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DfaError {
+    /// `regex-automata` could not compile the regular expression (too large, unsupported);
+    /// its message.
+    Compile(String),
+    /// The language is empty.
+    MatchesNothing,
+    /// A constrained terminal's product automaton exceeded this many states.
+    TooManyStates(usize),
+    /// Building the DFA of a `constraints.and` part failed.
+    Intersected(Box<DfaError>),
+    /// Building the DFA of a `constraints.and_not` part failed (other than by matching
+    /// nothing, which excludes nothing).
+    Excluded(Box<DfaError>),
+}
+
+impl std::fmt::Display for DfaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DfaError::Compile(message) => f.write_str(message),
+            DfaError::MatchesNothing => f.write_str("the terminal matches nothing"),
+            DfaError::TooManyStates(n) => write!(f, "the intersection has more than {n} states"),
+            DfaError::Intersected(e) => write!(f, "intersected language: {e}"),
+            DfaError::Excluded(e) => write!(f, "excluded language: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DfaError {}
+
+/// One terminal's DFA over bytes, live states only. State 0 is the start state.
+#[derive(Clone, Debug)]
+pub struct TerminalDfa {
+    /// `next[s * 256 + b]`: the next state, or [`DEAD`].
+    next: Vec<u32>,
+    /// Whether the bytes read so far form a match.
+    accept: Vec<bool>,
+}
+
+impl TerminalDfa {
+    /// Compile a terminal's HIR (anchored, byte-oriented, UTF-8 classes as byte sequences).
+    pub fn new(hir: &Hir) -> Result<Self, DfaError> {
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None),
+            )
+            .build_from_hir(hir)
+            .map_err(|e| DfaError::Compile(e.to_string()))?;
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    // All matches, not leftmost-first: with leftmost-first, `[0-9]|[1-9][0-9]*`
+                    // would stop after "1" (the first alternative wins) and never match "10".
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .minimize(false)
+                    .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))
+                    .determinize_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(|e| DfaError::Compile(e.to_string()))?;
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .map_err(|e| DfaError::Compile(e.to_string()))?;
+        // Explore reachable states, numbering them densely.
+        let mut ids: HashMap<regex_automata::util::primitives::StateID, u32> = HashMap::new();
+        let mut order = vec![start];
+        ids.insert(start, 0);
+        let mut raw_next: Vec<u32> = Vec::new();
+        let mut accept = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            accept.push(dfa.is_match_state(dfa.next_eoi_state(s)));
+            for b in 0..=255u8 {
+                let n = dfa.next_state(s, b);
+                if dfa.is_dead_state(n) || dfa.is_quit_state(n) {
+                    raw_next.push(DEAD);
+                    continue;
+                }
+                let id = *ids.entry(n).or_insert_with(|| {
+                    order.push(n);
+                    (order.len() - 1) as u32
+                });
+                raw_next.push(id);
+            }
+            i += 1;
+        }
+        Self::pruned(raw_next, accept)
+    }
+
+    /// The most states [`TerminalDfa::for_terminal`] builds for a constrained terminal.
+    pub const MAX_PRODUCT_STATES: usize = 100_000;
+
+    /// The DFA of a terminal's whole language: its HIR intersected with every
+    /// `constraints.and` and minus every `constraints.and_not` (a product construction over
+    /// the parts' DFAs; an `and_not` part that has died no longer excludes anything).
+    pub fn for_terminal(t: &ir::Terminal) -> Result<Self, DfaError> {
+        Self::product(&t.hir, &t.constraints, Self::MAX_PRODUCT_STATES)
+    }
+
+    /// See [`TerminalDfa::for_terminal`]; fails beyond `max_states` product states.
+    pub fn product(
+        hir: &Hir,
+        constraints: &ir::Constraints,
+        max_states: usize,
+    ) -> Result<Self, DfaError> {
+        let base = TerminalDfa::new(hir)?;
+        if constraints.is_empty() {
+            return Ok(base);
+        }
+        let mut parts = vec![base];
+        for h in &constraints.and {
+            parts.push(TerminalDfa::new(h).map_err(|e| DfaError::Intersected(Box::new(e)))?);
+        }
+        let n_pos = parts.len();
+        for h in &constraints.and_not {
+            match TerminalDfa::new(h) {
+                Ok(d) => parts.push(d),
+                // Matches nothing: excludes nothing.
+                Err(DfaError::MatchesNothing) => {}
+                Err(e) => return Err(DfaError::Excluded(Box::new(e))),
+            }
+        }
+        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+        let start = vec![0u32; parts.len()];
+        ids.insert(start.clone(), 0);
+        let mut order = vec![start];
+        let mut raw_next: Vec<u32> = Vec::new();
+        let mut accept = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            let tuple = order[i].clone();
+            let is_match = |k: usize| tuple[k] != DEAD && parts[k].is_accepting(tuple[k]);
+            accept.push((0..n_pos).all(is_match) && !(n_pos..parts.len()).any(is_match));
+            for b in 0..=255u8 {
+                let next: Vec<u32> = tuple
+                    .iter()
+                    .zip(&parts)
+                    .map(|(&s, d)| if s == DEAD { DEAD } else { d.next(s, b) })
+                    .collect();
+                if next[..n_pos].contains(&DEAD) {
+                    raw_next.push(DEAD);
+                    continue;
+                }
+                let id = match ids.get(&next) {
+                    Some(&id) => id,
+                    None => {
+                        if order.len() >= max_states {
+                            return Err(DfaError::TooManyStates(max_states));
+                        }
+                        let id = order.len() as u32;
+                        ids.insert(next.clone(), id);
+                        order.push(next);
+                        id
+                    }
+                };
+                raw_next.push(id);
+            }
+            i += 1;
+        }
+        Self::pruned(raw_next, accept)
+    }
+
+    /// Remove the states that cannot reach a match (their transitions go to [`DEAD`]).
+    fn pruned(raw_next: Vec<u32>, accept: Vec<bool>) -> Result<Self, DfaError> {
+        // Liveness: states that can reach an accepting state (reverse reachability, one
+        // pass over the reversed edges: linear even for long chains like `.{0,500}`).
+        let n = accept.len();
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            let mut row: Vec<u32> = raw_next[s * 256..(s + 1) * 256]
+                .iter()
+                .copied()
+                .filter(|&t| t != DEAD)
+                .collect();
+            row.sort_unstable();
+            row.dedup();
+            for t in row {
+                preds[t as usize].push(s as u32);
+            }
+        }
+        let mut live = accept.clone();
+        let mut stack: Vec<u32> = (0..n as u32).filter(|&s| accept[s as usize]).collect();
+        while let Some(t) = stack.pop() {
+            for &s in &preds[t as usize] {
+                if !std::mem::replace(&mut live[s as usize], true) {
+                    stack.push(s);
+                }
+            }
+        }
+        let next = raw_next
+            .iter()
+            .map(|&t| {
+                if t != DEAD && live[t as usize] {
+                    t
+                } else {
+                    DEAD
+                }
+            })
+            .collect();
+        if !live[0] {
+            return Err(DfaError::MatchesNothing);
+        }
+        Ok(TerminalDfa { next, accept })
+    }
+
+    #[inline]
+    pub fn next(&self, s: u32, b: u8) -> u32 {
+        self.next[s as usize * 256 + b as usize]
+    }
+
+    #[inline]
+    pub fn is_accepting(&self, s: u32) -> bool {
+        self.accept[s as usize]
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// Bytes held by the transition and accept tables.
+    pub fn memory_bytes(&self) -> usize {
+        self.next.len() * 4 + self.accept.len()
+    }
+}
+
+/// Build a dense, anchored, all-matches DFA for a terminal's HIR, with an optional size
+/// limit in bytes (shared with the reference recognizer).
+pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Vec<u32>>, String> {
+    let nfa = thompson::Compiler::new()
+        .configure(
+            thompson::Config::new()
+                .utf8(false)
+                .shrink(false)
+                .nfa_size_limit(limit.map(|l| l * 4)),
+        )
+        .build_from_hir(hir)
+        .map_err(|e| e.to_string())?;
+    dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(limit)
+                .determinize_size_limit(limit),
+        )
+        .build_from_nfa(&nfa)
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,175 @@
+//! Step 7 of lowering: inline unit rules, drop unproductive and unreachable symbols, number
+//! what is left densely, and reject an empty language.
+
+use crate::grammar::GrammarError;
+use crate::grammar::expr::GrammarDef;
+use crate::grammar::ir::{Grammar, NonterminalId, Production, Symbol, TerminalId};
+
+/// Replace every nonterminal `N` (other than the start) whose only production is `N → X`
+/// by `X` (Earley then predicts and completes one item less per use). `N`'s production
+/// stays behind, unreachable, for the cleanup to remove. Cycles of unit rules (which
+/// derive nothing) are left alone.
+fn inline_unit_rules(productions: &mut [Production], nn: usize, start: NonterminalId) {
+    let mut count = vec![0u32; nn];
+    for p in productions.iter() {
+        count[p.lhs.0 as usize] += 1;
+    }
+    let mut unit: Vec<Option<Symbol>> = vec![None; nn];
+    for p in productions.iter() {
+        if p.lhs != start
+            && count[p.lhs.0 as usize] == 1
+            && p.rhs.len() == 1
+            && p.rhs[0] != Symbol::Nonterminal(p.lhs)
+        {
+            unit[p.lhs.0 as usize] = Some(p.rhs[0]);
+        }
+    }
+    let resolve = |mut s: Symbol| {
+        for _ in 0..nn {
+            match s {
+                Symbol::Nonterminal(n) => match unit[n.0 as usize] {
+                    Some(next) => s = next,
+                    None => return s,
+                },
+                Symbol::Terminal(_) => return s,
+            }
+        }
+        s // a cycle of unit rules: unproductive, removed later
+    };
+    for p in productions.iter_mut() {
+        for s in p.rhs.iter_mut() {
+            *s = resolve(*s);
+        }
+    }
+}
+
+/// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
+pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
+    let Grammar {
+        terminals,
+        nonterminals,
+        mut productions,
+        start,
+        mut warnings,
+    } = g;
+    let nn = nonterminals.len();
+    inline_unit_rules(&mut productions, nn, start);
+    // Productive: worklist over "nonterminal occurrences not yet known productive" per
+    // production (linear time; a fixpoint loop is quadratic on long helper chains).
+    let mut productive = vec![false; nn];
+    {
+        let mut missing: Vec<usize> = Vec::with_capacity(productions.len());
+        let mut occurs_in: Vec<Vec<usize>> = vec![Vec::new(); nn];
+        let mut queue: Vec<NonterminalId> = Vec::new();
+        for (i, p) in productions.iter().enumerate() {
+            let mut count = 0;
+            for s in &p.rhs {
+                if let Symbol::Nonterminal(n) = s {
+                    occurs_in[n.0 as usize].push(i);
+                    count += 1;
+                }
+            }
+            missing.push(count);
+            if count == 0 && !productive[p.lhs.0 as usize] {
+                productive[p.lhs.0 as usize] = true;
+                queue.push(p.lhs);
+            }
+        }
+        while let Some(n) = queue.pop() {
+            for &pi in &occurs_in[n.0 as usize] {
+                missing[pi] -= 1;
+                let lhs = productions[pi].lhs;
+                if missing[pi] == 0 && !productive[lhs.0 as usize] {
+                    productive[lhs.0 as usize] = true;
+                    queue.push(lhs);
+                }
+            }
+        }
+    }
+    if !productive[start.0 as usize] {
+        return Err(GrammarError::whole(format!(
+            "the grammar's language is empty: the start rule `{}` derives no string",
+            def.rules[def.start.0 as usize].name
+        )));
+    }
+    let user_rule: std::collections::HashSet<&str> =
+        def.rules.iter().map(|r| r.name.as_str()).collect();
+    for (i, name) in nonterminals.iter().enumerate() {
+        if !productive[i] && user_rule.contains(name.as_str()) {
+            warnings.push(format!(
+                "rule `{name}` derives no string (it never terminates) and is removed"
+            ));
+        }
+    }
+    let kept: Vec<&Production> = productions
+        .iter()
+        .filter(|p| {
+            productive[p.lhs.0 as usize]
+                && p.rhs.iter().all(|s| match s {
+                    Symbol::Terminal(_) => true,
+                    Symbol::Nonterminal(n) => productive[n.0 as usize],
+                })
+        })
+        .collect();
+    // Reachable from start.
+    let mut by_lhs: Vec<Vec<usize>> = vec![Vec::new(); nn];
+    for (i, p) in kept.iter().enumerate() {
+        by_lhs[p.lhs.0 as usize].push(i);
+    }
+    let mut reach = vec![false; nn];
+    let mut term_used = vec![false; terminals.len()];
+    let mut stack = vec![start];
+    while let Some(n) = stack.pop() {
+        if std::mem::replace(&mut reach[n.0 as usize], true) {
+            continue;
+        }
+        for &pi in &by_lhs[n.0 as usize] {
+            for s in &kept[pi].rhs {
+                match s {
+                    Symbol::Terminal(t) => term_used[t.0 as usize] = true,
+                    Symbol::Nonterminal(m) => stack.push(*m),
+                }
+            }
+        }
+    }
+    let mut nt_map = vec![u32::MAX; nn];
+    let mut new_nts = Vec::new();
+    for (i, name) in nonterminals.into_iter().enumerate() {
+        if reach[i] {
+            nt_map[i] = new_nts.len() as u32;
+            new_nts.push(name);
+        }
+    }
+    let mut t_map = vec![u32::MAX; terminals.len()];
+    let mut new_ts = Vec::new();
+    for (i, t) in terminals.into_iter().enumerate() {
+        if term_used[i] {
+            t_map[i] = new_ts.len() as u32;
+            new_ts.push(t);
+        }
+    }
+    let new_prods = kept
+        .into_iter()
+        .filter(|p| reach[p.lhs.0 as usize])
+        .map(|p| Production {
+            lhs: NonterminalId(nt_map[p.lhs.0 as usize]),
+            rhs: p
+                .rhs
+                .iter()
+                .map(|s| match s {
+                    Symbol::Terminal(t) => Symbol::Terminal(TerminalId(t_map[t.0 as usize])),
+                    Symbol::Nonterminal(n) => {
+                        Symbol::Nonterminal(NonterminalId(nt_map[n.0 as usize]))
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Grammar {
+        terminals: new_ts,
+        nonterminals: new_nts,
+        productions: new_prods,
+        start: NonterminalId(nt_map[start.0 as usize]),
+        warnings,
+    })
+}

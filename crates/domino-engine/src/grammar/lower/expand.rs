@@ -1,0 +1,361 @@
+//! Steps 3 to 5 of lowering: the syntactic rules' bodies become BNF productions. Regular
+//! pieces become terminals (deduplicated by their printed HIR), nullable pieces optional
+//! symbols, and repetitions of non-regular things helper nonterminals.
+
+use super::super::dfa::build_dfa;
+use super::hir::{expr_to_hir, hir_size, is_fail, normalize};
+use super::promotion::may_blow_up;
+use super::{LowerOptions, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT};
+use crate::grammar::GrammarError;
+use crate::grammar::expr::{Expr, GrammarDef, RuleId};
+use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
+use regex_syntax::hir::{Hir, HirKind};
+use std::collections::HashMap;
+
+/// The IR under construction (terminals, nonterminals, productions) and the caches that
+/// deduplicate its symbols.
+pub(super) struct Builder<'a> {
+    def: &'a GrammarDef,
+    opts: &'a LowerOptions,
+    rule_hir: &'a [Option<Hir>],
+    promoted: &'a [bool],
+    pub(super) terminals: Vec<Terminal>,
+    /// Printed HIR -> terminal (deduplication).
+    terminal_index: HashMap<String, TerminalId>,
+    pub(super) nonterminals: Vec<String>,
+    pub(super) productions: Vec<Production>,
+    pub(super) rule_nt: Vec<Option<NonterminalId>>,
+    opt_cache: HashMap<Symbol, Symbol>,
+    star_cache: HashMap<Symbol, NonterminalId>,
+    fail_nt: Option<NonterminalId>,
+    piece_counter: Vec<u32>,
+    /// Printed HIR -> whether its DFA stays under the promotion limit.
+    dfa_ok: HashMap<String, bool>,
+}
+
+impl<'a> Builder<'a> {
+    /// A builder with no symbols yet, over promotion's results for `def`.
+    pub(super) fn new(
+        def: &'a GrammarDef,
+        opts: &'a LowerOptions,
+        rule_hir: &'a [Option<Hir>],
+        promoted: &'a [bool],
+    ) -> Self {
+        let n = def.rules.len();
+        Builder {
+            def,
+            opts,
+            rule_hir,
+            promoted,
+            terminals: Vec::new(),
+            terminal_index: HashMap::new(),
+            nonterminals: Vec::new(),
+            productions: Vec::new(),
+            rule_nt: vec![None; n],
+            opt_cache: HashMap::new(),
+            star_cache: HashMap::new(),
+            fail_nt: None,
+            piece_counter: vec![0; n],
+            dfa_ok: HashMap::new(),
+        }
+    }
+
+    pub(super) fn new_nt(&mut self, name: String) -> NonterminalId {
+        let id = NonterminalId(self.nonterminals.len() as u32);
+        self.nonterminals.push(name);
+        id
+    }
+
+    fn helper_name(&mut self, rule: usize, what: &str) -> String {
+        self.piece_counter[rule] += 1;
+        format!(
+            "{}#{what}{}",
+            self.def.rules[rule].name, self.piece_counter[rule]
+        )
+    }
+
+    fn intern(&mut self, hir: Hir, name: &str) -> TerminalId {
+        let key = hir.to_string();
+        if let Some(&t) = self.terminal_index.get(&key) {
+            return t;
+        }
+        let id = TerminalId(self.terminals.len() as u32);
+        let literal = match hir.kind() {
+            HirKind::Literal(l) => Some(l.0.to_vec()),
+            _ => None,
+        };
+        let name = match &literal {
+            Some(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
+            None => name.to_string(),
+        };
+        self.terminals.push(Terminal::new(name, hir, literal));
+        self.terminal_index.insert(key, id);
+        id
+    }
+
+    /// A terminal with constraints (the front end has checked that its language holds a
+    /// non-empty string and no `ε`), deduplicated like [`Builder::intern`].
+    fn intern_constrained(&mut self, hir: Hir, constraints: Constraints, name: &str) -> TerminalId {
+        if constraints.is_empty() {
+            return self.intern(hir, name);
+        }
+        let mut key = hir.to_string();
+        for h in &constraints.and {
+            key.push_str(&format!("\u{0}&{h}"));
+        }
+        for h in &constraints.and_not {
+            key.push_str(&format!("\u{0}!{h}"));
+        }
+        if let Some(&t) = self.terminal_index.get(&key) {
+            return t;
+        }
+        let id = TerminalId(self.terminals.len() as u32);
+        self.terminals.push(Terminal {
+            name: name.to_string(),
+            hir,
+            literal: None,
+            constraints,
+        });
+        self.terminal_index.insert(key, id);
+        id
+    }
+
+    /// `sym?` as a symbol (a cached helper nonterminal `sym | ε`).
+    pub(super) fn nt_opt_of(&mut self, sym: Symbol) -> Symbol {
+        if let Some(&s) = self.opt_cache.get(&sym) {
+            return s;
+        }
+        let name = match sym {
+            Symbol::Terminal(t) => format!("{}?", self.terminals[t.0 as usize].name),
+            Symbol::Nonterminal(n) => format!("{}?", self.nonterminals[n.0 as usize]),
+        };
+        let nt = self.new_nt(name);
+        self.productions.push(Production {
+            lhs: nt,
+            rhs: vec![sym],
+        });
+        self.productions.push(Production {
+            lhs: nt,
+            rhs: vec![],
+        });
+        let s = Symbol::Nonterminal(nt);
+        self.opt_cache.insert(sym, s);
+        s
+    }
+
+    /// A nonterminal with no productions (a piece whose language is empty).
+    fn fail(&mut self) -> Symbol {
+        let nt = match self.fail_nt {
+            Some(nt) => nt,
+            None => {
+                let nt = self.new_nt("#empty-language".into());
+                self.fail_nt = Some(nt);
+                nt
+            }
+        };
+        Symbol::Nonterminal(nt)
+    }
+
+    /// A regular piece as a symbol: `None` = ε only; optional wrapper when nullable.
+    pub(super) fn piece(&mut self, hir: Hir, name: &str, _top: bool) -> Option<Symbol> {
+        if is_fail(&hir) {
+            return Some(self.fail());
+        }
+        let props = hir.properties();
+        let min = props
+            .minimum_len()
+            .expect("normalized, non-failing HIR has a minimum length");
+        if props.maximum_len() == Some(0) {
+            return None;
+        }
+        let t = Symbol::Terminal(self.intern(hir, name));
+        Some(if min == 0 { self.nt_opt_of(t) } else { t })
+    }
+
+    /// May `hir` become one terminal? Pieces that could determinise badly are checked
+    /// against [`PROMOTION_DFA_LIMIT`] (cached per distinct HIR).
+    fn small_enough(&mut self, hir: &Hir) -> bool {
+        let size = hir_size(hir);
+        if !may_blow_up(hir, size) {
+            return true;
+        }
+        let key = hir.to_string();
+        if let Some(&ok) = self.dfa_ok.get(&key) {
+            return ok;
+        }
+        let ok = size <= MAX_INLINE_HIR && build_dfa(hir, Some(PROMOTION_DFA_LIMIT)).is_ok();
+        self.dfa_ok.insert(key, ok);
+        ok
+    }
+
+    /// Is `e` a regular piece (every reference names a promoted rule)? Its HIR if so.
+    fn piece_hir(&self, e: &Expr) -> Option<Hir> {
+        let leaf = matches!(e, Expr::Bytes(_) | Expr::Regex(_) | Expr::Empty);
+        if !self.opts.promote && !leaf {
+            return None;
+        }
+        let lookup = |id: RuleId| {
+            if self.promoted[id.0 as usize] {
+                self.rule_hir[id.0 as usize].clone()
+            } else {
+                None
+            }
+        };
+        expr_to_hir(e, &lookup)
+    }
+
+    pub(super) fn lower_rule_body(
+        &mut self,
+        nt: NonterminalId,
+        body: &Expr,
+        rule: usize,
+    ) -> Result<(), GrammarError> {
+        let alts: &[Expr] = match body {
+            Expr::Alt(v) => v,
+            e => std::slice::from_ref(e),
+        };
+        for alt in alts {
+            let rhs = self.lower_seq(alt, rule)?;
+            self.productions.push(Production { lhs: nt, rhs });
+        }
+        Ok(())
+    }
+
+    /// The symbols of one alternative (sequences flattened).
+    fn lower_seq(&mut self, e: &Expr, rule: usize) -> Result<Vec<Symbol>, GrammarError> {
+        let items: &[Expr] = match e {
+            Expr::Seq(v) => v,
+            e => std::slice::from_ref(e),
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if let Expr::Seq(_) = item {
+                out.extend(self.lower_seq(item, rule)?);
+            } else if let Some(s) = self.lower_item(item, rule)? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One item as a symbol (`None` = ε).
+    fn lower_item(&mut self, e: &Expr, rule: usize) -> Result<Option<Symbol>, GrammarError> {
+        match e {
+            Expr::Empty => return Ok(None),
+            Expr::Bytes(b) if b.is_empty() => return Ok(None),
+            Expr::Ref(r) if !self.promoted[r.0 as usize] => {
+                return Ok(Some(Symbol::Nonterminal(
+                    self.rule_nt[r.0 as usize].expect("reachable rule has a nonterminal"),
+                )));
+            }
+            Expr::Ref(r) => {
+                let hir = self.rule_hir[r.0 as usize]
+                    .clone()
+                    .expect("promoted rules have HIR");
+                let name = self.def.rules[r.0 as usize].name.clone();
+                return Ok(self.piece(hir, &name, false));
+            }
+            Expr::Constrained { hir, constraints } => {
+                let name = self.helper_name(rule, "t");
+                return Ok(Some(Symbol::Terminal(self.intern_constrained(
+                    normalize(hir),
+                    constraints.clone(),
+                    &name,
+                ))));
+            }
+            Expr::Seq(_) => {}
+            _ => {
+                if let Some(hir) = self.piece_hir(e) {
+                    if self.small_enough(&hir) {
+                        let name = self.helper_name(rule, "t");
+                        return Ok(self.piece(hir, &name, false));
+                    }
+                    // Too big a DFA as one terminal (e.g. `number*` with counted parts):
+                    // lower the structure instead.
+                }
+            }
+        }
+        match e {
+            Expr::Seq(_) => {
+                let rhs = self.lower_seq(e, rule)?;
+                let name = self.helper_name(rule, "seq");
+                let nt = self.new_nt(name);
+                self.productions.push(Production { lhs: nt, rhs });
+                Ok(Some(Symbol::Nonterminal(nt)))
+            }
+            Expr::Alt(v) => {
+                let name = self.helper_name(rule, "alt");
+                let nt = self.new_nt(name);
+                for alt in v {
+                    let rhs = self.lower_seq(alt, rule)?;
+                    self.productions.push(Production { lhs: nt, rhs });
+                }
+                Ok(Some(Symbol::Nonterminal(nt)))
+            }
+            Expr::Repeat { expr, min, max } => {
+                let Some(inner) = self.lower_item(expr, rule)? else {
+                    return Ok(None);
+                };
+                if *max == Some(0) {
+                    return Ok(None);
+                }
+                let name = self.helper_name(rule, "rep");
+                let mut rhs = vec![inner; *min as usize];
+                match max {
+                    None => {
+                        let star = self.star_of(inner, &name);
+                        rhs.push(Symbol::Nonterminal(star));
+                    }
+                    Some(max) => {
+                        // Linear chain: O_k → ε | inner O_{k-1}; O_1 → ε | inner.
+                        let mut tail: Option<Symbol> = None;
+                        for k in 1..=(max - min) {
+                            let o = self.new_nt(format!("{name}.opt{k}"));
+                            self.productions.push(Production {
+                                lhs: o,
+                                rhs: vec![],
+                            });
+                            let mut r = vec![inner];
+                            r.extend(tail);
+                            self.productions.push(Production { lhs: o, rhs: r });
+                            tail = Some(Symbol::Nonterminal(o));
+                        }
+                        rhs.extend(tail);
+                    }
+                }
+                if *min == 0 && rhs.len() == 1 {
+                    // `x*` / `x{0,n}`: the star or chain itself, no unit rule around it.
+                    return Ok(rhs.pop());
+                }
+                let nt = self.new_nt(name);
+                self.productions.push(Production { lhs: nt, rhs });
+                Ok(Some(Symbol::Nonterminal(nt)))
+            }
+            Expr::Empty
+            | Expr::Bytes(_)
+            | Expr::Regex(_)
+            | Expr::Constrained { .. }
+            | Expr::Ref(_) => {
+                unreachable!("handled above")
+            }
+        }
+    }
+
+    /// `S → ε | S sym` (left recursion: cheap for Earley), cached per symbol.
+    fn star_of(&mut self, sym: Symbol, name: &str) -> NonterminalId {
+        if let Some(&s) = self.star_cache.get(&sym) {
+            return s;
+        }
+        let s = self.new_nt(format!("{name}*"));
+        self.productions.push(Production {
+            lhs: s,
+            rhs: vec![],
+        });
+        self.productions.push(Production {
+            lhs: s,
+            rhs: vec![Symbol::Nonterminal(s), sym],
+        });
+        self.star_cache.insert(sym, s);
+        s
+    }
+}

@@ -1,0 +1,129 @@
+//! Regular expressions of rule bodies: an [`Expr`] as HIR (references inlined), kept
+//! *normalized* so that an empty language or an ε-only part is visible at the top.
+
+use super::MAX_INLINE_HIR;
+use crate::grammar::expr::{Expr, RuleId};
+use regex_syntax::hir::{Hir, HirKind, Repetition};
+
+/// The HIR of `e`, with references resolved by `lookup` (`None` if some reference has none).
+/// The result is *normalized* (see [`normalize`]).
+pub(super) fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir> {
+    Some(match e {
+        Expr::Empty => Hir::empty(),
+        Expr::Bytes(b) => Hir::literal(b.clone()),
+        Expr::Regex(h) => normalize(h),
+        // Not one regular expression: stays its own terminal.
+        Expr::Constrained { .. } => return None,
+        Expr::Ref(r) => lookup(*r)?,
+        Expr::Seq(v) => concat(
+            v.iter()
+                .map(|x| expr_to_hir(x, lookup))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        Expr::Alt(v) => alternation(
+            v.iter()
+                .map(|x| expr_to_hir(x, lookup))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
+    })
+}
+
+/// Does `h` match nothing? Exact for normalized HIR: there an empty language only occurs as
+/// the whole expression (`regex-syntax`'s own length properties give up on alternatives
+/// with an empty branch, so we remove those branches).
+pub(crate) fn is_fail(h: &Hir) -> bool {
+    match h.kind() {
+        HirKind::Class(regex_syntax::hir::Class::Unicode(c)) => c.ranges().is_empty(),
+        HirKind::Class(regex_syntax::hir::Class::Bytes(c)) => c.ranges().is_empty(),
+        _ => false,
+    }
+}
+
+/// Does `h` match only the empty string (exact for normalized, non-failing HIR)?
+pub(super) fn is_epsilon_only(h: &Hir) -> bool {
+    h.properties().maximum_len() == Some(0)
+}
+
+pub(super) fn concat(v: Vec<Hir>) -> Hir {
+    if v.iter().any(is_fail) {
+        return Hir::fail();
+    }
+    Hir::concat(
+        v.into_iter()
+            .filter(|h| !matches!(h.kind(), HirKind::Empty))
+            .collect(),
+    )
+}
+
+pub(super) fn alternation(v: Vec<Hir>) -> Hir {
+    Hir::alternation(v.into_iter().filter(|h| !is_fail(h)).collect())
+}
+
+pub(super) fn repetition(sub: Hir, min: u32, max: Option<u32>) -> Hir {
+    if max == Some(0) || (is_fail(&sub) && min == 0) || is_epsilon_only(&sub) {
+        return Hir::empty();
+    }
+    if is_fail(&sub) {
+        return Hir::fail();
+    }
+    if min == 1 && max == Some(1) {
+        return sub;
+    }
+    Hir::repetition(Repetition {
+        min,
+        max,
+        greedy: true,
+        sub: Box::new(sub),
+    })
+}
+
+/// Rebuild `h` so that empty-language parts only appear as the whole expression and
+/// ε-only repetitions disappear; captures are dropped (meaningless here). Recursion depth
+/// is bounded by the front ends' nesting limits.
+pub(super) fn normalize(h: &Hir) -> Hir {
+    match h.kind() {
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => h.clone(),
+        HirKind::Capture(c) => normalize(&c.sub),
+        HirKind::Repetition(r) => repetition(normalize(&r.sub), r.min, r.max),
+        HirKind::Concat(v) => concat(v.iter().map(normalize).collect()),
+        HirKind::Alternation(v) => alternation(v.iter().map(normalize).collect()),
+    }
+}
+
+/// Nesting depth of a HIR (iterative).
+pub(super) fn hir_depth(h: &Hir) -> usize {
+    let mut stack = vec![(h, 1usize)];
+    let mut max = 0;
+    while let Some((h, d)) = stack.pop() {
+        max = max.max(d);
+        match h.kind() {
+            HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
+            HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
+            HirKind::Concat(v) | HirKind::Alternation(v) => {
+                stack.extend(v.iter().map(|x| (x, d + 1)))
+            }
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Number of HIR nodes (iterative).
+pub(super) fn hir_size(h: &Hir) -> usize {
+    let mut stack = vec![h];
+    let mut n = 0usize;
+    while let Some(h) = stack.pop() {
+        n += 1;
+        if n > MAX_INLINE_HIR {
+            return n;
+        }
+        match h.kind() {
+            HirKind::Repetition(r) => stack.push(&r.sub),
+            HirKind::Capture(c) => stack.push(&c.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter()),
+            _ => {}
+        }
+    }
+    n
+}

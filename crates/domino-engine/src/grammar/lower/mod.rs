@@ -1,0 +1,293 @@
+//! Lowering: a front end's [`GrammarDef`] (rules over extended-BNF expressions) into the
+//! engine's [`Grammar`] (BNF productions over regular terminals).
+//!
+//! # What it does
+//! 1. **Regular rules.** A rule is *regular* when it reaches no cycle of rule references;
+//!    its body then has an equivalent regular expression (references inlined as HIR), unless
+//!    that HIR would exceed [`MAX_INLINE_HIR`] nodes or [`MAX_INLINE_DEPTH`] levels. A rule whose only cycle is a reference
+//!    to itself in tail position (`ws ::= ([ \t\n] ws)?`) is regular too:
+//!    `R = α R | β` has the language `α* β`.
+//! 2. **Promotion** (the engine's speed depends on it: fewer, longer terminals). A rule
+//!    becomes ONE terminal, used wherever the rule is referenced, when it is
+//!    - [`RuleKind::Lexical`](super::expr::RuleKind::Lexical) (it must then be regular, else an
+//!      error), or
+//!    - regular and *token-like*: every rule it refers to is promoted, no literal of two or
+//!      more bytes sits at a structural position (reachable from the top through sequences,
+//!      alternatives, groups and `?` — not inside `*`/`+`/`{m,n}`), and its DFA stays under [`PROMOTION_DFA_LIMIT`] bytes. So `string`,
+//!      `number`, `ws`, `identifier`, `[0-9]+` become one terminal each, while a fixed
+//!      record like `"{" ws "\"name\":" ws string "}"` stays a sequence at the parser level
+//!      (keywords and punctuation are the natural token boundaries).
+//! 3. **Pieces.** Inside the remaining (syntactic) rules, sequences are split into their
+//!    items; an item that is a literal, a class/regex, or an alternation or repetition whose
+//!    references all name promoted rules, becomes one terminal. Identical HIR (compared by
+//!    its printed form) gives the same `TerminalId`.
+//! 4. **ε.** A piece whose language contains ε becomes an optional symbol `T?` (a helper
+//!    nonterminal `T | ε`); a piece matching only ε disappears; a piece matching nothing
+//!    becomes an unproductive symbol (removed in step 7). This keeps IR invariant 1.
+//! 5. **Repetition of non-regular things** becomes helper nonterminals: `x{m,n}` is one
+//!    production with `m` copies followed by a linear chain of `n-m` optional nonterminals
+//!    (`O_k → ε | x O_{k-1}`), `x{m,}` uses a left-recursive star (`S → ε | S x`). Sizes
+//!    stay linear in the bounds; nullable bodies (`(x?)*`) are fine for Earley.
+//! 6. **`%ignore`.** Promotion of syntactic pieces is off when there is an ignore list
+//!    (ignored text may sit between any two terminals, so merging would change the language).
+//!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
+//!    terminal occurrence `T` becomes `T IGNORE?` and the start becomes `IGNORE? start`,
+//!    which allows any number of ignored strings before, between and after terminals.
+//! 7. **Cleanup.** Unit rules `N → X` (N's only production) are inlined. Unproductive and unreachable nonterminals are removed (warnings name the
+//!    user's rules); unused terminals are dropped and IDs made dense; an empty language is an
+//!    error.
+//!
+//! # Why the language is unchanged
+//! Each step is a textbook language-preserving rewrite: inlining a non-recursive rule into
+//! a regular expression is substitution; a terminal `T` stands for `L(T) \ {ε}` so `T?` has
+//! exactly `L(T)`; helper nonterminals spell out `Seq`/`Alt`/`Repeat` by definition; removing
+//! useless symbols does not change the derivable strings. The tests check this two ways:
+//! the data-driven suites (`tests/cases/*`) run accept/reject strings through the
+//! reference recognizer, and `tests/grammar_lowering.rs` compares the promoted lowering with
+//! [`LowerOptions::promote`] = `false` (classes and literals only) on every string up to a
+//! length over the grammar's alphabet.
+
+mod cleanup;
+mod expand;
+mod hir;
+mod promotion;
+
+use super::GrammarError;
+use super::expr::{Expr, GrammarDef, RuleId};
+use super::ir::{Grammar, NonterminalId, Production, Symbol};
+use cleanup::cleanup;
+use expand::Builder;
+pub(crate) use hir::is_fail;
+use hir::{alternation, expr_to_hir, repetition};
+use promotion::{Promotion, promote};
+
+/// Largest HIR (in nodes) that inlining rule references may build.
+pub const MAX_INLINE_HIR: usize = 250_000;
+/// Deepest HIR that inlining may build: HIR cloning, printing and NFA compilation recurse,
+/// so a long chain of nested regular rules stays a chain of nonterminals instead.
+pub const MAX_INLINE_DEPTH: usize = 200;
+/// Largest dense DFA (bytes) for an optional promotion; bigger rules are split instead.
+pub const PROMOTION_DFA_LIMIT: usize = 2 << 20;
+
+/// Lowering knobs (the defaults are what the engine wants).
+#[derive(Clone, Debug)]
+pub struct LowerOptions {
+    /// Promote token-like regular rules and regular sub-expressions to single terminals.
+    /// With `false`, only literals, classes/regexes and lexical rules are terminals (used by
+    /// tests to check that promotion does not change the language).
+    pub promote: bool,
+}
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        LowerOptions { promote: true }
+    }
+}
+
+/// Lower with the default options.
+pub fn lower(def: &GrammarDef) -> Result<Grammar, GrammarError> {
+    lower_with(def, &LowerOptions::default())
+}
+
+/// Lower `def` to the IR.
+pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, GrammarError> {
+    // With `%ignore`, ignored text may appear between any two terminals, so merging a
+    // syntactic sequence or repetition into one terminal would forbid it there: only lexical
+    // rules and leaves become terminals then.
+    let opts = &LowerOptions {
+        promote: opts.promote && def.ignore.is_empty(),
+    };
+    let mut warnings = def.warnings.clone();
+    let n = def.rules.len();
+
+    // Rules reachable from the start (or from the ignore expressions).
+    let mut reachable = vec![false; n];
+    {
+        let mut stack = vec![def.start];
+        for e in &def.ignore {
+            collect_refs(e, &mut |r| stack.push(r));
+        }
+        while let Some(r) = stack.pop() {
+            if std::mem::replace(&mut reachable[r.0 as usize], true) {
+                continue;
+            }
+            collect_refs(&def.rules[r.0 as usize].expr, &mut |x| stack.push(x));
+        }
+    }
+    for (i, rule) in def.rules.iter().enumerate() {
+        if !reachable[i] {
+            warnings.push(format!(
+                "rule `{}` is not reachable from the start rule and is ignored",
+                rule.name
+            ));
+        }
+    }
+
+    let Promotion { rule_hir, promoted } = promote(def, opts, &reachable, &mut warnings)?;
+
+    let mut b = Builder::new(def, opts, &rule_hir, &promoted);
+    // Nonterminals for the user's non-promoted reachable rules (in definition order, so the
+    // IR's names follow the source).
+    for (i, rule) in def.rules.iter().enumerate() {
+        if reachable[i] && !promoted[i] {
+            b.rule_nt[i] = Some(b.new_nt(rule.name.clone()));
+        }
+    }
+    for (i, rule) in def.rules.iter().enumerate() {
+        if let Some(nt) = b.rule_nt[i] {
+            b.lower_rule_body(nt, &rule.expr, i)?;
+        }
+    }
+    let start_idx = def.start.0 as usize;
+    let mut start = match b.rule_nt[start_idx] {
+        Some(nt) => nt,
+        None => {
+            // A promoted start rule: wrap its terminal in a nonterminal.
+            let nt = b.new_nt(def.rules[start_idx].name.clone());
+            let hir = rule_hir[start_idx]
+                .clone()
+                .expect("promoted rules have HIR");
+            let sym = b.piece(hir, &def.rules[start_idx].name.clone(), true);
+            b.productions.push(Production {
+                lhs: nt,
+                rhs: sym.into_iter().collect(),
+            });
+            nt
+        }
+    };
+
+    // 6. %ignore.
+    if !def.ignore.is_empty() {
+        let mut alts = Vec::new();
+        for e in &def.ignore {
+            let lookup = |id: RuleId| {
+                if promoted[id.0 as usize] {
+                    rule_hir[id.0 as usize].clone()
+                } else {
+                    None
+                }
+            };
+            match expr_to_hir(e, &lookup) {
+                Some(h) => alts.push(h),
+                None => return Err(GrammarError::whole("%ignore expressions must be regular")),
+            }
+        }
+        let ign = repetition(alternation(alts), 1, None);
+        if let Some(ign_sym) = b.piece(ign, "IGNORE", false) {
+            let ign_opt = b.nt_opt_of(ign_sym);
+            let ign_prods: Vec<NonterminalId> = match ign_opt {
+                Symbol::Nonterminal(nt) => vec![nt],
+                Symbol::Terminal(_) => vec![],
+            };
+            for p in b.productions.iter_mut() {
+                if ign_prods.contains(&p.lhs) {
+                    continue;
+                }
+                let mut rhs = Vec::with_capacity(p.rhs.len() * 2);
+                for &s in &p.rhs {
+                    rhs.push(s);
+                    if matches!(s, Symbol::Terminal(_)) {
+                        rhs.push(ign_opt);
+                    }
+                }
+                p.rhs = rhs;
+            }
+            let new_start = b.new_nt(format!("{}#ignore", def.rules[start_idx].name));
+            b.productions.push(Production {
+                lhs: new_start,
+                rhs: vec![ign_opt, Symbol::Nonterminal(start)],
+            });
+            start = new_start;
+        }
+    }
+
+    let Builder {
+        terminals,
+        nonterminals,
+        productions,
+        ..
+    } = b;
+    cleanup(
+        Grammar {
+            terminals,
+            nonterminals,
+            productions,
+            start,
+            warnings,
+        },
+        def,
+    )
+}
+
+/// Every rule referenced in `e` (bounded recursion: `Expr` depth is bounded).
+fn collect_refs(e: &Expr, f: &mut impl FnMut(RuleId)) {
+    match e {
+        Expr::Ref(r) => f(*r),
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().for_each(|x| collect_refs(x, f)),
+        Expr::Repeat { expr, .. } => collect_refs(expr, f),
+        Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Constrained { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::gbnf;
+
+    fn lower_gbnf(text: &str) -> Grammar {
+        lower(&gbnf::parse(text, "root").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn json_string_and_number_become_one_terminal_each() {
+        let g = lower_gbnf(
+            r#"root ::= "{" ws "\"a\"" ws ":" ws (string | number) ws "}"
+string ::= "\"" ([^"\\] | "\\" ["\\nt])* "\""
+number ::= "-"? [0-9]+ ("." [0-9]+)?
+ws ::= [ \t\n]*"#,
+        );
+        let names: Vec<&str> = g.terminals.iter().map(|t| t.name.as_str()).collect();
+        assert!(names.contains(&"ws"), "{names:?}");
+        // `(string | number)` is one piece over promoted rules.
+        assert_eq!(g.terminals.len(), 6, "{names:?}");
+        assert_eq!(g.productions_of(g.start).count(), 1);
+    }
+
+    #[test]
+    fn identical_pieces_share_a_terminal() {
+        let g = lower_gbnf("root ::= \"a\" x \"a\" x\nx ::= [0-9] | \"q\" root");
+        assert_eq!(
+            g.terminals
+                .iter()
+                .filter(|t| t.literal.as_deref() == Some(b"a"))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn empty_language_is_an_error() {
+        let def = gbnf::parse("root ::= \"a\" root", "root").unwrap();
+        assert!(lower(&def).unwrap_err().message.contains("empty"));
+    }
+
+    #[test]
+    fn right_recursive_whitespace_is_one_terminal() {
+        let g = lower_gbnf("root ::= \"ab\" ws \"cd\"\nws ::= ([ \\t\\n] ws)?");
+        assert_eq!(g.terminals.len(), 3, "{:?}", g.terminals);
+        let g = lower_gbnf("root ::= d\nd ::= [0-9] d | [0-9]");
+        assert_eq!(g.terminals.len(), 1);
+    }
+
+    #[test]
+    fn big_bounded_repeat_is_linear() {
+        let g = lower_gbnf("root ::= x{0,5000}\nx ::= \"(\" root \")\" | \"a\"");
+        assert!(g.productions.len() < 20_000);
+    }
+
+    #[test]
+    fn unreachable_rules_warn() {
+        let g = lower_gbnf("root ::= \"a\"\nunused ::= \"b\"");
+        assert!(g.warnings.iter().any(|w| w.contains("unused")));
+    }
+}

@@ -1,0 +1,311 @@
+//! Steps 1 and 2 of lowering: which rules are regular (their bodies as one regular
+//! expression, references inlined) and which of those are promoted to a single terminal.
+
+use super::super::dfa::build_dfa;
+use super::hir::{alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, repetition};
+use super::{LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, collect_refs};
+use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
+use crate::grammar::{ErrorKind, GrammarError};
+use regex_syntax::hir::{Hir, HirKind};
+
+/// What promotion decided, per rule of the [`GrammarDef`].
+pub(super) struct Promotion {
+    /// The rule's regular expression (references inlined, normalized), for the regular rules
+    /// small enough that needed one: promotion candidates and whatever lexical rules reach.
+    pub(super) rule_hir: Vec<Option<Hir>>,
+    /// The rule becomes one terminal wherever it is referenced.
+    pub(super) promoted: Vec<bool>,
+}
+
+/// Find the regular rules and promote the lexical and token-like ones (steps 1 and 2 of the
+/// module overview); warns about regular rules that derive nothing. Fails when a reachable
+/// lexical rule is not regular or too large.
+pub(super) fn promote(
+    def: &GrammarDef,
+    opts: &LowerOptions,
+    reachable: &[bool],
+    warnings: &mut Vec<String>,
+) -> Result<Promotion, GrammarError> {
+    let n = def.rules.len();
+    // 1. Regular rules in topological order (Kahn over "references").
+    let mut refs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, rule) in def.rules.iter().enumerate() {
+        collect_refs(&rule.expr, &mut |r| refs[i].push(r.0 as usize));
+        refs[i].sort_unstable();
+        refs[i].dedup();
+    }
+    // Right-linear self recursion (`ws ::= ([ \t\n] ws)?`, `digits ::= [0-9] digits | [0-9]`)
+    // is still regular: R = α₁ R | … | β₁ | … has the language (α₁|…)* (β₁|…).
+    let mut tail_rec: Vec<Option<(Vec<Expr>, Vec<Expr>)>> = vec![None; n];
+    for (i, rule) in def.rules.iter().enumerate() {
+        if refs[i].binary_search(&i).is_ok() {
+            if let Some(split) = tail_split(&rule.expr, RuleId(i as u32)) {
+                tail_rec[i] = Some(split);
+                refs[i].retain(|&r| r != i);
+            }
+        }
+    }
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut pending: Vec<usize> = refs.iter().map(|r| r.len()).collect();
+    for (i, rs) in refs.iter().enumerate() {
+        for &r in rs {
+            users[r].push(i);
+        }
+    }
+    let mut order: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
+    let mut k = 0;
+    while k < order.len() {
+        let r = order[k];
+        k += 1;
+        for &u in &users[r] {
+            pending[u] -= 1;
+            if pending[u] == 0 {
+                order.push(u);
+            }
+        }
+    }
+    // rule_hir[r]: the rule's regular expression (inlined), for regular rules small enough.
+    let mut rule_hir: Vec<Option<Hir>> = vec![None; n];
+    let mut promoted = vec![false; n];
+    let mut too_big = vec![false; n];
+    // Estimated inlined size per rule, computed before building anything (inlining can
+    // grow exponentially: `a ::= b b`, `b ::= c c`, ...).
+    let mut est_size = vec![usize::MAX; n];
+    let mut est_depth = vec![usize::MAX; n];
+    for &r in &order {
+        if tail_rec[r].is_some() {
+            est_size[r] = 1; // its self references
+            est_depth[r] = 1;
+        }
+        est_size[r] = expr_size(&def.rules[r].expr, &est_size);
+        est_depth[r] = expr_depth(&def.rules[r].expr, &est_depth).saturating_add(2);
+    }
+    // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
+    // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
+    // regular rule would be wasted on big fixed records that stay syntactic.
+    let mut lexical_reach = vec![false; n];
+    {
+        let mut stack: Vec<usize> = (0..n)
+            .filter(|&i| def.rules[i].kind == RuleKind::Lexical)
+            .collect();
+        while let Some(r) = stack.pop() {
+            if !std::mem::replace(&mut lexical_reach[r], true) {
+                stack.extend(refs[r].iter().copied());
+            }
+        }
+    }
+    for &r in &order {
+        let rule = &def.rules[r];
+        let candidate = rule.kind == RuleKind::Syntactic
+            && opts.promote
+            && token_like(&rule.expr, RuleId(r as u32), &promoted);
+        if !candidate && !lexical_reach[r] {
+            continue;
+        }
+        if est_size[r] > MAX_INLINE_HIR || est_depth[r] > MAX_INLINE_DEPTH {
+            too_big[r] = true;
+            continue;
+        }
+        let hir = {
+            let lookup = |id: RuleId| rule_hir[id.0 as usize].clone();
+            match &tail_rec[r] {
+                None => expr_to_hir(&rule.expr, &lookup),
+                Some((prefixes, bases)) => (|| {
+                    let prefixes = prefixes
+                        .iter()
+                        .map(|e| expr_to_hir(e, &lookup))
+                        .collect::<Option<Vec<_>>>()?;
+                    let bases = bases
+                        .iter()
+                        .map(|e| expr_to_hir(e, &lookup))
+                        .collect::<Option<Vec<_>>>()?;
+                    Some(concat(vec![
+                        repetition(alternation(prefixes), 0, None),
+                        alternation(bases),
+                    ]))
+                })(),
+            }
+        };
+        let Some(hir) = hir else {
+            too_big[r] = true;
+            continue;
+        };
+        if is_fail(&hir) && reachable[r] {
+            warnings.push(format!(
+                "rule `{}` derives no string (it never terminates)",
+                rule.name
+            ));
+        }
+        let promote = match rule.kind {
+            RuleKind::Lexical => true,
+            RuleKind::Syntactic => {
+                candidate
+                    && (!may_blow_up(&hir, est_size[r])
+                        || build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok())
+            }
+        };
+        promoted[r] = promote;
+        rule_hir[r] = Some(hir);
+    }
+    for (i, rule) in def.rules.iter().enumerate() {
+        if rule.kind == RuleKind::Lexical && reachable[i] && !promoted[i] {
+            let why = if too_big[i] {
+                (
+                    format!(
+                        "terminal rule `{}` is too large to compile as one regular expression",
+                        rule.name
+                    ),
+                    ErrorKind::Limit,
+                )
+            } else {
+                (
+                    format!(
+                        "terminal rule `{}` is not regular (it is recursive or refers to a recursive rule)",
+                        rule.name
+                    ),
+                    ErrorKind::Invalid,
+                )
+            };
+            let err = if rule.span.line == 0 {
+                GrammarError::whole(why.0)
+            } else {
+                GrammarError::at(rule.span.line, rule.span.column, why.0)
+            };
+            return Err(err.with_kind(why.1));
+        }
+    }
+    Ok(Promotion { rule_hir, promoted })
+}
+
+/// Split a rule body that refers to `me` only in tail position into the prefixes α with
+/// `α me` an alternative and the bases β without `me`: `L = (α₁|…)* (β₁|…)`. `None` when
+/// `me` occurs anywhere else.
+fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
+    let mentions = |x: &Expr| {
+        let mut found = false;
+        collect_refs(x, &mut |r| found |= r == me);
+        found
+    };
+    if !mentions(e) {
+        return Some((vec![], vec![e.clone()]));
+    }
+    match e {
+        Expr::Ref(r) if *r == me => Some((vec![Expr::Empty], vec![])),
+        Expr::Alt(v) => {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for x in v {
+                let (xa, xb) = tail_split(x, me)?;
+                a.extend(xa);
+                b.extend(xb);
+            }
+            Some((a, b))
+        }
+        Expr::Seq(v) => {
+            let (last, init) = v.split_last()?;
+            if init.iter().any(mentions) {
+                return None;
+            }
+            let (la, lb) = tail_split(last, me)?;
+            let prefix = |x: Expr| {
+                let mut items = init.to_vec();
+                items.push(x);
+                Expr::Seq(items)
+            };
+            Some((
+                la.into_iter().map(prefix).collect(),
+                lb.into_iter().map(prefix).collect(),
+            ))
+        }
+        Expr::Repeat {
+            expr,
+            min: 0,
+            max: Some(1),
+        } => {
+            let (a, mut b) = tail_split(expr, me)?;
+            b.push(Expr::Empty);
+            Some((a, b))
+        }
+        _ => None,
+    }
+}
+
+/// Estimated HIR size of `e` with references inlined (saturating).
+fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
+    match e {
+        Expr::Empty | Expr::Bytes(_) => 1,
+        Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_size(h),
+        Expr::Ref(r) => sizes[r.0 as usize],
+        Expr::Seq(v) | Expr::Alt(v) => v
+            .iter()
+            .fold(1usize, |acc, x| acc.saturating_add(expr_size(x, sizes))),
+        Expr::Repeat { expr, .. } => expr_size(expr, sizes).saturating_add(1),
+    }
+}
+
+/// Could `h`'s DFA be large? Counted repetitions (`x{2,50}`) and big expressions can blow
+/// up determinisation; plain `*`/`+`/`?` over classes and literals (the usual token rules)
+/// stay small, so the (costly) DFA size check is skipped for them.
+pub(super) fn may_blow_up(h: &Hir, est_size: usize) -> bool {
+    if est_size > 1000 {
+        return true;
+    }
+    let mut stack = vec![h];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Repetition(r) => {
+                if r.min > 1 || r.max.is_some_and(|m| m > 1) {
+                    return true;
+                }
+                stack.push(&r.sub);
+            }
+            HirKind::Capture(c) => stack.push(&c.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Estimated HIR nesting depth of `e` with references inlined (saturating).
+fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
+    match e {
+        Expr::Empty | Expr::Bytes(_) => 1,
+        Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_depth(h),
+        Expr::Ref(r) => depths[r.0 as usize],
+        Expr::Seq(v) | Expr::Alt(v) => v
+            .iter()
+            .map(|x| expr_depth(x, depths))
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1),
+        Expr::Repeat { expr, .. } => expr_depth(expr, depths).saturating_add(1),
+    }
+}
+
+/// Token-like rule body: every reference names a promoted rule, and no literal of two or
+/// more bytes sits at a *structural* position (reachable from the top through sequences,
+/// alternatives, groups and `?`, but not through `*`/`+`/counted repetition, where literals
+/// such as `"\\u"` are part of a token's spelling).
+fn token_like(body: &Expr, me: RuleId, promoted: &[bool]) -> bool {
+    let mut all_refs_promoted = true;
+    // Self references are right-linear here (the rule is regular), so they are fine.
+    collect_refs(body, &mut |r| {
+        all_refs_promoted &= r == me || promoted[r.0 as usize]
+    });
+    all_refs_promoted && !has_structural_keyword(body)
+}
+
+fn has_structural_keyword(e: &Expr) -> bool {
+    match e {
+        Expr::Bytes(b) => b.len() >= 2,
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().any(has_structural_keyword),
+        Expr::Repeat {
+            expr, max: Some(1), ..
+        } => has_structural_keyword(expr),
+        Expr::Repeat { .. }
+        | Expr::Empty
+        | Expr::Regex(_)
+        | Expr::Constrained { .. }
+        | Expr::Ref(_) => false,
+    }
+}

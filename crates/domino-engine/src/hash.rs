@@ -1,0 +1,103 @@
+//! FNV-1a, the one 64-bit hash for stable keys: vocabulary and grammar fingerprints, tree
+//! cache checksums, draft contexts, file-name fingerprints.
+//!
+//! Why FNV-1a and not `std`'s hasher: the values are written to disk (tree caches, draft
+//! statistics) and compared across runs, processes and platforms, so the function must be
+//! fixed forever; `DefaultHasher` may change between Rust releases. Changing anything here
+//! invalidates every persisted file.
+
+/// 64-bit FNV-1a of `bytes`.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    Fnv1a::new().write(bytes).finish()
+}
+
+/// Incremental 64-bit FNV-1a: `state = (state ^ byte) · PRIME` per byte, from
+/// [`Fnv1a::OFFSET_BASIS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fnv1a {
+    state: u64,
+}
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a::new()
+    }
+}
+
+impl Fnv1a {
+    /// The initial state.
+    pub const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    /// The multiplier applied after each byte (or word).
+    pub const PRIME: u64 = 0x0100_0000_01b3;
+
+    /// A hash of nothing yet.
+    pub const fn new() -> Self {
+        Fnv1a {
+            state: Self::OFFSET_BASIS,
+        }
+    }
+
+    /// Continue from `state`: a previous [`Fnv1a::finish`] (to extend a hash) or a seed.
+    pub const fn resume(state: u64) -> Self {
+        Fnv1a { state }
+    }
+
+    /// Feed `bytes`, one FNV-1a step each.
+    pub fn write(&mut self, bytes: &[u8]) -> &mut Self {
+        for &b in bytes {
+            self.write_u8(b);
+        }
+        self
+    }
+
+    /// Feed one byte.
+    #[inline]
+    pub fn write_u8(&mut self, b: u8) -> &mut Self {
+        self.state = (self.state ^ b as u64).wrapping_mul(Self::PRIME);
+        self
+    }
+
+    /// Feed a whole 64-bit word in ONE step (`state = (state ^ w) · PRIME`): the word-wise
+    /// variant the draft contexts use, not the same as writing the word's 8 bytes.
+    #[inline]
+    pub fn write_word(&mut self, w: u64) -> &mut Self {
+        self.state = (self.state ^ w).wrapping_mul(Self::PRIME);
+        self
+    }
+
+    /// The hash of everything fed so far.
+    pub fn finish(&self) -> u64 {
+        self.state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_the_published_fnv1a_test_vectors() {
+        // From the FNV reference (draft-eastlake-fnv): "", "a", "foobar".
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn incremental_writes_and_resume_equal_one_shot() {
+        let mut h = Fnv1a::new();
+        h.write(b"foo").write_u8(b'b');
+        let resumed = Fnv1a::resume(h.finish()).write(b"ar").finish();
+        assert_eq!(resumed, fnv1a(b"foobar"));
+    }
+
+    #[test]
+    fn a_word_is_one_step_not_eight_bytes() {
+        let mut word = Fnv1a::new();
+        word.write_word(0x61);
+        assert_eq!(word.finish(), fnv1a(b"a"));
+        let mut bytes = Fnv1a::new();
+        bytes.write(&0x61u64.to_le_bytes());
+        assert_ne!(bytes.finish(), word.finish());
+    }
+}
