@@ -1,9 +1,10 @@
-//! Constrained generation: the DOMINO engine inside the decode loop, with opportunistic
+//! Constrained generation: how the DOMINO engine runs inside decode's loop
+//! ([`super::sequence::run`] with [`super::ChoiceRule::Engine`]), with opportunistic
 //! masking, count-based speculative drafts and the guidance-style template baseline.
 //!
-//! # The loop ([`generate_constrained`])
+//! # The steps
 //! Every step chooses a token from the latest logits among the tokens the [`Constraint`]
-//! allows ([`Chooser`]: full or opportunistic masking), commits it, and runs the next forward
+//! allows ([`super::opportunistic::Chooser`]: full or opportunistic masking), commits it, and runs the next forward
 //! pass on a batch `[token, forced…, draft…]`:
 //! - **forced** (`template` only): the text every continuation starts with
 //!   ([`Constraint::forced_bytes`]) is tokenized with the model's tokenizer and appended
@@ -16,7 +17,7 @@
 //!   tokenizer's first token of the forced bytes; the counts go first because they know
 //!   which tokenization of forced text this model actually prefers). Each proposal is checked with `allows`
 //!   and committed so the next proposal sees its context; all of them are rolled back before
-//!   verification. A [`DraftTuner`] then cuts the draft where the expected tokens per unit
+//!   verification. A [`super::draft_policy::DraftTuner`] then cuts the draft where the expected tokens per unit
 //!   of measured forward-pass time peak ([`super::draft_policy`]; `--draft-policy threshold`
 //!   keeps the whole proposal).
 //!
@@ -45,14 +46,9 @@
 //!   output.
 
 use super::draft_model::DraftModel;
-use super::draft_policy::{DraftGuess, DraftSource, DraftTuner};
-use super::opportunistic::Chooser;
-use super::{FinishReason, GenerationRequest, GenerationResult, GenerationStats, log_softmax_at};
+use super::draft_policy::{DraftGuess, DraftSource};
 use crate::engine::Constraint;
-use crate::runtime::{LogitsAt, Session};
 use crate::vocab::{TokenId, Vocabulary};
-use std::sync::Arc;
-use std::time::Instant;
 
 /// How the engine is used in the loop.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,91 +71,6 @@ impl Default for EngineDecodeOptions {
             draft_threshold: 0.8,
             template: false,
         }
-    }
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
-
-/// The state of one constrained generation.
-struct Run<'a> {
-    vocab: Arc<Vocabulary>,
-    constraint: &'a mut Constraint,
-    drafts: &'a mut DraftModel,
-    tuner: &'a mut DraftTuner,
-    chooser: Chooser,
-    want_logprobs: bool,
-    max_tokens: usize,
-    tokens: Vec<TokenId>,
-    bytes: Vec<u8>,
-    logprobs: Vec<f32>,
-    stats: GenerationStats,
-    on_token: &'a mut dyn FnMut(TokenId, &[u8]) -> anyhow::Result<()>,
-}
-
-impl Run<'_> {
-    /// Output `t`: commit it, count it for the draft model, report it.
-    fn accept(&mut self, t: TokenId, logprob: Option<f32>) -> anyhow::Result<()> {
-        let ctx = self.constraint.draft_context();
-        self.constraint.commit(t).map_err(|e| {
-            anyhow::anyhow!("internal error: the chosen token was rejected by the constraint: {e}")
-        })?;
-        self.drafts.observe(ctx, t);
-        let piece = self.vocab.bytes(t);
-        self.tokens.push(t);
-        self.bytes.extend_from_slice(piece);
-        if self.want_logprobs {
-            self.logprobs.push(logprob.unwrap_or(f32::NAN));
-        }
-        (self.on_token)(t, piece)
-    }
-
-    fn full(&self) -> bool {
-        self.tokens.len() >= self.max_tokens
-    }
-
-    /// Template mode: output the forced text's tokens (up to `room`) and append them to
-    /// `batch`. Returns how many were appended.
-    fn append_forced(&mut self, batch: &mut Vec<TokenId>, room: usize) -> anyhow::Result<usize> {
-        let forced = self.constraint.forced_bytes();
-        let text = valid_utf8_prefix(&forced);
-        if text.is_empty() {
-            return Ok(0);
-        }
-        let Ok(tokens) = self.vocab.tokenize(text) else {
-            return Ok(0);
-        };
-        let mut n = 0;
-        for t in tokens {
-            if n >= room || self.full() || self.vocab.is_eog(t) || !self.constraint.allows(t) {
-                break;
-            }
-            self.accept(t, None)?;
-            batch.push(t);
-            n += 1;
-        }
-        self.stats.forced_tokens += n;
-        Ok(n)
-    }
-
-    /// Up to `room` draft tokens after the current state ([`propose_draft`]).
-    fn propose(
-        &mut self,
-        room: usize,
-        threshold: f32,
-        out: &mut Vec<TokenId>,
-        guesses: &mut Vec<DraftGuess>,
-    ) {
-        propose_draft(
-            self.constraint,
-            self.drafts,
-            &self.vocab,
-            room,
-            threshold,
-            out,
-            guesses,
-        );
     }
 }
 
@@ -238,253 +149,11 @@ pub(crate) fn propose_draft(
 }
 
 /// The longest valid UTF-8 prefix of `b` (forced text may stop inside a character).
-fn valid_utf8_prefix(b: &[u8]) -> &str {
+pub(crate) fn valid_utf8_prefix(b: &[u8]) -> &str {
     match std::str::from_utf8(b) {
         Ok(s) => s,
         Err(e) => std::str::from_utf8(&b[..e.valid_up_to()]).expect("valid prefix"),
     }
-}
-
-/// Decode `batch`, with logits at batch indices `need_from..` (at least the last one).
-fn decode_batch(
-    session: &mut Session<'_>,
-    batch: &[TokenId],
-    need_from: usize,
-    positions: &mut Vec<usize>,
-) -> anyhow::Result<()> {
-    let last = batch.len() - 1;
-    if need_from >= last {
-        session.decode(batch, LogitsAt::Last)?;
-    } else if need_from == 0 {
-        session.decode(batch, LogitsAt::All)?;
-    } else {
-        positions.clear();
-        positions.extend(need_from..=last);
-        session.decode(batch, LogitsAt::Positions(positions))?;
-    }
-    Ok(())
-}
-
-/// Generate from `request.prompt` under `constraint` (see the module doc). The constraint
-/// must be fresh or positioned where the output starts; `drafts` is updated with the
-/// output.
-pub fn generate_constrained(
-    session: &mut Session<'_>,
-    request: &GenerationRequest,
-    constraint: &mut Constraint,
-    drafts: &mut DraftModel,
-    tuner: &mut DraftTuner,
-    opts: &EngineDecodeOptions,
-    on_token: &mut dyn FnMut(TokenId, &[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<GenerationResult> {
-    if request.prompt.is_empty() {
-        anyhow::bail!("the prompt is empty: there is nothing to condition the model on");
-    }
-    request
-        .sampling
-        .validate()
-        .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
-    if !(0.0..=1.0).contains(&opts.draft_threshold) {
-        anyhow::bail!(
-            "the draft threshold must be in [0, 1], got {}",
-            opts.draft_threshold
-        );
-    }
-    let vocab = session.model().vocabulary();
-    if vocab.len() != constraint.vocab().len() {
-        anyhow::bail!(
-            "the constraint was built for a vocabulary of {} tokens, the model has {}",
-            constraint.vocab().len(),
-            vocab.len()
-        );
-    }
-    let n_ctx = session.n_ctx();
-    let mut run = Run {
-        chooser: Chooser::new(request.sampling.clone(), vocab.len(), opts.opportunistic),
-        vocab,
-        constraint,
-        drafts,
-        tuner,
-        want_logprobs: request.logprobs,
-        max_tokens: request.max_tokens,
-        tokens: Vec::new(),
-        bytes: Vec::new(),
-        logprobs: Vec::new(),
-        stats: GenerationStats {
-            prompt_tokens: request.prompt.len(),
-            ..Default::default()
-        },
-        on_token,
-    };
-    let mut positions = Vec::new();
-    let mut draft = Vec::with_capacity(opts.draft);
-    let mut guesses = Vec::with_capacity(opts.draft);
-
-    // The prompt, plus (template) the forced text the output starts with.
-    let start = Instant::now();
-    let mut batch: Vec<TokenId> = request.prompt.clone();
-    if opts.template {
-        let room = n_ctx.saturating_sub(session.n_past() + batch.len());
-        run.append_forced(&mut batch, room)?;
-    }
-    let n_prompt = request.prompt.len();
-    let need_from = if run.want_logprobs {
-        n_prompt - 1
-    } else {
-        batch.len() - 1
-    };
-    decode_batch(session, &batch, need_from, &mut positions)?;
-    run.stats.forward_passes += 1;
-    for (i, lp) in run.logprobs.iter_mut().enumerate() {
-        *lp = log_softmax_at(session.logits(n_prompt - 1 + i), batch[n_prompt + i]);
-    }
-    run.stats.prompt_ms = ms_since(start);
-
-    let decode_start = Instant::now();
-    // Batch index of the logits for the next position.
-    let mut logits_at = batch.len() - 1;
-    // A token already chosen (at a rejected draft position) but not yet output.
-    let mut pending: Option<(TokenId, Option<f32>)> = None;
-    let finish_reason = 'steps: loop {
-        if run.full() {
-            break FinishReason::Length;
-        }
-        if run.constraint.is_finished() {
-            break FinishReason::GrammarEnd;
-        }
-        let (token, logprob) = match pending.take() {
-            Some(p) => p,
-            None => {
-                let logits = session.logits(logits_at);
-                let t = run
-                    .chooser
-                    .choose(logits, run.constraint, None)
-                    .ok_or_else(|| {
-                        anyhow::anyhow!("internal error: the grammar allows no token here")
-                    })?;
-                (t, run.want_logprobs.then(|| log_softmax_at(logits, t)))
-            }
-        };
-        if run.vocab.is_eog(token) {
-            break FinishReason::Eos;
-        }
-        run.accept(token, logprob)?;
-        if run.full() {
-            break FinishReason::Length;
-        }
-        if run.constraint.is_finished() {
-            break FinishReason::GrammarEnd;
-        }
-
-        // The next batch: the token, forced text (template), drafts.
-        batch.clear();
-        batch.push(token);
-        let first_forced_out = run.tokens.len();
-        if opts.template {
-            let room = n_ctx.saturating_sub(session.n_past() + batch.len());
-            run.append_forced(&mut batch, room)?;
-            if run.full() {
-                break FinishReason::Length;
-            }
-            if run.constraint.is_finished() {
-                break FinishReason::GrammarEnd;
-            }
-        }
-        let n_fixed = batch.len();
-        if session.n_past() + n_fixed > n_ctx {
-            crate::log!(1, "context full ({n_ctx} positions): stopping");
-            break FinishReason::Length;
-        }
-        let room = opts
-            .draft
-            .min(run.max_tokens - run.tokens.len())
-            .min(n_ctx - session.n_past() - n_fixed);
-        if room > 0 {
-            run.propose(room, opts.draft_threshold, &mut draft, &mut guesses);
-            let keep = run.tuner.draft_len(&guesses);
-            draft.truncate(keep);
-            guesses.truncate(keep);
-        } else {
-            draft.clear();
-            guesses.clear();
-        }
-        batch.extend_from_slice(&draft);
-        let need_from = if run.want_logprobs && n_fixed > 1 {
-            0
-        } else if !draft.is_empty() {
-            n_fixed - 1
-        } else {
-            batch.len() - 1
-        };
-        let pass_start = Instant::now();
-        decode_batch(session, &batch, need_from, &mut positions)?;
-        if n_fixed == 1 {
-            // `[token, drafts…]` with logits at every position: the pass the cost model is
-            // about. Reading the last logits waits for an asynchronous (GPU) backend.
-            let _ = session.try_logits(batch.len() - 1);
-            run.tuner.cost.observe(batch.len(), ms_since(pass_start));
-        }
-        run.stats.forward_passes += 1;
-        if run.want_logprobs {
-            for i in 1..n_fixed {
-                run.logprobs[first_forced_out + i - 1] =
-                    log_softmax_at(session.logits(i - 1), batch[i]);
-            }
-        }
-        run.stats.draft_proposed += draft.len();
-        logits_at = batch.len() - 1;
-
-        // Verify the drafts in order.
-        for (j, &d) in draft.iter().enumerate() {
-            let unverified = draft.len() - j;
-            if run.full() || run.constraint.is_finished() {
-                session.truncate(session.n_past() - unverified)?;
-                break 'steps if run.full() {
-                    FinishReason::Length
-                } else {
-                    FinishReason::GrammarEnd
-                };
-            }
-            let logits = session.logits(n_fixed - 1 + j);
-            let y = run
-                .chooser
-                .choose(logits, run.constraint, Some(d))
-                .ok_or_else(|| {
-                    anyhow::anyhow!("internal error: the grammar allows no token here")
-                })?;
-            let lp = run.want_logprobs.then(|| log_softmax_at(logits, y));
-            run.tuner.observe_outcome(j, guesses[j], y == d);
-            if y == d {
-                run.accept(y, lp)?;
-                run.stats.draft_accepted += 1;
-            } else {
-                // The model's own token at the first disagreement; drop the rest.
-                crate::log!(
-                    2,
-                    "draft rejected: proposed {:?}, chose {:?}",
-                    String::from_utf8_lossy(run.vocab.bytes(d)),
-                    String::from_utf8_lossy(run.vocab.bytes(y))
-                );
-                session.truncate(session.n_past() - unverified)?;
-                pending = Some((y, lp));
-                break;
-            }
-        }
-    };
-
-    let c = run.chooser.stats;
-    let mut stats = run.stats;
-    stats.finish_decode(run.tokens.len(), decode_start);
-    stats.masks_computed = c.masks_computed;
-    stats.mask_us_total = c.mask_us_total;
-    stats.interventions = c.interventions;
-    Ok(GenerationResult {
-        tokens: run.tokens,
-        bytes: run.bytes,
-        logprobs: run.logprobs,
-        finish_reason,
-        stats,
-    })
 }
 
 #[cfg(test)]
@@ -493,6 +162,7 @@ mod tests {
 
     use crate::engine::{CompiledGrammar, Options};
     use crate::grammar::{CompileOptions, GrammarSource};
+    use std::sync::Arc;
 
     fn smollm2() -> Arc<Vocabulary> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -3,12 +3,15 @@
 //! # Overview
 //! A [`Decoder`] is built once per grammar and model from a [`DecoderConfig`] (what the CLI
 //! flags say) and then runs any number of generations with [`Decoder::generate`]:
-//! - `none`: the unconstrained loop ([`super::generate`]);
+//! - `none`: unconstrained sampling;
 //! - `domino`: the engine at lookahead `k` (default ∞, minimally invasive), optionally
 //!   opportunistic and speculative ([`super::constrained`]);
 //! - `naive`: the engine at `k = 0` (no bridge tokens) — the paper's Fig. 1;
 //! - `template`: the engine with forced text appended without the model (guidance-style);
-//! - `llama-grammar`: llama.cpp's GBNF sampler ([`super::baselines`]). GBNF text comes from
+//! - `llama-grammar`: llama.cpp's GBNF sampler ([`crate::runtime::LlamaGrammar`], sample,
+//!   check the one token, resample on rejection; it has no "nothing more can follow" query,
+//!   so it stops at the grammar's forced end-of-generation token, one forward pass later
+//!   than DOMINO's `grammar_end`, or at `max_tokens`). GBNF text comes from
 //!   a `.gbnf` file as written, or is printed from the parsed grammar
 //!   ([`crate::grammar::print::to_gbnf`]); a constraint GBNF cannot express is an error.
 //!
@@ -16,16 +19,20 @@
 //! loaded from / saved to `--draft-stats` by [`Decoder::new`] / [`Decoder::save_draft_stats`].
 //! So does the [`DraftTuner`] (measured forward-pass cost and acceptance calibration, see
 //! [`super::draft_policy`]), which is not saved: it describes this machine and this run.
+//!
+//! Every method runs in decode's one loop ([`super::sequence::run`]): the decoder only
+//! builds the [`ChoiceRule`] of a generation.
 
-use super::baselines::generate_llama_grammar;
-use super::constrained::{EngineDecodeOptions, generate_constrained};
+use super::constrained::EngineDecodeOptions;
 use super::draft_model::DraftModel;
 use super::draft_policy::{DraftPolicy, DraftSource, DraftTuner};
-use super::{GenerationRequest, GenerationResult, generate};
+use super::opportunistic::Chooser;
+use super::sequence::{self, ChoiceRule, Sequence};
+use super::{Control, GenerationRequest, GenerationResult, Observer, Sampler, TokenEvent};
 use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::grammar::{CompileOptions, GrammarError, GrammarSource};
-use crate::runtime::{Model, Session};
-use crate::vocab::TokenId;
+use crate::runtime::{LlamaGrammar, Model, Session};
+use crate::vocab::{TokenId, TokenSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -206,9 +213,7 @@ impl Decoder {
                             .start
                             .clone()
                             .unwrap_or_else(|| "root".into());
-                        if llama_cpp_2::sampling::LlamaSampler::grammar(model.llama(), text, &root)
-                            .is_ok()
-                        {
+                        if LlamaGrammar::parses(model, text, &root) {
                             (text.clone(), root)
                         } else {
                             crate::log!(
@@ -300,64 +305,109 @@ impl Decoder {
         }
     }
 
-    /// One generation from `request.prompt` in `session`.
+    /// One generation from `request.prompt` in `session`, calling `on_token(id, bytes)` for
+    /// each output token as soon as it is chosen (an error from it stops generation).
     pub fn generate(
         &mut self,
         session: &mut Session<'_>,
         request: &GenerationRequest,
         on_token: &mut dyn FnMut(TokenId, &[u8]) -> anyhow::Result<()>,
     ) -> anyhow::Result<GenerationResult> {
+        self.run(session, request, &Control::none(), &mut |e: &TokenEvent<
+            '_,
+        >| {
+            on_token(e.token, e.bytes)
+        })
+    }
+
+    /// One generation from `request.prompt` in `session`, reporting every token to
+    /// `observer` and stopping when `control` says so.
+    pub fn run(
+        &mut self,
+        session: &mut Session<'_>,
+        request: &GenerationRequest,
+        control: &Control,
+        observer: &mut dyn Observer,
+    ) -> anyhow::Result<GenerationResult> {
+        let model = session.model();
+        let vocab = model.vocabulary();
         match &self.kind {
-            Kind::Unconstrained => generate(session, request, on_token),
+            Kind::Unconstrained => {
+                let rule = ChoiceRule::Free(Sampler::new(request.sampling.clone()));
+                let seq = Sequence::new(vocab, request, rule)?;
+                sequence::run(session, seq, control, observer)
+            }
             Kind::LlamaGrammar { gbnf, root } => {
-                generate_llama_grammar(session, request, gbnf, root, on_token)
+                // Build the grammar only for a request the loop will run.
+                Sequence::new(
+                    vocab.clone(),
+                    request,
+                    ChoiceRule::Free(Sampler::new(request.sampling.clone())),
+                )?;
+                let rule = ChoiceRule::LlamaGrammar {
+                    grammar: LlamaGrammar::new(model, gbnf, root)?,
+                    sampler: Sampler::new(request.sampling.clone()),
+                    mask: TokenSet::new(vocab.len()),
+                    stats: Default::default(),
+                };
+                let seq = Sequence::new(vocab, request, rule)?;
+                sequence::run(session, seq, control, observer)
             }
             Kind::Engine { opts, .. } => {
                 let opts = opts.clone();
-                let mut constraint = self.constraint(session.model())?.expect("engine kind");
-                let result = generate_constrained(
-                    session,
-                    request,
-                    &mut constraint,
-                    &mut self.drafts,
-                    &mut self.tuner,
-                    &opts,
-                    on_token,
-                )?;
+                let mut constraint = self.constraint(model)?.expect("engine kind");
+                let rule = ChoiceRule::Engine {
+                    constraint: &mut constraint,
+                    chooser: Chooser::new(
+                        request.sampling.clone(),
+                        vocab.len(),
+                        opts.opportunistic,
+                    ),
+                    drafts: &mut self.drafts,
+                    tuner: &mut self.tuner,
+                    opts: opts.clone(),
+                };
+                let seq = Sequence::new(vocab, request, rule)?;
+                let result = sequence::run(session, seq, control, observer)?;
                 if opts.draft > 0 {
-                    let (counted, forced) = self.tuner.calibration_factors();
-                    let cost =
-                        self.tuner
-                            .cost
-                            .estimate()
-                            .map_or("not measured yet".to_string(), |c| {
-                                format!(
-                                    "{:.1} ms + {:.1} ms per extra position",
-                                    c.base_ms, c.per_extra_ms
-                                )
-                            });
-                    crate::log!(
-                        1,
-                        "drafts ({} policy): forward pass {cost}; acceptance calibration: counted ×{counted:.2}, forced ×{forced:.2}",
-                        self.tuner.policy.as_str()
-                    );
-                    let show = |source| {
-                        let f = self.tuner.factors_by_position(source, opts.draft.min(16));
-                        f.iter()
-                            .map(|x| format!("{x:.2}"))
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    };
-                    crate::log!(
-                        2,
-                        "draft calibration by position: counted [{}], forced [{}]",
-                        show(DraftSource::Counted),
-                        show(DraftSource::Forced)
-                    );
+                    self.log_draft_tuning(opts.draft);
                 }
                 Ok(result)
             }
         }
+    }
+
+    /// The draft policy's measurements, at `-v` / `-vv`.
+    fn log_draft_tuning(&self, draft: usize) {
+        let (counted, forced) = self.tuner.calibration_factors();
+        let cost = self
+            .tuner
+            .cost
+            .estimate()
+            .map_or("not measured yet".to_string(), |c| {
+                format!(
+                    "{:.1} ms + {:.1} ms per extra position",
+                    c.base_ms, c.per_extra_ms
+                )
+            });
+        crate::log!(
+            1,
+            "drafts ({} policy): forward pass {cost}; acceptance calibration: counted ×{counted:.2}, forced ×{forced:.2}",
+            self.tuner.policy.as_str()
+        );
+        let show = |source| {
+            let f = self.tuner.factors_by_position(source, draft.min(16));
+            f.iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        crate::log!(
+            2,
+            "draft calibration by position: counted [{}], forced [{}]",
+            show(DraftSource::Counted),
+            show(DraftSource::Forced)
+        );
     }
 
     /// Save the draft counts to `--draft-stats` (when given and the method uses the engine).

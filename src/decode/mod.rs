@@ -1,32 +1,79 @@
-//! The generation loop: prompt → forward passes → sampled tokens, streamed as they come.
+//! Generation: the one loop that feeds tokens to the model and samples, for every method,
+//! the REPL and the evaluation harness.
 //!
-//! [`generate`] evaluates the prompt in one batch (logits at its last position only), then
-//! repeats: sample a token from the latest logits ([`sampler`]), stop on an end-of-generation
-//! token (`"eos"`) or after `max_tokens` (`"length"`), hand the token's bytes to the
-//! caller's callback, and decode it. It never decodes a token it will not use: stopping on
-//! length after `n` tokens costs `n` forward passes (the prompt's and `n - 1` tokens').
+//! # The loop ([`sequence::run`])
+//! A [`Sequence`] holds everything one generation owns — its [`ChoiceRule`] (a sampler, and
+//! the constraint with its draft counts and draft policy, llama.cpp's grammar sampler, or a
+//! text to spell), the prompt, the output so far, the statistics and the stop-string matcher
+//! — apart from the [`Session`] (the model's context and KV cache), which the loop borrows.
+//! The loop evaluates the prompt in one batch (logits at its last position only, or at every
+//! position of forced text), then repeats: choose a token from the latest logits with the
+//! rule, stop on an end-of-generation token (`eos`), commit the token to the rule, report it,
+//! stop if a stop condition holds, and run the next forward pass on a batch
+//! `[token, forced…, draft…]`:
+//! - **forced** (`template` only, [`EngineDecodeOptions::template`]): the text every
+//!   continuation starts with, tokenized and appended without consulting the model;
+//! - **drafts** (`--draft S`, DOMINO §3.6): tokens proposed by the count model and the
+//!   grammar ([`constrained::propose_draft`]), cut by the draft policy, verified in order
+//!   against the logits of one batched pass ([`constrained`] explains why this is exact).
 //!
-//! Extension points: a constraint supplies a mask per step (the sampler already takes one)
-//! and may end generation with `"grammar_end"`; speculation decodes several tokens per pass
-//! with [`LogitsAt::All`](crate::runtime::LogitsAt) and rolls back with
-//! [`Session::truncate`](crate::runtime::Session::truncate).
+//! It never decodes a token it will not use: stopping on length after `n` tokens costs `n`
+//! forward passes (the prompt's and `n - 1` tokens'), and `grammar_end` is detected before
+//! the next pass. Choice rules: unconstrained sampling, the DOMINO engine (full or
+//! opportunistic masking, [`opportunistic`]), llama.cpp's grammar ("sample, check, resample
+//! on rejection", [`crate::runtime::LlamaGrammar`]), and Algorithm 3's "spell this text"
+//! (allowed: non-special tokens whose bytes are a prefix of the rest; ties → lower id).
+//! [`methods::Decoder`] builds the rule of each `--method`.
 //!
-//! Invariants: the prompt and every generated token except an end-of-generation one end up
-//! in the session's KV cache (the last sampled token is decoded only if another step
-//! follows); `tokens`, `logprobs` and the callback calls correspond one to one.
+//! # Observer and control
+//! Every output token is reported, as it is committed, to an [`Observer`] with a
+//! [`TokenEvent`]: its id and bytes, its log-probability under the unmasked model (when the
+//! request asks for them and the logits exist: a forced token's comes with the result, after
+//! the pass that computes it), the unmasked argmax, whether the constraint intervened (the
+//! model's own favourite was not allowed) and where the token came from ([`TokenSource`]).
+//! An error from the observer stops generation and is returned. The [`Control`] is the cancel
+//! flag (Ctrl-C; a closed connection), checked before every step and after every token.
+//!
+//! # Stopping ([`FinishReason`])
+//! `eos` (an end-of-generation token, not output), `length` (`max_tokens`, or a full
+//! context), `grammar_end` (the rule admits nothing more), `stop` (the output contains a stop
+//! string; the tokens that spelled it are kept), `cancelled`. Before a step they are checked
+//! in the order cancelled, stop, length, grammar_end; after a token in the order stop,
+//! length, grammar_end, cancelled.
+//!
+//! # Sequences and sessions
+//! A sequence never names the context it runs in: the session is passed to [`sequence::run`],
+//! and the session carries llama.cpp's sequence id ([`Session::seq`]). Several sequences of
+//! one context (a server's slots) are several `Sequence` values over sessions that differ in
+//! that id; nothing here assumes one process-wide sequence.
+//!
+//! # Invariants
+//! - Every committed token is allowed by the rule (the constraint, llama.cpp's grammar, the
+//!   text to spell); an end-of-generation token is never committed.
+//! - Drafts never change the output: a draft token is output only when the rule, choosing at
+//!   its position exactly as the non-speculative loop would, chooses it; draft counts learn
+//!   only from output tokens.
+//! - `tokens`, `bytes`, `logprobs` (when asked for), `intervened` and observer calls
+//!   correspond one to one, in order.
+//! - KV cache: the session ends up holding what it held before, the prompt, and every output
+//!   token that a later step conditioned on — never a rejected draft; the last output token is
+//!   decoded only if another step follows.
 
-pub mod baselines;
 pub mod constrained;
 pub mod draft_model;
 pub mod draft_policy;
 pub mod methods;
 pub mod opportunistic;
 pub mod sampler;
+pub mod sequence;
 
+pub use constrained::EngineDecodeOptions;
 pub use sampler::{Sampler, SamplingConfig, log_softmax_at};
+pub use sequence::{ChoiceRule, Sequence};
 
-use crate::runtime::{LogitsAt, Session};
+use crate::runtime::Session;
 use crate::vocab::TokenId;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// What to generate.
@@ -52,6 +99,10 @@ pub enum FinishReason {
     Length,
     /// A constraint's grammar reached a state with nothing more to generate.
     GrammarEnd,
+    /// The output contains a stop string.
+    Stop,
+    /// The [`Control`]'s cancel flag was raised (Ctrl-C).
+    Cancelled,
 }
 
 impl FinishReason {
@@ -60,6 +111,8 @@ impl FinishReason {
             FinishReason::Eos => "eos",
             FinishReason::Length => "length",
             FinishReason::GrammarEnd => "grammar_end",
+            FinishReason::Stop => "stop",
+            FinishReason::Cancelled => "cancelled",
         }
     }
 }
@@ -68,6 +121,9 @@ impl FinishReason {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct GenerationStats {
     pub prompt_tokens: usize,
+    /// Prompt tokens already in the KV cache from an earlier generation (not evaluated
+    /// again; the REPL's turns).
+    pub reused_prompt_tokens: usize,
     pub generated_tokens: usize,
     /// `llama_decode` calls, the prompt's included.
     pub forward_passes: usize,
@@ -112,6 +168,8 @@ pub struct GenerationResult {
     pub bytes: Vec<u8>,
     /// Per-token log-probabilities (empty unless the request asked for them).
     pub logprobs: Vec<f32>,
+    /// Per token: the constraint blocked the model's favourite (the unmasked argmax).
+    pub intervened: Vec<bool>,
     pub finish_reason: FinishReason,
     pub stats: GenerationStats,
 }
@@ -123,77 +181,96 @@ impl GenerationResult {
     }
 }
 
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
+/// Where an output token came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Chosen from the model's logits by the choice rule.
+    Sampled,
+    /// A speculative draft the rule confirmed at its position.
+    Draft,
+    /// Forced text appended without consulting the model (`template`).
+    Forced,
 }
 
-/// Generate from `request.prompt`, calling `on_token(id, bytes)` for each generated token
-/// as soon as it is chosen. An error from the callback stops generation and is returned.
+/// One output token, as reported to the [`Observer`].
+#[derive(Clone, Copy, Debug)]
+pub struct TokenEvent<'a> {
+    pub token: TokenId,
+    pub bytes: &'a [u8],
+    /// Log-probability under the unmasked model: `None` when the request did not ask for
+    /// them, or for a forced token (its logits come later; the result has it).
+    pub logprob: Option<f32>,
+    /// The unmasked model's favourite at this position (`None` for a forced token).
+    pub raw_argmax: Option<TokenId>,
+    /// The constraint blocked the model's favourite here.
+    pub intervened: bool,
+    pub source: TokenSource,
+}
+
+/// Told about every output token as it is committed; an error stops generation.
+pub trait Observer {
+    fn on_token(&mut self, event: &TokenEvent<'_>) -> anyhow::Result<()>;
+}
+
+impl<F: FnMut(&TokenEvent<'_>) -> anyhow::Result<()>> Observer for F {
+    fn on_token(&mut self, event: &TokenEvent<'_>) -> anyhow::Result<()> {
+        self(event)
+    }
+}
+
+/// What stops a generation besides the token limit and the grammar's end: the cancel flag
+/// (Ctrl-C, a closed connection), checked before every step and after every token, and stop
+/// strings, checked after every token.
+#[derive(Clone, Debug, Default)]
+pub struct Control<'a> {
+    cancel: Option<&'a AtomicBool>,
+    stop: Vec<String>,
+}
+
+impl<'a> Control<'a> {
+    /// Nothing but the token limit and the grammar's end.
+    pub fn none() -> Control<'a> {
+        Control::default()
+    }
+
+    /// Stop (`cancelled`) once `flag` is raised.
+    pub fn cancelled_by(flag: &'a AtomicBool) -> Control<'a> {
+        Control {
+            cancel: Some(flag),
+            stop: Vec::new(),
+        }
+    }
+
+    /// Also stop (`stop`) once the output contains one of `stop` (the tokens that spelled it
+    /// are kept).
+    pub fn with_stop_strings(mut self, stop: &[String]) -> Control<'a> {
+        self.stop = stop.to_vec();
+        self
+    }
+
+    pub fn stop_strings(&self) -> &[String] {
+        &self.stop
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Unconstrained generation from `request.prompt`, calling `on_token(id, bytes)` for each
+/// generated token as soon as it is chosen. An error from the callback stops generation and
+/// is returned.
 pub fn generate(
     session: &mut Session<'_>,
     request: &GenerationRequest,
     on_token: &mut dyn FnMut(TokenId, &[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<GenerationResult> {
-    if request.prompt.is_empty() {
-        anyhow::bail!("the prompt is empty: there is nothing to condition the model on");
-    }
-    request
-        .sampling
-        .validate()
-        .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
-    let vocab = session.model().vocabulary();
-    let mut sampler = Sampler::new(request.sampling.clone());
-    let mut stats = GenerationStats {
-        prompt_tokens: request.prompt.len(),
-        ..Default::default()
-    };
-
-    let start = Instant::now();
-    session.decode(&request.prompt, LogitsAt::Last)?;
-    stats.forward_passes += 1;
-    stats.prompt_ms = ms_since(start);
-
-    let decode_start = Instant::now();
-    let mut logits_index = request.prompt.len() - 1;
-    let mut tokens = Vec::new();
-    let mut bytes = Vec::new();
-    let mut logprobs = Vec::new();
-    let finish_reason = loop {
-        if tokens.len() >= request.max_tokens {
-            break FinishReason::Length;
-        }
-        let logits = session.logits(logits_index);
-        let token = sampler
-            .sample(logits, None)
-            .ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
-        if vocab.is_eog(token) {
-            break FinishReason::Eos;
-        }
-        if request.logprobs {
-            logprobs.push(log_softmax_at(logits, token));
-        }
-        let piece = vocab.bytes(token);
-        tokens.push(token);
-        bytes.extend_from_slice(piece);
-        on_token(token, piece)?;
-        if tokens.len() >= request.max_tokens {
-            break FinishReason::Length;
-        }
-        if session.n_past() + 1 > session.n_ctx() {
-            crate::log!(1, "context full ({} positions): stopping", session.n_ctx());
-            break FinishReason::Length;
-        }
-        session.decode(&[token], LogitsAt::Last)?;
-        stats.forward_passes += 1;
-        logits_index = 0;
-    };
-    stats.finish_decode(tokens.len(), decode_start);
-    Ok(GenerationResult {
-        tokens,
-        bytes,
-        logprobs,
-        finish_reason,
-        stats,
+    let rule = ChoiceRule::Free(Sampler::new(request.sampling.clone()));
+    let seq = Sequence::new(session.model().vocabulary(), request, rule)?;
+    sequence::run(session, seq, &Control::none(), &mut |e: &TokenEvent<'_>| {
+        on_token(e.token, e.bytes)
     })
 }
 
@@ -294,5 +371,17 @@ mod tests {
             "\"grammar_end\""
         );
         assert_eq!(FinishReason::Eos.as_str(), "eos");
+        for reason in [
+            FinishReason::Eos,
+            FinishReason::Length,
+            FinishReason::GrammarEnd,
+            FinishReason::Stop,
+            FinishReason::Cancelled,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&reason).unwrap(),
+                format!("\"{}\"", reason.as_str())
+            );
+        }
     }
 }

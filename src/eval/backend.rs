@@ -8,7 +8,7 @@
 //!
 //! | eval method | decoder |
 //! |---|---|
-//! | `none` | the unconstrained loop below (it honours stop strings such as `\nQ:`) |
+//! | `none` | `Method::None`, with the request's stop strings (such as `\nQ:`) |
 //! | `domino`, `domino-kN` | `Method::Domino`, lookahead k, opportunistic masking |
 //! | `domino-sN` / `domino-kN-sN` | the same with count-based speculative drafts of up to N tokens, cut by measured cost |
 //! | `domino-sN-threshold` | drafts verified whole (`DraftPolicy::Threshold`, the paper's rule) |
@@ -35,8 +35,8 @@ use super::runner::{EvalBackend, GenerationOutcome, GenerationRequest};
 use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::{Decoder, DecoderConfig, Method as DecodeMethod};
 use crate::decode::{
-    FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, Sampler, SamplingConfig,
-    log_softmax_at,
+    Control, FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, SamplingConfig,
+    TokenEvent, log_softmax_at,
 };
 use crate::grammar::{CompileOptions, GrammarSource};
 use crate::runtime::{LogitsAt, Model, Session, SessionOptions};
@@ -44,10 +44,9 @@ use crate::vocab::TokenId;
 use anyhow::{Context, bail};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-/// The decoder configuration an eval method stands for (`None` for `none`, which runs the
-/// stop-string-aware loop of this module).
+/// The decoder configuration an eval method stands for (`None` for `none`, which needs no
+/// grammar).
 pub fn decoder_config(
     method: Method,
     source: GrammarSource,
@@ -98,12 +97,16 @@ pub fn decoder_config(
     }))
 }
 
-/// Map the decode loop's finish reason to the harness's.
+/// Map the decode loop's finish reason to the harness's record (`results.jsonl` writes
+/// `length` as `max_tokens`; a cancelled generation, which the harness never asks for, is
+/// recorded as an error).
 pub fn finish_reason(reason: DecodeFinish) -> FinishReason {
     match reason {
         DecodeFinish::Eos => FinishReason::Eos,
         DecodeFinish::Length => FinishReason::MaxTokens,
         DecodeFinish::GrammarEnd => FinishReason::GrammarEnd,
+        DecodeFinish::Stop => FinishReason::Stop,
+        DecodeFinish::Cancelled => FinishReason::Error,
     }
 }
 
@@ -236,17 +239,36 @@ impl EvalBackend for LlamaEvalBackend<'_> {
             },
             logprobs: true,
         };
-        if request.method == Method::None {
-            return generate_with_stop(&mut self.session, &decode_request, request.stop);
-        }
-        let key = (
-            request.task.to_string(),
-            request.grammar.to_path_buf(),
-            request.method,
-        );
-        let decoder = self.decoders.get_mut(&key).expect("built above");
-        let mut result =
-            decoder.generate(&mut self.session, &decode_request, &mut |_, _| Ok(()))?;
+        let mut result = if request.method == Method::None {
+            // Free text needs the stop strings (`\nQ:`); a grammar ends the output itself.
+            let control = Control::none().with_stop_strings(request.stop);
+            let mut decoder = Decoder::new(
+                &DecoderConfig {
+                    method: DecodeMethod::None,
+                    ..DecoderConfig::default()
+                },
+                self.model,
+            )?;
+            decoder.run(
+                &mut self.session,
+                &decode_request,
+                &control,
+                &mut |_: &TokenEvent<'_>| Ok(()),
+            )?
+        } else {
+            let key = (
+                request.task.to_string(),
+                request.grammar.to_path_buf(),
+                request.method,
+            );
+            let decoder = self.decoders.get_mut(&key).expect("built above");
+            decoder.run(
+                &mut self.session,
+                &decode_request,
+                &Control::none(),
+                &mut |_: &TokenEvent<'_>| Ok(()),
+            )?
+        };
         fill_missing_logprobs(
             &mut self.session,
             prompt_end,
@@ -317,68 +339,6 @@ fn fill_missing_logprobs(
         logprobs[i] = log_softmax_at(session.logits(i), tokens[i]);
     }
     Ok(())
-}
-
-/// Unconstrained generation that stops once the output contains one of `stop` (the stop
-/// string's tokens are kept: `text` is always the bytes of `tokens`). The same loop as
-/// [`crate::decode::generate`], plus the stop check.
-pub fn generate_with_stop(
-    session: &mut Session<'_>,
-    request: &DecodeRequest,
-    stop: &[String],
-) -> anyhow::Result<GenerationOutcome> {
-    let vocab = session.model().vocabulary();
-    let mut sampler = Sampler::new(request.sampling.clone());
-    let start = Instant::now();
-    session.decode(&request.prompt, LogitsAt::Last)?;
-    let mut forward_passes = 1;
-    let prompt_ms = start.elapsed().as_secs_f64() * 1000.0;
-    let decode_start = Instant::now();
-    let mut logits_index = request.prompt.len() - 1;
-    let (mut tokens, mut bytes, mut logprobs) = (Vec::new(), Vec::new(), Vec::new());
-    let longest_stop = stop.iter().map(String::len).max().unwrap_or(0);
-    let finish = loop {
-        if tokens.len() >= request.max_tokens {
-            break FinishReason::MaxTokens;
-        }
-        let logits = session.logits(logits_index);
-        let token = sampler
-            .sample(logits, None)
-            .ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
-        if vocab.is_eog(token) {
-            break FinishReason::Eos;
-        }
-        logprobs.push(log_softmax_at(logits, token));
-        let piece = vocab.bytes(token);
-        let searched_from = bytes.len().saturating_sub(longest_stop);
-        tokens.push(token.0);
-        bytes.extend_from_slice(piece);
-        let window = &bytes[searched_from..];
-        if stop
-            .iter()
-            .any(|s| !s.is_empty() && window.windows(s.len()).any(|w| w == s.as_bytes()))
-        {
-            break FinishReason::Stop;
-        }
-        if tokens.len() >= request.max_tokens || session.n_past() + 1 > session.n_ctx() {
-            break FinishReason::MaxTokens;
-        }
-        session.decode(&[token], LogitsAt::Last)?;
-        forward_passes += 1;
-        logits_index = 0;
-    };
-    Ok(GenerationOutcome {
-        text: String::from_utf8_lossy(&bytes).into_owned(),
-        tokens,
-        logprobs,
-        interventions: 0,
-        prompt_tokens: request.prompt.len(),
-        prompt_ms,
-        decode_ms: decode_start.elapsed().as_secs_f64() * 1000.0,
-        finish_reason: Some(finish),
-        forward_passes,
-        ..GenerationOutcome::default()
-    })
 }
 
 /// Log-probabilities of `continuation` after `context` under the model, unmasked: element i
@@ -460,6 +420,7 @@ mod tests {
             finish_reason(DecodeFinish::GrammarEnd),
             FinishReason::GrammarEnd
         );
+        assert_eq!(finish_reason(DecodeFinish::Stop), FinishReason::Stop);
     }
 
     #[test]

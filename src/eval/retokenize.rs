@@ -14,8 +14,9 @@
 //! are the unmasked model's, so both tokenizations' perplexities are comparable.
 
 use super::backend::{perplexity, score_continuation};
-use crate::decode::log_softmax_at;
-use crate::runtime::{LogitsAt, Session};
+use crate::decode::sequence::{self, ChoiceRule, Sequence};
+use crate::decode::{Control, FinishReason, GenerationRequest, SamplingConfig, TokenEvent};
+use crate::runtime::Session;
 use crate::vocab::TokenId;
 use anyhow::bail;
 
@@ -42,7 +43,8 @@ pub struct RetokenizeReport {
 }
 
 /// Algorithm 3: greedy model-preferred tokens spelling `text` after `prompt` (which must
-/// start with BOS if the model wants one). Returns the tokens and their unmasked logprobs.
+/// start with BOS if the model wants one) — decode's loop with the "spell this text" choice
+/// rule ([`ChoiceRule::Spell`]). Returns the tokens and their unmasked logprobs.
 pub fn retokenize(
     session: &mut Session<'_>,
     prompt: &[TokenId],
@@ -53,39 +55,25 @@ pub fn retokenize(
     }
     let vocab = session.model().vocabulary();
     session.clear();
-    session.decode(prompt, LogitsAt::Last)?;
-    let (mut tokens, mut logprobs) = (Vec::new(), Vec::new());
-    let mut pos = 0;
-    let mut logits_index = prompt.len() - 1;
-    while pos < text.len() {
-        let rest = &text[pos..];
-        let logits = session.logits(logits_index);
-        let best = vocab
-            .text_tokens()
-            .filter(|(t, bytes)| {
-                !bytes.is_empty() && rest.starts_with(bytes) && !vocab.is_special(*t)
-            })
-            .max_by(|(a, _), (b, _)| {
-                logits[a.index()]
-                    .total_cmp(&logits[b.index()])
-                    .then(b.0.cmp(&a.0))
-            })
-            .map(|(t, _)| t);
-        let Some(token) = best else {
-            bail!(
-                "no vocabulary token spells the text at byte {pos} ({:?}…)",
-                String::from_utf8_lossy(&rest[..rest.len().min(8)])
-            );
-        };
-        logprobs.push(log_softmax_at(logits, token));
-        tokens.push(token);
-        pos += vocab.bytes(token).len();
-        if pos < text.len() {
-            session.decode(&[token], LogitsAt::Last)?;
-            logits_index = 0;
-        }
+    let request = GenerationRequest {
+        prompt: prompt.to_vec(),
+        max_tokens: usize::MAX,
+        sampling: SamplingConfig::default(),
+        logprobs: true,
+    };
+    let seq = Sequence::new(vocab, &request, ChoiceRule::Spell { text, pos: 0 })?;
+    let result = sequence::run(session, seq, &Control::none(), &mut |_: &TokenEvent<'_>| {
+        Ok(())
+    })?;
+    if result.finish_reason != FinishReason::GrammarEnd {
+        bail!(
+            "retokenization stopped after {} of {} bytes ({}): the context is too small",
+            result.bytes.len(),
+            text.len(),
+            result.finish_reason.as_str()
+        );
     }
-    Ok((tokens, logprobs))
+    Ok((result.tokens, result.logprobs))
 }
 
 fn tokenization(session: &Session<'_>, tokens: Vec<TokenId>, logprobs: Vec<f32>) -> Tokenization {

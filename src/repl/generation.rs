@@ -1,8 +1,7 @@
-//! The REPL's generation loop: constrained sampling with per-token facts for the heat view,
-//! KV-cache reuse between prompts, and cancellation.
+//! The REPL's generation: decode's loop with per-token facts for the heat view, KV-cache
+//! reuse between prompts, and cancellation.
 //!
-//! Each step reads the logits, takes the model's own favourite token (unmasked argmax) and
-//! decides:
+//! Each step takes the model's own favourite token (unmasked argmax) and decides:
 //! - no constraint (or `:method none`): sample from the raw logits;
 //! - greedy with a constraint: if the grammar allows the favourite it is the answer (one
 //!   token check instead of a mask — *opportunistic masking*, exactly the masked argmax);
@@ -11,111 +10,37 @@
 //!   (the sampler's order: mask → temperature → top-k → top-p → min-p).
 //!
 //! A token *intervened* when the grammar blocked the model's favourite. Every token's
-//! log-probability is taken under the unmasked model (the heat). The loop stops on an
-//! end-of-generation token (`eos`), when the grammar allows nothing but the end
-//! (`grammar_end`, without another forward pass), after `max_tokens` or a full context
-//! (`length`), or when the cancel flag is raised (`cancelled`, checked once per token).
+//! log-probability is taken under the unmasked model (the heat). The loop stops as decode's
+//! does ([`FinishReason`]), and when the cancel flag is raised (`cancelled`, checked once per
+//! token).
 //!
 //! Invariants: the KV cache ends up holding the prompt plus every generated token except the
 //! last one when generation stopped without another decode; [`feed`] reuses the longest
-//! common prefix of the cache and a new prompt, so asking again costs only the new tokens.
+//! common prefix of the cache and a new prompt ([`reuse_prefix`]), so asking again costs only the new tokens.
 
-use crate::decode::{Sampler, SamplingConfig, log_softmax_at, sampler::argmax};
+use crate::decode::draft_model::DraftModel;
+use crate::decode::draft_policy::DraftTuner;
+use crate::decode::opportunistic::Chooser;
+use crate::decode::sequence::{self, ChoiceRule, Sequence};
+use crate::decode::{
+    Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationResult,
+    GenerationStats, Sampler, SamplingConfig, TokenEvent,
+};
 use crate::engine::Constraint;
 use crate::runtime::{LogitsAt, Session};
-use crate::vocab::{TokenId, TokenSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use crate::vocab::TokenId;
+use std::sync::atomic::AtomicBool;
 
-/// Why a generation stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Finish {
-    Eos,
-    Length,
-    GrammarEnd,
-    /// Ctrl-C.
-    Cancelled,
-}
-
-impl Finish {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Finish::Eos => "eos",
-            Finish::Length => "length",
-            Finish::GrammarEnd => "grammar_end",
-            Finish::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// Counters and timings of one generation (the fields of `generate --format json`'s `stats`,
-/// plus the constraint's).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Stats {
-    pub prompt_tokens: usize,
-    /// Prompt tokens already in the KV cache from the previous turn (not evaluated again).
-    pub reused_prompt_tokens: usize,
-    pub generated_tokens: usize,
-    /// `llama_decode` calls, the prompt's included.
-    pub forward_passes: usize,
-    pub prompt_ms: f64,
-    pub decode_ms: f64,
-    pub tokens_per_s: f64,
-    /// Full masks computed (greedy steps whose favourite token was allowed need none).
-    pub masks_computed: usize,
-    pub mask_us_total: f64,
-    /// Tokens where the grammar blocked the model's favourite.
-    pub interventions: usize,
-    /// Speculative draft tokens proposed and accepted (`:draft S`, decode's loop).
-    pub draft_proposed: usize,
-    pub draft_accepted: usize,
-    /// Tokens appended without consulting the model (`:method template`).
-    pub forced_tokens: usize,
-}
-
-impl Stats {
-    /// The stats of a generation run by [`crate::decode`]'s loops.
-    pub fn from_decode(s: &crate::decode::GenerationStats) -> Stats {
-        Stats {
-            prompt_tokens: s.prompt_tokens,
-            reused_prompt_tokens: 0,
-            generated_tokens: s.generated_tokens,
-            forward_passes: s.forward_passes,
-            prompt_ms: s.prompt_ms,
-            decode_ms: s.decode_ms,
-            tokens_per_s: s.tokens_per_s,
-            masks_computed: s.masks_computed,
-            mask_us_total: s.mask_us_total,
-            interventions: s.interventions,
-            draft_proposed: s.draft_proposed,
-            draft_accepted: s.draft_accepted,
-            forced_tokens: s.forced_tokens,
-        }
-    }
-}
-
-/// One generated token, as handed to the caller.
-#[derive(Clone, Copy, Debug)]
-pub struct TokenEvent<'a> {
-    pub token: TokenId,
-    pub bytes: &'a [u8],
-    /// Log-probability under the unmasked model.
-    pub logprob: f32,
-    pub intervened: bool,
-}
-
-/// The outcome of [`generate`].
+/// The outcome of [`generate`]: one turn's record.
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub tokens: Vec<TokenId>,
     pub bytes: Vec<u8>,
     pub logprobs: Vec<f32>,
-    /// Per token: the grammar blocked the model's favourite. Empty when the loop that ran
-    /// does not report it per token (decode's speculative and baseline loops).
+    /// Per token: the grammar blocked the model's favourite.
     pub intervened: Vec<bool>,
-    pub finish: Finish,
-    pub stats: Stats,
+    pub finish: FinishReason,
+    pub stats: GenerationStats,
 }
 
 impl Outcome {
@@ -125,16 +50,19 @@ impl Outcome {
 
     /// The output is a whole sentence of the constraint (or free text that ended on its own).
     pub fn complete(&self) -> bool {
-        matches!(self.finish, Finish::Eos | Finish::GrammarEnd)
+        matches!(self.finish, FinishReason::Eos | FinishReason::GrammarEnd)
     }
 }
 
-impl From<crate::decode::FinishReason> for Finish {
-    fn from(f: crate::decode::FinishReason) -> Finish {
-        match f {
-            crate::decode::FinishReason::Eos => Finish::Eos,
-            crate::decode::FinishReason::Length => Finish::Length,
-            crate::decode::FinishReason::GrammarEnd => Finish::GrammarEnd,
+impl From<GenerationResult> for Outcome {
+    fn from(r: GenerationResult) -> Outcome {
+        Outcome {
+            tokens: r.tokens,
+            bytes: r.bytes,
+            logprobs: r.logprobs,
+            intervened: r.intervened,
+            finish: r.finish_reason,
+            stats: r.stats,
         }
     }
 }
@@ -149,6 +77,15 @@ pub struct GenConfig {
 /// Bring the KV cache to exactly `tokens` (reusing its longest common prefix) and leave the
 /// logits of the last one readable. Returns (batch index of those logits, reused tokens).
 pub fn feed(session: &mut Session<'_>, tokens: &[TokenId]) -> anyhow::Result<(usize, usize)> {
+    let keep = reuse_prefix(session, tokens)?;
+    session.decode(&tokens[keep..], LogitsAt::Last)?;
+    Ok((tokens.len() - keep - 1, keep))
+}
+
+/// Cut the KV cache back to its longest common prefix with `tokens`, short of the last token
+/// (whose logits must be computed again). Returns how many tokens were kept: `tokens[kept..]`
+/// is what remains to decode.
+pub fn reuse_prefix(session: &mut Session<'_>, tokens: &[TokenId]) -> anyhow::Result<usize> {
     anyhow::ensure!(
         !tokens.is_empty(),
         "nothing to condition the model on (empty prompt)"
@@ -162,12 +99,7 @@ pub fn feed(session: &mut Session<'_>, tokens: &[TokenId]) -> anyhow::Result<(us
     // The last token must be decoded again for its logits to be readable.
     let keep = common.min(tokens.len() - 1);
     session.truncate(keep)?;
-    session.decode(&tokens[keep..], LogitsAt::Last)?;
-    Ok((tokens.len() - keep - 1, keep))
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
+    Ok(keep)
 }
 
 /// Generate after `prompt`, constrained by `constraint` when given (it is advanced by every
@@ -175,113 +107,47 @@ fn ms_since(t: Instant) -> f64 {
 pub fn generate(
     session: &mut Session<'_>,
     prompt: &[TokenId],
-    mut constraint: Option<&mut Constraint>,
+    constraint: Option<&mut Constraint>,
     config: &GenConfig,
     cancel: &AtomicBool,
-    on_token: &mut dyn FnMut(TokenEvent<'_>) -> anyhow::Result<()>,
+    on_token: &mut dyn FnMut(&TokenEvent<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<Outcome> {
     config
         .sampling
         .validate()
         .map_err(|e| anyhow::anyhow!("bad sampling parameters: {e}"))?;
     let vocab = session.model().vocabulary();
-    let mut sampler = Sampler::new(config.sampling.clone());
-    let greedy = config.sampling.is_greedy();
-    let mut mask = TokenSet::new(vocab.len());
-    let mut stats = Stats {
-        prompt_tokens: prompt.len(),
-        ..Default::default()
+    let reused = reuse_prefix(session, prompt)?;
+    let request = GenerationRequest {
+        prompt: prompt[reused..].to_vec(),
+        max_tokens: config.max_tokens,
+        sampling: config.sampling.clone(),
+        logprobs: true,
     };
-
-    let start = Instant::now();
-    let (mut logits_index, reused) = feed(session, prompt)?;
-    stats.reused_prompt_tokens = reused;
-    stats.forward_passes += 1;
-    stats.prompt_ms = ms_since(start);
-
-    let decode_start = Instant::now();
-    let mut out = Outcome {
-        tokens: Vec::new(),
-        bytes: Vec::new(),
-        logprobs: Vec::new(),
-        intervened: Vec::new(),
-        finish: Finish::Length,
-        stats: Stats::default(),
-    };
-    out.finish = loop {
-        if cancel.load(Ordering::Relaxed) {
-            break Finish::Cancelled;
-        }
-        if out.tokens.len() >= config.max_tokens {
-            break Finish::Length;
-        }
-        let logits = session.logits(logits_index);
-        let favourite =
-            argmax(logits).ok_or_else(|| anyhow::anyhow!("the model returned no logits"))?;
-        let favourite_allowed = greedy
-            && constraint
-                .as_deref_mut()
-                .is_some_and(|c| c.allows(favourite));
-        let (token, intervened) = match constraint.as_deref_mut() {
-            None => (
-                sampler.sample(logits, None).expect("logits are not empty"),
-                false,
+    // The heat loop never drafts: its counts and policy live only for this generation.
+    let mut drafts = DraftModel::new(0);
+    let mut tuner = DraftTuner::new(Default::default());
+    let rule = match constraint {
+        None => ChoiceRule::Free(Sampler::new(config.sampling.clone())),
+        Some(constraint) => ChoiceRule::Engine {
+            constraint,
+            chooser: Chooser::new(
+                config.sampling.clone(),
+                vocab.len(),
+                config.sampling.is_greedy(),
             ),
-            Some(_) if favourite_allowed => (favourite, false),
-            Some(c) => {
-                let t0 = Instant::now();
-                c.compute_mask(&mut mask);
-                stats.masks_computed += 1;
-                stats.mask_us_total += t0.elapsed().as_secs_f64() * 1e6;
-                let token = sampler.sample(logits, Some(&mask)).ok_or_else(|| {
-                    anyhow::anyhow!("the grammar allows no token of this model's vocabulary here")
-                })?;
-                (token, !mask.contains(favourite))
-            }
-        };
-        stats.interventions += intervened as usize;
-        if vocab.is_eog(token) {
-            break Finish::Eos;
-        }
-        if let Some(c) = constraint.as_deref_mut() {
-            c.commit(token)
-                .map_err(|e| anyhow::anyhow!("internal error: a masked token was rejected: {e}"))?;
-        }
-        let logprob = log_softmax_at(logits, token);
-        let piece = vocab.bytes(token);
-        out.tokens.push(token);
-        out.bytes.extend_from_slice(piece);
-        out.logprobs.push(logprob);
-        out.intervened.push(intervened);
-        on_token(TokenEvent {
-            token,
-            bytes: piece,
-            logprob,
-            intervened,
-        })?;
-        if constraint.as_deref().is_some_and(|c| c.is_finished()) {
-            break Finish::GrammarEnd;
-        }
-        if out.tokens.len() >= config.max_tokens {
-            break Finish::Length;
-        }
-        if cancel.load(Ordering::Relaxed) {
-            break Finish::Cancelled;
-        }
-        if session.n_past() + 1 > session.n_ctx() {
-            break Finish::Length;
-        }
-        session.decode(&[token], LogitsAt::Last)?;
-        stats.forward_passes += 1;
-        logits_index = 0;
+            drafts: &mut drafts,
+            tuner: &mut tuner,
+            opts: EngineDecodeOptions::default(),
+        },
     };
-    stats.generated_tokens = out.tokens.len();
-    stats.decode_ms = ms_since(decode_start);
-    stats.tokens_per_s = if stats.decode_ms > 0.0 {
-        out.tokens.len() as f64 / (stats.decode_ms / 1000.0)
-    } else {
-        0.0
-    };
-    out.stats = stats;
-    Ok(out)
+    let seq = Sequence::new(vocab, &request, rule)?;
+    let control = Control::cancelled_by(cancel);
+    let result = sequence::run(session, seq, &control, &mut |e: &TokenEvent<'_>| {
+        on_token(e)
+    })?;
+    let mut outcome = Outcome::from(result);
+    outcome.stats.prompt_tokens = prompt.len();
+    outcome.stats.reused_prompt_tokens = reused;
+    Ok(outcome)
 }

@@ -37,6 +37,7 @@ mod state;
 use crate::constraint::ConstraintSpec;
 use crate::decode::GenerationRequest;
 use crate::decode::methods::{Decoder, DecoderConfig};
+use crate::decode::{Control, FinishReason, TokenEvent};
 use crate::engine::{Constraint, Options};
 use crate::grammar::CompileOptions;
 use crate::models::ModelConfig;
@@ -44,7 +45,6 @@ use crate::runtime::{Model, Session};
 use crate::vocab::{TokenId, Vocabulary};
 use anyhow::Context;
 use command::{Command, Input, Method, parse_input};
-use generation::Stats;
 use generation::{GenConfig, Outcome};
 use heat::{HeatStyle, Palette, TokenView};
 use input::{LineReader, ReadOutcome};
@@ -86,17 +86,6 @@ struct Repl<'m> {
     /// draft counts across generations).
     decoder: Option<(String, Decoder)>,
 }
-
-/// The error a callback returns to stop decode's loop on Ctrl-C.
-#[derive(Debug)]
-struct Cancelled;
-
-impl std::fmt::Display for Cancelled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("stopped by Ctrl-C")
-    }
-}
-impl std::error::Error for Cancelled {}
 
 /// Where messages go: stdout for results, stderr for errors and status.
 fn say(text: impl AsRef<str>) {
@@ -407,7 +396,7 @@ impl<'m> Repl<'m> {
                 s.draft_accepted, s.draft_proposed, s.forced_tokens
             ));
         }
-        if outcome.finish == generation::Finish::Cancelled {
+        if outcome.finish == FinishReason::Cancelled {
             status.push_str(" · stopped by Ctrl-C");
         }
         status.push(']');
@@ -460,16 +449,8 @@ impl<'m> Repl<'m> {
     /// One generation through decode's loops (speculation, template, llama-grammar): the text
     /// streams without heat; log-probabilities come with the result.
     fn generate_with_decoder(&mut self, prompt_tokens: &[TokenId]) -> anyhow::Result<Outcome> {
-        // Reuse the KV cache's common prefix: decode's loops append the prompt to the cache.
-        let common = self
-            .session
-            .tokens()
-            .iter()
-            .zip(prompt_tokens)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let keep = common.min(prompt_tokens.len() - 1);
-        self.session.truncate(keep)?;
+        // Reuse the KV cache's common prefix: decode's loop appends the prompt to the cache.
+        let keep = generation::reuse_prefix(&mut self.session, prompt_tokens)?;
         let request = GenerationRequest {
             prompt: prompt_tokens[keep..].to_vec(),
             max_tokens: self.settings.max_tokens,
@@ -481,84 +462,53 @@ impl<'m> Repl<'m> {
             palette: Palette::Plain,
             boundaries: self.settings.tokens,
         };
-        let mut tokens: Vec<TokenId> = Vec::new();
-        let mut bytes: Vec<u8> = Vec::new();
+        let mut streamed_tokens = 0usize;
+        let mut last_byte: Option<u8> = None;
         let mut utf8 = crate::decode::Utf8Stream::new();
         let mut piece = String::new();
         let mut rendered = String::new();
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let started = std::time::Instant::now();
         // Split borrows: the decoder and the session are separate fields.
         self.decoder()?;
         let decoder = &mut self.decoder.as_mut().expect("built above").1;
-        let result = decoder.generate(&mut self.session, &request, &mut |t, b| {
-            if cancel.load(Ordering::Relaxed) {
-                return Err(Cancelled.into());
-            }
-            piece.clear();
-            utf8.push(b, &mut piece);
-            rendered.clear();
-            style.render(
-                &TokenView {
-                    text: &piece,
-                    logprob: 0.0,
-                    intervened: false,
-                    follows_token: !tokens.is_empty(),
-                },
-                &mut rendered,
-            );
-            tokens.push(t);
-            bytes.extend_from_slice(b);
-            out.write_all(rendered.as_bytes())?;
-            out.flush()?;
-            Ok(())
-        });
+        let result = decoder.run(
+            &mut self.session,
+            &request,
+            &Control::cancelled_by(&cancel),
+            &mut |e: &TokenEvent<'_>| {
+                piece.clear();
+                utf8.push(e.bytes, &mut piece);
+                rendered.clear();
+                style.render(
+                    &TokenView {
+                        text: &piece,
+                        logprob: 0.0,
+                        intervened: false,
+                        follows_token: streamed_tokens > 0,
+                    },
+                    &mut rendered,
+                );
+                streamed_tokens += 1;
+                last_byte = e.bytes.last().copied().or(last_byte);
+                out.write_all(rendered.as_bytes())?;
+                out.flush()?;
+                Ok(())
+            },
+        );
         piece.clear();
         utf8.finish(&mut piece);
         out.write_all(piece.as_bytes())?;
-        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        if last_byte.is_some_and(|b| b != b'\n') {
             writeln!(out)?;
         }
         out.flush()?;
         match result {
             Ok(r) => {
-                let mut stats = Stats::from_decode(&r.stats);
-                stats.prompt_tokens = prompt_tokens.len();
-                stats.reused_prompt_tokens = keep;
-                Ok(Outcome {
-                    tokens: r.tokens,
-                    bytes: r.bytes,
-                    logprobs: r.logprobs,
-                    intervened: Vec::new(),
-                    finish: r.finish_reason.into(),
-                    stats,
-                })
-            }
-            Err(e) if e.chain().any(|c| c.is::<Cancelled>()) => {
-                // The loop stopped inside a step: its KV cache may hold tokens past the output.
-                self.session.truncate(keep.min(self.session.n_past()))?;
-                let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-                let n = tokens.len();
-                Ok(Outcome {
-                    stats: Stats {
-                        prompt_tokens: prompt_tokens.len(),
-                        reused_prompt_tokens: keep,
-                        generated_tokens: n,
-                        decode_ms: elapsed,
-                        tokens_per_s: if elapsed > 0.0 {
-                            n as f64 / (elapsed / 1000.0)
-                        } else {
-                            0.0
-                        },
-                        ..Default::default()
-                    },
-                    tokens,
-                    bytes,
-                    logprobs: Vec::new(),
-                    intervened: Vec::new(),
-                    finish: generation::Finish::Cancelled,
-                })
+                let mut outcome = Outcome::from(r);
+                outcome.stats.prompt_tokens = prompt_tokens.len();
+                outcome.stats.reused_prompt_tokens = keep;
+                Ok(outcome)
             }
             Err(e) => {
                 // Whatever state the loop left, the cache is only trusted up to the prompt prefix.
@@ -600,7 +550,7 @@ impl<'m> Repl<'m> {
                 style.render(
                     &TokenView {
                         text: &piece,
-                        logprob: event.logprob,
+                        logprob: event.logprob.unwrap_or(0.0),
                         intervened: event.intervened,
                         follows_token: index > 0,
                     },

@@ -9,6 +9,7 @@
 //!   batch of tokens and computes logits only at the batch positions asked for
 //!   ([`LogitsAt`]); [`Session::logits`] reads them; [`Session::truncate`] removes the tail
 //!   of the KV cache (speculation and opportunistic checks roll back with it).
+//! - [`LlamaGrammar`]: llama.cpp's GBNF sampler, for the `llama-grammar` baseline.
 //! - [`RuntimeError`]: every failure of llama.cpp as a value with a clear message (missing
 //!   file, not a GGUF, context overflow, …); nothing here panics on user input.
 //!
@@ -20,8 +21,11 @@
 //! GPU offload: the cargo features `cuda`, `vulkan` and `metal` build llama.cpp with that
 //! backend; [`ModelOptions::default`] then offloads every layer.
 
+mod grammar;
 mod model;
 mod session;
+
+pub use grammar::LlamaGrammar;
 
 pub use model::{ChatMessage, Model, ModelOptions, load_vocabulary};
 pub use session::{LogitsAt, Session, SessionOptions, physical_cores};

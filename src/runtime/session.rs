@@ -79,8 +79,13 @@ pub enum LogitsAt<'a> {
 }
 
 /// One context over a [`Model`]: a single sequence in the KV cache.
+///
+/// The sequence has an id ([`Session::seq`], 0 today) that every KV-cache call passes to
+/// llama.cpp: the seam where several sequences of one context (server slots) will differ.
 pub struct Session<'m> {
     model: &'m Model,
+    /// llama.cpp's sequence id of this session's tokens.
+    seq: i32,
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
     n_ctx: usize,
@@ -130,6 +135,7 @@ impl<'m> Session<'m> {
         let n_ctx = ctx.n_ctx().min(ctx.n_batch()) as usize;
         Ok(Session {
             model,
+            seq: 0,
             ctx,
             batch: LlamaBatch::new(n_ctx, 1),
             n_ctx,
@@ -142,6 +148,11 @@ impl<'m> Session<'m> {
 
     pub fn model(&self) -> &'m Model {
         self.model
+    }
+
+    /// llama.cpp's sequence id of this session's tokens.
+    pub fn seq(&self) -> i32 {
+        self.seq
     }
 
     /// Positions in the KV cache.
@@ -211,7 +222,12 @@ impl<'m> Session<'m> {
         self.batch.clear();
         for (i, (&t, &logits)) in tokens.iter().zip(&self.has_logits).enumerate() {
             self.batch
-                .add(LlamaToken(t.0 as i32), (n_past + i) as i32, &[0], logits)
+                .add(
+                    LlamaToken(t.0 as i32),
+                    (n_past + i) as i32,
+                    &[self.seq],
+                    logits,
+                )
                 .map_err(|e| RuntimeError::Decode(e.to_string()))?;
         }
         if let Err(e) = self.ctx.decode(&mut self.batch) {
@@ -220,7 +236,7 @@ impl<'m> Session<'m> {
             // n_past stays the truth.
             let _ = self
                 .ctx
-                .clear_kv_cache_seq(Some(0), Some(n_past as u32), None);
+                .clear_kv_cache_seq(Some(self.seq as u32), Some(n_past as u32), None);
             return Err(RuntimeError::Decode(e.to_string()));
         }
         self.tokens.extend_from_slice(tokens);
@@ -271,9 +287,9 @@ impl<'m> Session<'m> {
         }
         let removed = self
             .ctx
-            .clear_kv_cache_seq(Some(0), Some(n as u32), None)
+            .clear_kv_cache_seq(Some(self.seq as u32), Some(n as u32), None)
             .map_err(|e| RuntimeError::Truncate(e.to_string()))?;
-        let pos_max = self.ctx.kv_cache_seq_pos_max(0);
+        let pos_max = self.ctx.kv_cache_seq_pos_max(self.seq);
         if !removed || pos_max != n as i32 - 1 {
             return Err(RuntimeError::Truncate(format!(
                 "removing positions {n}.. left the cache ending at position {pos_max} (removed: {removed})"
