@@ -19,6 +19,7 @@ pub mod grammar;
 pub mod mask;
 pub mod perplexity;
 pub mod repl;
+pub mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -63,10 +64,12 @@ pub enum Command {
     Eval(eval::EvalCommand),
     /// Perplexity of a text file (or of a JSON Lines field) under the model.
     Perplexity(perplexity::PerplexityArgs),
+    /// Serve the model over HTTP (llama-server and OpenAI compatible).
+    Serve(serve::ServeArgs),
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(serve::llama_flag_spelling(std::env::args_os().collect()));
     crate::diag::set_verbosity(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
@@ -76,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Repl(args) => repl::run(args),
         Command::Eval(cmd) => eval::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
