@@ -17,6 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::OnceCell;
 
 /// The cache (see the module doc) and its counters.
 pub struct GrammarCache {
@@ -29,8 +30,10 @@ pub struct GrammarCache {
     pub compile_us: AtomicU64,
 }
 
+/// One grammar: compiled once, by the first request that needs it; requests that arrive
+/// while it compiles wait for that compilation instead of starting their own.
 struct Entry {
-    grammar: Arc<CompiledGrammar>,
+    cell: Arc<OnceCell<Arc<CompiledGrammar>>>,
     last_used: u64,
 }
 
@@ -53,28 +56,25 @@ impl GrammarCache {
         }
     }
 
-    /// Entries held now.
+    /// Compiled grammars held now.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.values().filter(|e| e.cell.initialized()).count()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn lookup(&self, key: u64) -> Option<Arc<CompiledGrammar>> {
+    /// The entry of `key`, made (evicting the least recently used one) if missing.
+    fn cell(&self, key: u64) -> Arc<OnceCell<Arc<CompiledGrammar>>> {
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.get_mut(&key).map(|e| {
+        if let Some(e) = entries.get_mut(&key) {
             e.last_used = tick;
-            e.grammar.clone()
-        })
-    }
-
-    fn insert(&self, key: u64, grammar: Arc<CompiledGrammar>) {
-        let tick = self.clock.fetch_add(1, Ordering::Relaxed);
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if !entries.contains_key(&key) && entries.len() >= self.capacity {
+            return e.cell.clone();
+        }
+        if entries.len() >= self.capacity {
             let oldest = entries
                 .iter()
                 .min_by_key(|(_, e)| e.last_used)
@@ -83,29 +83,59 @@ impl GrammarCache {
                 entries.remove(&k);
             }
         }
+        let cell = Arc::new(OnceCell::new());
         entries.insert(
             key,
             Entry {
-                grammar,
+                cell: cell.clone(),
                 last_used: tick,
             },
         );
+        cell
     }
 
     /// The compiled grammar of `spec` and its key: from the cache, or compiled on a blocking
     /// thread that may take at most `limit` (past it the request fails; the compilation
-    /// finishes in the background and its result is dropped).
+    /// finishes in the background and its result is dropped). A failed compilation is not
+    /// kept: the next request with that grammar tries again (and fails the same way).
     pub async fn get_or_compile(
         self: &Arc<Self>,
         spec: ConstraintSpec,
         limit: Duration,
     ) -> anyhow::Result<(Arc<CompiledGrammar>, u64)> {
         let key = content_key(&spec.source, &spec.compile);
-        if let Some(g) = self.lookup(key) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok((g, key));
+        let cell = self.cell(key);
+        let mut compiled_here = false;
+        let result = cell
+            .get_or_try_init(|| {
+                compiled_here = true;
+                self.compile(spec, limit)
+            })
+            .await
+            .cloned();
+        let counter = if compiled_here {
+            &self.misses
+        } else {
+            &self.hits
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if result.is_err() {
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            if entries
+                .get(&key)
+                .is_some_and(|e| Arc::ptr_eq(&e.cell, &cell) && !cell.initialized())
+            {
+                entries.remove(&key);
+            }
         }
-        self.misses.fetch_add(1, Ordering::Relaxed);
+        Ok((result?, key))
+    }
+
+    async fn compile(
+        self: &Arc<Self>,
+        spec: ConstraintSpec,
+        limit: Duration,
+    ) -> anyhow::Result<Arc<CompiledGrammar>> {
         let cache = self.clone();
         let task = tokio::task::spawn_blocking(move || {
             let start = Instant::now();
@@ -115,19 +145,15 @@ impl GrammarCache {
                 .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
             compiled
         });
-        let grammar = match tokio::time::timeout(limit, task).await {
-            Ok(Ok(compiled)) => compiled?,
+        match tokio::time::timeout(limit, task).await {
+            Ok(Ok(compiled)) => compiled,
             Ok(Err(join)) => anyhow::bail!("grammar compilation failed: {join}"),
-            Err(_) => {
-                return Err(crate::diag::UsageError(format!(
-                    "the grammar took longer than {:.1} s to compile (--grammar-timeout)",
-                    limit.as_secs_f64()
-                ))
-                .into());
-            }
-        };
-        self.insert(key, grammar.clone());
-        Ok((grammar, key))
+            Err(_) => Err(crate::diag::UsageError(format!(
+                "the grammar took longer than {:.1} s to compile (--grammar-timeout)",
+                limit.as_secs_f64()
+            ))
+            .into()),
+        }
     }
 }
 
@@ -166,5 +192,18 @@ mod tests {
                 .is_err()
         );
         assert!(cache.is_empty());
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_share_one_compilation() {
+        let cache = Arc::new(GrammarCache::new(4));
+        let limit = Duration::from_secs(30);
+        let (a, b) = tokio::join!(
+            cache.get_or_compile(regex("[a-z]{2,9}"), limit),
+            cache.get_or_compile(regex("[a-z]{2,9}"), limit)
+        );
+        assert!(Arc::ptr_eq(&a.unwrap().0, &b.unwrap().0));
+        assert_eq!(cache.misses.load(Ordering::Relaxed), 1);
+        assert_eq!(cache.hits.load(Ordering::Relaxed), 1);
     }
 }
