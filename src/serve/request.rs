@@ -9,7 +9,7 @@
 
 use super::AppState;
 use super::error::ApiError;
-use super::worker::{DecodeSettings, Event, Job, JobConstraint};
+use super::worker::{CancelOnDrop, DecodeSettings, Event, Job, JobConstraint};
 use crate::constraint::{ConstraintSpec, parse_lookahead};
 use crate::decode::SamplingConfig;
 use crate::decode::draft_policy::DraftPolicy;
@@ -18,6 +18,8 @@ use crate::grammar::{CompileOptions, GrammarSource, WhitespacePolicy};
 use crate::vocab::TokenId;
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -214,10 +216,11 @@ pub struct Plan {
     pub domino: DominoOptions,
 }
 
-/// A job in the queue: its event channel and its prompt length.
+/// A job in the queue: its event channel and its prompt length; dropping it cancels the job.
 pub struct Started {
     pub events: UnboundedReceiver<Event>,
     pub prompt_tokens: usize,
+    pub cancel: CancelOnDrop,
 }
 
 /// Check the plan against the context, compile (or fetch) its constraint, and queue it.
@@ -268,6 +271,7 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
         }
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = Arc::new(AtomicBool::new(false));
     let job = Job {
         prompt: plan.prompt,
         max_tokens,
@@ -277,12 +281,14 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
         constraint,
         decode: settings,
         deadline: state.config.timeout.map(|t| Instant::now() + t),
+        cancel: cancel.clone(),
         events: tx,
     };
     state.pool.submit(job)?;
     Ok(Started {
         events: rx,
         prompt_tokens,
+        cancel: CancelOnDrop(cancel),
     })
 }
 

@@ -38,6 +38,8 @@ pub fn frame(value: &Value) -> String {
 pub fn sse_response(started: Started, mut format: impl StreamFormat) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     tokio::spawn(async move {
+        // Held until this task ends: a client that leaves ends it, and the drop cancels the job.
+        let _cancel = started.cancel;
         let mut events = started.events;
         let mut frames = format.start();
         let mut finished = false;

@@ -13,24 +13,30 @@
 //! batching (one context, one sequence id per slot, one batch per step across slots), which
 //! needs multi-sequence support in the runtime; the README says so.
 //!
-//! A job ends early, with what it has produced so far, when a stop string appears (the
-//! text before it is kept, the stop string is not sent), when `--timeout` passes (the
-//! partial result is flagged `Finish::Timeout`), or when the client goes away (its channel is
-//! closed: the slot is freed at the next token). A panic inside a job is caught, answered
+//! Each job runs through decode's one loop ([`sequence::run`]) with an observer that
+//! streams its text and a [`Control`] that holds the stop strings and the job's cancel flag.
+//! A job ends early, with what it has produced so far, when a stop string appears (the text
+//! before it is kept, the stop string is not sent), when `--timeout` passes (the observer
+//! raises the flag; the partial result is flagged `Finish::Timeout`), or when the client
+//! goes away (the HTTP side's [`CancelOnDrop`] raises the flag: the slot is freed at the
+//! loop's next step). A panic inside a job is caught, answered
 //! 500, and the slot goes on with a cleared context.
 
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::decode::constrained::{EngineDecodeOptions, generate_constrained};
 use crate::decode::draft_model::DraftModel;
 use crate::decode::draft_policy::{DraftPolicy, DraftTuner};
 use crate::decode::methods::{Decoder, DecoderConfig, Method};
-use crate::decode::{GenerationRequest, GenerationStats, SamplingConfig, Utf8Stream, generate};
+use crate::decode::opportunistic::Chooser;
+use crate::decode::{
+    ChoiceRule, Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationStats,
+    Sampler, SamplingConfig, Sequence, TokenEvent, Utf8Stream, sequence,
+};
 use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::runtime::{Model, Session, SessionOptions};
 use crate::vocab::TokenId;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
@@ -73,6 +79,9 @@ pub struct Job {
     pub decode: DecodeSettings,
     /// `--timeout`: past it the job ends with its partial result.
     pub deadline: Option<Instant>,
+    /// Raised when the client goes away (see [`CancelOnDrop`]) or the deadline passes: the
+    /// loop stops at its next step.
+    pub cancel: Arc<AtomicBool>,
     pub events: UnboundedSender<Event>,
 }
 
@@ -103,6 +112,17 @@ pub struct Outcome {
     pub logprobs: Vec<f32>,
     pub finish: Finish,
     pub stats: GenerationStats,
+}
+
+/// Raises a job's cancel flag when dropped: the HTTP side holds one for as long as it wants
+/// the job's answer (a handler dropped by a closed connection, an SSE stream whose client
+/// left), so the slot is freed at the loop's next step.
+pub struct CancelOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What a slot sends back while it runs a job.
@@ -228,7 +248,7 @@ impl Pool {
         let mut learned = Learned::default();
         loop {
             let job = self.next_job();
-            if job.events.is_closed() {
+            if job.events.is_closed() || job.cancel.load(Ordering::Relaxed) {
                 self.metrics
                     .requests_cancelled
                     .fetch_add(1, Ordering::Relaxed);
@@ -383,31 +403,36 @@ fn run_job(
         sampling: job.sampling.clone(),
         logprobs: job.logprobs,
     };
+    let control = Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
     let mut tracker = TextTracker::new(job.stop.clone());
-    let mut interrupt: Option<Finish> = None;
+    let mut stop_word = None;
+    let mut timed_out = false;
     let result = {
-        let mut on_token = |token: TokenId, bytes: &[u8]| -> anyhow::Result<()> {
-            let (delta, stop) = tracker.push(token, bytes);
+        let mut observer = |event: &TokenEvent<'_>| -> anyhow::Result<()> {
+            let (delta, stop) = tracker.push(event.token, event.bytes);
+            if stop.is_some() {
+                stop_word = stop;
+            }
             if !delta.is_empty() && job.events.send(Event::Delta(delta)).is_err() {
-                interrupt = Some(Finish::Cancelled);
-            } else if let Some(word) = stop {
-                interrupt = Some(Finish::Stop(word));
-            } else if job.events.is_closed() {
-                interrupt = Some(Finish::Cancelled);
-            } else if job.deadline.is_some_and(|d| Instant::now() >= d) {
-                interrupt = Some(Finish::Timeout);
+                job.cancel.store(true, Ordering::Relaxed);
             }
-            match interrupt {
-                Some(_) => anyhow::bail!("generation interrupted"),
-                None => Ok(()),
+            if job.deadline.is_some_and(|d| Instant::now() >= d) {
+                timed_out = true;
+                job.cancel.store(true, Ordering::Relaxed);
             }
+            Ok(())
         };
         let model = session.model();
+        let vocab = model.vocabulary();
         let d = &job.decode;
         match &job.constraint {
-            JobConstraint::None => generate(session, &request, &mut on_token),
+            JobConstraint::None => {
+                let rule = ChoiceRule::Free(Sampler::new(request.sampling.clone()));
+                Sequence::new(vocab, &request, rule)
+                    .and_then(|seq| sequence::run(session, seq, &control, &mut observer))
+            }
             JobConstraint::LlamaGrammar(config) => Decoder::new(config, model)
-                .and_then(|mut decoder| decoder.generate(session, &request, &mut on_token)),
+                .and_then(|mut decoder| decoder.run(session, &request, &control, &mut observer)),
             JobConstraint::Engine { grammar, key } => {
                 let lookahead = if d.method == Method::Naive {
                     Some(0)
@@ -425,63 +450,53 @@ fn run_job(
                     template: d.method == Method::Template,
                 };
                 let (drafts, tuner) = learned.parts(*key, d.draft_policy);
-                Constraint::new(grammar, &model.vocabulary(), options)
+                Constraint::new(grammar, &vocab, options)
                     .map_err(anyhow::Error::new)
                     .and_then(|mut constraint| {
-                        generate_constrained(
-                            session,
-                            &request,
-                            &mut constraint,
+                        let rule = ChoiceRule::Engine {
+                            constraint: &mut constraint,
+                            chooser: Chooser::new(
+                                request.sampling.clone(),
+                                vocab.len(),
+                                d.opportunistic,
+                            ),
                             drafts,
                             tuner,
-                            &opts,
-                            &mut on_token,
-                        )
+                            opts,
+                        };
+                        let seq = Sequence::new(vocab.clone(), &request, rule)?;
+                        sequence::run(session, seq, &control, &mut observer)
                     })
             }
         }
     };
-    match (result, interrupt) {
-        (Ok(result), _) => {
-            let tail = tracker.finish();
-            if !tail.is_empty() {
-                let _ = job.events.send(Event::Delta(tail));
-            }
-            let finish = match result.finish_reason {
-                crate::decode::FinishReason::Eos => Finish::Eos,
-                crate::decode::FinishReason::Length => Finish::Length,
-                crate::decode::FinishReason::GrammarEnd => Finish::GrammarEnd,
-            };
-            Ok(Outcome {
-                text: tracker.text,
-                tokens: result.tokens,
-                logprobs: result.logprobs,
-                finish,
-                stats: result.stats,
-            })
+    let result = result.map_err(|e| ApiError::from_anyhow(&e, "prompt"))?;
+    let finish = match result.finish_reason {
+        FinishReason::Eos => Finish::Eos,
+        FinishReason::Length => Finish::Length,
+        FinishReason::GrammarEnd => Finish::GrammarEnd,
+        FinishReason::Stop => Finish::Stop(
+            stop_word
+                .clone()
+                .or_else(|| job.stop.first().cloned())
+                .unwrap_or_default(),
+        ),
+        FinishReason::Cancelled if timed_out => Finish::Timeout,
+        FinishReason::Cancelled => Finish::Cancelled,
+    };
+    if stop_word.is_none() {
+        let tail = tracker.finish();
+        if !tail.is_empty() {
+            let _ = job.events.send(Event::Delta(tail));
         }
-        (Err(_), Some(finish)) => {
-            if finish == Finish::Timeout {
-                let tail = tracker.finish();
-                if !tail.is_empty() {
-                    let _ = job.events.send(Event::Delta(tail));
-                }
-            }
-            let stats = GenerationStats {
-                prompt_tokens: job.prompt.len(),
-                generated_tokens: tracker.tokens.len(),
-                ..Default::default()
-            };
-            Ok(Outcome {
-                text: tracker.text,
-                tokens: tracker.tokens,
-                logprobs: Vec::new(),
-                finish,
-                stats,
-            })
-        }
-        (Err(e), None) => Err(ApiError::from_anyhow(&e, "prompt")),
     }
+    Ok(Outcome {
+        text: tracker.text,
+        tokens: result.tokens,
+        logprobs: result.logprobs,
+        finish,
+        stats: result.stats,
+    })
 }
 
 #[cfg(test)]
