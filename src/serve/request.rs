@@ -1,6 +1,6 @@
 //! What every generation endpoint shares: domino's own request object, stop strings,
 //! sampling fields, the choice of one constraint, and turning all of it into a queued
-//! [`Job`](super::worker::Job).
+//! [`Job`].
 //!
 //! domino's options travel in one extra object, `"domino"` (its fields are
 //! [`DominoOptions`]); unknown fields in it are an error so a typo is not silently ignored.

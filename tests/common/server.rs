@@ -5,6 +5,9 @@
 //! [`Server`] kills the process (also when a test panics). [`Server::request`] sends one
 //! request with `Connection: close` and reads the whole response (chunked bodies, which
 //! server-sent events use, are de-chunked).
+//!
+//! Each test crate that includes this file uses a different part of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
