@@ -170,16 +170,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/completion", post(llama_completion_handler))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn(catch_panics))
+        .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 
-/// Every request passes here: the API key (except `/health`), a panic caught as 500, and
-/// axum's own plain-text rejections (body too large, …) rewritten as OpenAI errors.
-async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_string();
+/// Every request but `/health` needs the API key when `--api-key` is set.
+async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     if let Some(key) = &state.config.api_key {
+        let path = request.uri().path();
         let public = path == "/health" || path == "/v1/health";
         let given = request
             .headers()
@@ -196,6 +196,12 @@ async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next)
             return ApiError::unauthorized().into_response();
         }
     }
+    next.run(request).await
+}
+
+/// A panic while serving a request is caught here, logged and answered 500; the server goes on.
+async fn catch_panics(request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
     match std::panic::AssertUnwindSafe(next.run(request))
         .catch_unwind()
         .await
@@ -348,4 +354,44 @@ async fn detokenize(
     Ok(axum::Json(
         json!({"content": String::from_utf8_lossy(&bytes)}),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_answered_500_and_the_server_goes_on() {
+        async fn boom() -> &'static str {
+            panic!("boom")
+        }
+        let app = Router::new()
+            .route("/boom", get(boom))
+            .route("/health", get(health))
+            .layer(middleware::from_fn(catch_panics));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let get_path = |path: &'static str| async move {
+            tokio::task::spawn_blocking(move || {
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                let request =
+                    format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                stream.write_all(request.as_bytes()).unwrap();
+                let mut response = String::new();
+                stream.read_to_string(&mut response).unwrap();
+                response
+            })
+            .await
+            .unwrap()
+        };
+        let response = get_path("/boom").await;
+        assert!(response.starts_with("HTTP/1.1 500"), "{response}");
+        assert!(
+            response.contains("the request to /boom panicked: boom"),
+            "{response}"
+        );
+        assert!(get_path("/health").await.starts_with("HTTP/1.1 200"));
+    }
 }
