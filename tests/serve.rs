@@ -266,10 +266,13 @@ fn a_full_queue_answers_503_and_a_disconnect_frees_the_slot() {
     .to_string();
     let stream = s.send("POST", "/v1/chat/completions", &[], &long);
     let mut reader = BufReader::new(stream);
+    let mut head = String::new();
     let mut line = String::new();
     while !line.starts_with("data: ") {
         line.clear();
-        reader.read_line(&mut line).unwrap();
+        let read = reader.read_line(&mut line).unwrap();
+        head.push_str(&line);
+        assert!(read > 0, "the stream ended before its first event:\n{head}");
     }
     let busy = s.post(
         "/v1/chat/completions",

@@ -134,17 +134,21 @@ pub enum Event {
     Failed(ApiError),
 }
 
-/// Jobs not yet taken by a slot, and how many slots are waiting for one.
+/// Jobs not yet taken by a slot, and how many slots are running one. A slot counts as free
+/// from its start and again as soon as its job's answer is ready (before the answer is sent),
+/// so a client that sends its next request the moment it has an answer finds the slot free.
 #[derive(Default)]
 struct Queue {
     jobs: VecDeque<Job>,
-    idle_slots: usize,
+    busy_slots: usize,
 }
 
 impl Queue {
-    /// Jobs that no idle slot will take at once.
-    fn waiting(&self) -> usize {
-        self.jobs.len().saturating_sub(self.idle_slots)
+    /// Jobs that no free slot will take at once.
+    fn waiting(&self, slots: usize) -> usize {
+        self.jobs
+            .len()
+            .saturating_sub(slots.saturating_sub(self.busy_slots))
     }
 }
 
@@ -201,13 +205,14 @@ impl Pool {
     /// and `capacity` jobs are already waiting.
     pub fn submit(&self, job: Job) -> Result<(), ApiError> {
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if queue.jobs.len() >= self.capacity + queue.idle_slots {
-            return Err(ApiError::queue_full(queue.waiting()));
+        let free = self.slots.saturating_sub(queue.busy_slots);
+        if queue.jobs.len() >= self.capacity + free {
+            return Err(ApiError::queue_full(queue.waiting(self.slots)));
         }
         queue.jobs.push_back(job);
         self.metrics
             .queued
-            .store(queue.waiting() as u64, Ordering::Relaxed);
+            .store(queue.waiting(self.slots) as u64, Ordering::Relaxed);
         drop(queue);
         self.ready.notify_one();
         Ok(())
@@ -215,17 +220,22 @@ impl Pool {
 
     fn next_job(&self) -> Job {
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        queue.idle_slots += 1;
         loop {
             if let Some(job) = queue.jobs.pop_front() {
-                queue.idle_slots -= 1;
+                queue.busy_slots += 1;
                 self.metrics
                     .queued
-                    .store(queue.waiting() as u64, Ordering::Relaxed);
+                    .store(queue.waiting(self.slots) as u64, Ordering::Relaxed);
                 return job;
             }
             queue = self.ready.wait(queue).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// A slot's job is done: the slot is free for the next one.
+    fn release_slot(&self) {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        queue.busy_slots = queue.busy_slots.saturating_sub(1);
     }
 
     fn serve_slot(
@@ -252,6 +262,7 @@ impl Pool {
                 self.metrics
                     .requests_cancelled
                     .fetch_add(1, Ordering::Relaxed);
+                self.release_slot();
                 continue;
             }
             self.metrics.processing.fetch_add(1, Ordering::Relaxed);
@@ -293,9 +304,10 @@ impl Pool {
                     )))
                 }
             };
-            let _ = job.events.send(event);
             session.clear();
             self.metrics.processing.fetch_sub(1, Ordering::Relaxed);
+            self.release_slot();
+            let _ = job.events.send(event);
         }
     }
 }
