@@ -564,8 +564,8 @@ fn throughput_suite_reports_every_workload_and_method() {
     }
     let old: domino::eval::throughput::ThroughputRecord = serde_json::from_value(old).unwrap();
     let summary = domino::eval::throughput::summarize_throughput(
-        &[old.clone()],
-        &[old.workload.clone()],
+        std::slice::from_ref(&old),
+        std::slice::from_ref(&old.workload),
         &[old.method],
     );
     assert_eq!(summary[0].passes_per_token, None);

@@ -69,8 +69,8 @@ pub fn text_likelihood(session: &mut Session<'_>, text: &str) -> anyhow::Result<
         }
         session.clear();
         session.decode(chunk, LogitsAt::All)?;
-        for i in 1..chunk.len() {
-            total.nll -= log_softmax_at(session.logits(i - 1), chunk[i]) as f64;
+        for (i, &t) in chunk.iter().enumerate().skip(1) {
+            total.nll -= log_softmax_at(session.logits(i - 1), t) as f64;
             total.tokens += 1;
         }
     }

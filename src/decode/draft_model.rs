@@ -188,7 +188,7 @@ impl DraftModel {
                 let n = tc[1].as_u64().ok_or_else(err)?.min(u32::MAX as u64) as u32;
                 tokens.push((TokenId(t as u32), n));
             }
-            tokens.sort_by(|a, b| b.1.cmp(&a.1));
+            tokens.sort_by_key(|x| std::cmp::Reverse(x.1));
             tokens.truncate(MAX_TOKENS_PER_CONTEXT);
             let total = total.max(tokens.iter().map(|x| x.1).sum());
             if model.contexts.len() < MAX_CONTEXTS {

@@ -14,7 +14,7 @@
 //! - **forced** (`template` only, [`EngineDecodeOptions::template`]): the text every
 //!   continuation starts with, tokenized and appended without consulting the model;
 //! - **drafts** (`--draft S`, DOMINO §3.6): tokens proposed by the count model and the
-//!   grammar ([`constrained::propose_draft`]), cut by the draft policy, verified in order
+//!   grammar (`constrained::propose_draft`), cut by the draft policy, verified in order
 //!   against the logits of one batched pass ([`constrained`] explains why this is exact).
 //!
 //! It never decodes a token it will not use: stopping on length after `n` tokens costs `n`

@@ -570,9 +570,8 @@ pub fn run(
         }
         seq.stats.forward_passes += 1;
         if seq.want_logprobs {
-            for i in 1..n_fixed {
-                seq.logprobs[first_forced_out + i - 1] =
-                    log_softmax_at(session.logits(i - 1), batch[i]);
+            for (i, &t) in batch.iter().enumerate().take(n_fixed).skip(1) {
+                seq.logprobs[first_forced_out + i - 1] = log_softmax_at(session.logits(i - 1), t);
             }
         }
         seq.stats.draft_proposed += draft.len();

@@ -118,8 +118,11 @@ struct LiveSetInfo {
 /// each filled once. Writers push under the scanner's builder lock (one writer at a time).
 #[derive(Debug)]
 struct Chunked<T> {
-    chunks: Box<[OnceLock<Box<[OnceLock<T>]>>]>,
+    chunks: Box<[Chunk<T>]>,
 }
+
+/// One chunk slot of [`Chunked`]: allocated once, its entries filled once each.
+type Chunk<T> = OnceLock<Box<[OnceLock<T>]>>;
 
 impl<T> Chunked<T> {
     fn new(capacity: usize) -> Self {
@@ -451,7 +454,7 @@ impl Scanner {
             return None;
         }
         let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
-        if b.num_live_sets >= self.max_states + self.num_terminals + 1 {
+        if b.num_live_sets > self.max_states + self.num_terminals {
             return None;
         }
         Some(self.intern_live(&mut b, terminals.to_vec()))

@@ -1,7 +1,7 @@
 //! The model's vocabulary as the engine sees it: token id → exact bytes, plus which tokens
 //! end generation and which are special (never produced by a grammar).
 //!
-//! Sources: a GGUF model through [`crate::runtime`] (which calls [`Vocabulary::new`]) or a
+//! Sources: a GGUF model through the `domino` crate's `runtime` module (which calls [`Vocabulary::new`]) or a
 //! Hugging Face `tokenizer.json` (see [`tokenizer_json`]), so the engine can be used and
 //! benchmarked without model weights.
 

@@ -16,7 +16,7 @@
 //! content is one of [`EOG_NAMES`] (`<|im_end|>`, `<|endoftext|>`, `</s>`, `<eos>`,
 //! `<end_of_turn>`, `<|eot_id|>`, `<|end|>`, `<|end_of_text|>`): every such token present
 //! counts (llama.cpp also treats all of them as end-of-generation). A model loaded from GGUF
-//! gets its EOG ids from the model instead ([`crate::runtime`]).
+//! gets its EOG ids from the model instead (the `domino` crate's `runtime` module).
 //!
 //! The returned vocabulary carries a [`Tokenize`] implementation (encoding without special
 //! tokens added) for benchmarks and templates.
