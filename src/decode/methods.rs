@@ -224,6 +224,9 @@ impl Decoder {
             }
             (m, Some(source)) => {
                 let ir = source.compile(&config.compile)?;
+                for w in &ir.warnings {
+                    eprintln!("warning: {w}");
+                }
                 key = fnv1a(format!("{source:?}{:?}", config.compile).as_bytes(), key);
                 let t0 = std::time::Instant::now();
                 let grammar = CompiledGrammar::new(ir)

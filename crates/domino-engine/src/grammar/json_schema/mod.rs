@@ -7,7 +7,10 @@
 //! reported as [`ErrorKind::Unsupported`](super::ErrorKind) naming the keyword and its JSON
 //! pointer (with `lenient`, a warning in [`GrammarDef::warnings`] instead, and the keyword is
 //! ignored). Annotation keywords (`title`, `description`, `default`, `examples`, ...) and
-//! unknown keywords constrain nothing and are ignored, as the specification says.
+//! unknown keywords constrain nothing and are ignored, as the specification says; an
+//! unknown keyword (a typo such as `maxLenght`; `x-…` extensions excepted) is reported in
+//! [`GrammarDef::warnings`] with the known keyword it most likely misspells, or is an error
+//! with [`CompileOptions::strict`].
 //!
 //! # Shape of the grammar (why it is fast for the engine)
 //! - JSON strings, numbers, integer ranges, formats, `pattern`s, object keys (`"name"`, one
@@ -150,7 +153,7 @@ use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
 use super::ir;
 use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
 use combinators::{excluded_strings, rewrite_discriminated_conditionals};
-use keywords::{UNSUPPORTED, is_keyword, is_trivially_true, ty};
+use keywords::{UNSUPPORTED, is_keyword, is_trivially_true, is_unknown, suggestion, ty};
 use presence::required_only;
 
 /// Subschemas nested deeper than this on one compile path are a `Limit` error.
@@ -327,6 +330,26 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// An unknown keyword (no draft defines it): ignored, as the specification says, but
+    /// never silently: a warning (once per location), or an error under `strict`.
+    fn unknown_keyword(&mut self, ptr: &str, keyword: &str) -> Result<(), GrammarError> {
+        let at = join_ptr(ptr, keyword);
+        let hint = suggestion(keyword)
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+        if self.opts.strict {
+            return Err(GrammarError::at_pointer(
+                at,
+                format!("unknown keyword `{keyword}`{hint} (--strict)"),
+            ));
+        }
+        let msg = format!("unknown keyword `{keyword}` at {at} ignored{hint}");
+        if !self.warnings.contains(&msg) {
+            self.warnings.push(msg);
+        }
+        Ok(())
+    }
+
     fn never() -> Expr {
         Expr::Alt(Vec::new())
     }
@@ -462,6 +485,8 @@ impl<'a> Compiler<'a> {
             if UNSUPPORTED.contains(&k.as_str()) {
                 self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
                 owned.get_or_insert_with(|| obj.clone()).remove(k);
+            } else if is_unknown(k) {
+                self.unknown_keyword(ptr, k)?;
             }
         }
         if obj.contains_key("if") && !obj.contains_key("then") && !obj.contains_key("else") {
