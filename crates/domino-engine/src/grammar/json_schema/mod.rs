@@ -210,6 +210,8 @@ pub(crate) struct Compiler<'a> {
     any_rules: HashMap<u32, RuleId>,
     nest: usize,
     merge_steps: usize,
+    /// Embedded resources (`$id`) and anchors by absolute URI, built on the first `$ref`.
+    uris: std::cell::OnceCell<references::UriIndex>,
 }
 
 fn join_ptr(ptr: &str, token: &str) -> String {
@@ -249,6 +251,7 @@ impl<'a> Compiler<'a> {
             rules: Vec::new(),
             warnings: Vec::new(),
             refs: HashMap::new(),
+            uris: std::cell::OnceCell::new(),
             pending: Vec::new(),
             lexical: HashMap::new(),
             any_rules: HashMap::new(),
