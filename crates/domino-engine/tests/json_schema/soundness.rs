@@ -187,3 +187,153 @@ fn anchors_and_ids_resolve_by_nearest_base_uri() {
     });
     check("anchor-order", &schema, &["true"], &[r#""s""#]);
 }
+
+/// Numbers are compared by value (draft 2020-12 section 4.2.2; `const` 6.1.3, `enum` 6.1.2):
+/// `-2.0` and `-2` are one number, `0` and `0.0` too; and an integer is any number with a
+/// zero fractional part (section 4.2.1, draft 6 and later), so `type: integer` admits `1.0`.
+#[test]
+fn numbers_are_equal_by_value() {
+    check(
+        "const-enum-by-value",
+        &json!({"type": "object", "properties": {
+            "a": {"const": -2.0},
+            "b": {"enum": [0, 1.5, "x"]},
+            "c": {"const": 7}
+        }}),
+        &[
+            r#"{"a": -2}"#,
+            r#"{"a": -2.0}"#,
+            r#"{"a": -2.00}"#,
+            r#"{"b": 0}"#,
+            r#"{"b": 0.0}"#,
+            r#"{"b": 1.5}"#,
+            r#"{"b": 1.50}"#,
+            r#"{"c": 7.0}"#,
+        ],
+        &[
+            r#"{"a": -2.1}"#,
+            r#"{"a": -20}"#,
+            r#"{"b": 1.05}"#,
+            r#"{"b": 15}"#,
+            r#"{"c": 7.01}"#,
+            r#"{"c": 70}"#,
+        ],
+    );
+    check(
+        "integer-zero-fraction",
+        &json!({"type": "object", "properties": {
+            "i": {"type": "integer"},
+            "r": {"type": "integer", "minimum": 1, "maximum": 5},
+            "m": {"type": "integer", "multipleOf": 100}
+        }}),
+        &[
+            r#"{"i": 1.0}"#,
+            r#"{"i": -3.00}"#,
+            r#"{"r": 5.0}"#,
+            r#"{"m": 300.0}"#,
+        ],
+        &[
+            r#"{"i": 1.5}"#,
+            r#"{"r": 6.0}"#,
+            r#"{"r": 0.0}"#,
+            r#"{"m": 310.0}"#,
+        ],
+    );
+    // Draft 4: `1.0` is not an integer there.
+    let draft4 = json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"});
+    let def = json_schema::compile(&draft4, &opts(WhitespacePolicy::Compact)).unwrap();
+    let rec = ReferenceRecognizer::new(&lower(&def).unwrap()).unwrap();
+    assert!(rec.accepts(b"1"));
+    assert!(!rec.accepts(b"1.0"));
+}
+
+/// `format` per its RFC (draft 2020-12 section 7.3): `date` (RFC 3339 `full-date`, 29
+/// February in leap years only), `time` / `date-time` (`t`/`z` in either case, leap second
+/// `:60` at 23:59 UTC), `hostname` (RFC 1123 labels up to 63 characters with inner hyphens,
+/// 253 in all), `email` (RFC 5321 quoted local parts).
+#[test]
+fn formats_follow_their_rfcs() {
+    let s = |f: &str| json!({"type": "string", "format": f});
+    check(
+        "date",
+        &s("date"),
+        &[
+            r#""2024-02-29""#,
+            r#""2000-02-29""#,
+            r#""2400-02-29""#,
+            r#""2023-02-28""#,
+        ],
+        &[
+            r#""2023-02-29""#,
+            r#""1900-02-29""#,
+            r#""2100-02-29""#,
+            r#""2024-02-30""#,
+            r#""2024-04-31""#,
+        ],
+    );
+    check(
+        "time",
+        &s("time"),
+        &[
+            r#""23:59:60Z""#,
+            r#""12:00:00z""#,
+            r#""23:59:60.5z""#,
+            r#""08:30:06+05:30""#,
+        ],
+        &[
+            r#""22:59:60Z""#,
+            r#""12:00:60Z""#,
+            r#""24:00:00Z""#,
+            r#""12:00:00""#,
+        ],
+    );
+    check(
+        "date-time",
+        &s("date-time"),
+        &[
+            r#""2024-01-01t12:00:00z""#,
+            r#""2016-12-31T23:59:60Z""#,
+            r#""2024-02-29T00:00:00Z""#,
+        ],
+        &[r#""2023-02-29T00:00:00Z""#, r#""2024-01-01 12:00:00Z""#],
+    );
+    let l63 = "a".repeat(63);
+    let l64 = "a".repeat(64);
+    let l27 = "b".repeat(27);
+    let long9 = vec![l27.as_str(); 9].join(".");
+    let too_long = vec![l63.as_str(); 4].join(".");
+    let ok63 = format!("\"{l63}.com\"");
+    let ok_many = format!("\"{long9}\"");
+    let bad64 = format!("\"{l64}.com\"");
+    let bad_total = format!("\"{too_long}\"");
+    check(
+        "hostname",
+        &s("hostname"),
+        &[
+            &ok63,
+            &ok_many,
+            r#""a-b-c-d-e-f.com""#,
+            r#""a""#,
+            r#""a-b.c--d.e""#,
+        ],
+        &[
+            &bad64,
+            &bad_total,
+            r#""ab--cd.com""#,
+            r#""abc-.com""#,
+            r#""-a.com""#,
+            r#""xn--abc.com""#,
+        ],
+    );
+    check(
+        "email",
+        &s("email"),
+        &[
+            r#""\"joe bloggs\"@example.com""#,
+            r#""\"a\\\\b\"@example.com""#,
+            r#""\"a\\\"b\"@example.com""#,
+            r#""a.b@example.com""#,
+        ],
+        &[r#""a@b""#, r#""\"a@example.com""#, r#""a..b@example.com""#],
+    );
+}
