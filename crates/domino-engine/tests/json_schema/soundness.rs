@@ -245,6 +245,14 @@ fn numbers_are_equal_by_value() {
     let rec = ReferenceRecognizer::new(&lower(&def).unwrap()).unwrap();
     assert!(rec.accepts(b"1"));
     assert!(!rec.accepts(b"1.0"));
+    // ... nor is an integral `enum` value spelt with a fraction (JSONSchemaBench o41591).
+    check(
+        "draft4-integer-enum",
+        &json!({"$schema": "http://json-schema.org/draft-04/schema#",
+                "type": "integer", "enum": [42]}),
+        &["42"],
+        &["42.0", "42.000"],
+    );
 }
 
 /// `format` per its RFC (draft 2020-12 section 7.3): `date` (RFC 3339 `full-date`, 29

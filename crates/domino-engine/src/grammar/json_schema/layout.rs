@@ -204,6 +204,11 @@ impl Compiler<'_> {
                     Expr::Bytes(b"}".to_vec()),
                 ])
             }
+            // Draft 4: `42.0` is not an integer, so an integral value keeps its one spelling
+            // (a sibling `type: integer` would reject the others).
+            Value::Number(n) if self.draft4() && n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                Expr::Bytes(n.to_string().into_bytes())
+            }
             Value::Number(n) => match number_spellings(n) {
                 Some(pattern) => self
                     .lex("number-value", pattern)

@@ -22,6 +22,9 @@
 //!   one of the named keys (so a document has no duplicate keys whose value would escape its
 //!   schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
 //!   spell a named key in disguise).
+//! - `$ref` resolves against the base URI in force where it is written (the root's `$id`,
+//!   changed by each embedded `$id` on the way down; RFC 3986 joins), to a JSON pointer
+//!   inside the resource it names or to an `$anchor` of that resource (module `references`).
 //! - `$ref` targets become one rule each (recursion is just rule recursion); they are
 //!   compiled from a work list, so long reference chains use no stack.
 //! - Where one regular expression cannot say it, a terminal is an *intersection*
@@ -41,7 +44,9 @@
 //!   levels of nesting; values nested deeper than that are written compactly.
 //!
 //! # Combinators
-//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`).
+//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`);
+//!   array positions are merged position by position (`prefixItems[i]` / `items` of each
+//!   side), never keyword by keyword.
 //! - `anyOf` is an alternation; sibling keywords are merged into each branch.
 //! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
 //!   of different types, disjoint constants, a property one branch requires whose value
@@ -67,8 +72,10 @@
 //!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
 //! Each is reported in [`GrammarDef::warnings`] where it applies.
-//! - Integers are written without fraction or exponent (and never as `-0`); bounded numbers
-//!   without exponent.
+//! - Integers are written without exponent (and never as `-0`); from draft 6 on, a zero
+//!   fraction (`1.0`) is admitted, as the specification says. Bounded numbers without
+//!   exponent. `const`/`enum` numbers are admitted in every plain decimal spelling of their
+//!   value (`-2`, `-2.0`, `-2.00`; not `-2e0`).
 //! - `patternProperties` whose keys do not cover every string: keys matching no pattern are not
 //!   generated even when `additionalProperties` would allow them.
 //! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
