@@ -49,6 +49,9 @@ pub struct ConstraintArgs {
     /// Warn about unsupported schema keywords and ignore them instead of failing.
     #[arg(long)]
     pub lenient: bool,
+    /// Unknown schema keywords (typos such as `maxLenght`) are errors, not warnings.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl ConstraintArgs {
@@ -84,6 +87,7 @@ impl ConstraintArgs {
             whitespace: self.whitespace,
             max_whitespace: self.max_whitespace,
             lenient: self.lenient,
+            strict: self.strict,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `domino grammar check|convert`: validate grammars and schemas, print their statistics, and
+//! `domino grammar check|convert|test` (`test` lives in [`crate::cli::grammar_test`]): validate grammars and schemas, print their statistics, and
 //! convert a schema (or any grammar) to GBNF.
 //!
 //! `check FILE...` compiles each file (front end by extension: `.gbnf`, `.lark`, `.json` =
@@ -27,6 +27,8 @@ pub enum GrammarCommand {
     Check(CheckArgs),
     /// Print the GBNF a schema or grammar compiles to.
     Convert(ConvertArgs),
+    /// Test strings against a grammar or schema: accepted, rejected at byte N, or incomplete.
+    Test(crate::cli::grammar_test::TestArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -54,6 +56,9 @@ pub struct CheckArgs {
     /// Warn about unsupported schema keywords and ignore them instead of failing.
     #[arg(long)]
     pub lenient: bool,
+    /// Unknown schema keywords (typos such as `maxLenght`) are errors, not warnings.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// What `convert` prints.
@@ -79,6 +84,7 @@ pub fn run(cmd: GrammarCommand) -> anyhow::Result<()> {
     match cmd {
         GrammarCommand::Check(args) => check(args),
         GrammarCommand::Convert(args) => convert(args),
+        GrammarCommand::Test(args) => crate::cli::grammar_test::run(args),
     }
 }
 
@@ -357,6 +363,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         whitespace: args.whitespace,
         max_whitespace: args.max_whitespace,
         lenient: args.lenient,
+        strict: args.strict,
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let json_out = args.format == OutputFormat::Json;

@@ -16,6 +16,7 @@ pub mod decode_args;
 pub mod eval;
 pub mod generate;
 pub mod grammar;
+pub mod grammar_test;
 pub mod mask;
 pub mod perplexity;
 pub mod repl;

@@ -80,9 +80,15 @@ impl ConstraintSpec {
     }
 
     /// Compile for the engine. Grammar errors (including the scanner's size limits) carry a
-    /// [`GrammarError`], so callers map them to exit code 2.
+    /// [`GrammarError`], so callers map them to exit code 2. The grammar's warnings (unknown
+    /// schema keywords, keywords `lenient` ignored, subsets the compiler chose) are printed on
+    /// stderr, one `warning: LABEL: …` line each, so no command loses them silently
+    /// (generate, repl, eval, mask, serve all compile here).
     pub fn compile(&self) -> anyhow::Result<Arc<CompiledGrammar>> {
         let ir = self.source.compile(&self.compile)?;
+        for w in &ir.warnings {
+            eprintln!("warning: {}: {w}", self.label);
+        }
         CompiledGrammar::new(ir).map_err(|e| match e {
             EngineError::Lexer(l) => {
                 anyhow::Error::new(GrammarError::whole(l.to_string()).with_kind(ErrorKind::Limit))

@@ -222,6 +222,9 @@ impl Decoder {
             }
             (m, Some(source)) => {
                 let ir = source.compile(&config.compile)?;
+                for w in &ir.warnings {
+                    eprintln!("warning: {w}");
+                }
                 key = domino_engine::hash::Fnv1a::resume(key)
                     .write(format!("{source:?}{:?}", config.compile).as_bytes())
                     .finish();

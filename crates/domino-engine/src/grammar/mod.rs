@@ -176,6 +176,8 @@ pub struct CompileOptions {
     pub max_whitespace: u32,
     /// Ignore unsupported schema keywords (warning on stderr) instead of failing.
     pub lenient: bool,
+    /// Unknown schema keywords (typos such as `maxLenght`) are errors instead of warnings.
+    pub strict: bool,
 }
 
 impl Default for CompileOptions {
@@ -185,6 +187,7 @@ impl Default for CompileOptions {
             whitespace: WhitespacePolicy::Flexible,
             max_whitespace: 20,
             lenient: false,
+            strict: false,
         }
     }
 }

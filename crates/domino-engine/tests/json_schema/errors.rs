@@ -133,3 +133,71 @@ fn inconsistent_and_hostile_schemas_are_errors() {
 
     assert!(json_schema::compile(&json!(3), &CompileOptions::default()).is_err());
 }
+
+/// Unknown keywords are ignored (the specification says so) but never silently: each is a
+/// warning with its pointer and the keyword it most likely misspells; `strict` makes the
+/// first one an error. Vendor extensions (`x-…`) and annotations are not reported.
+#[test]
+fn unknown_keywords_are_warnings_or_strict_errors() {
+    let schema = json!({
+        "type": "object",
+        "requird": ["a"],
+        "properties": {
+            "a": {"type": "string", "maxLenght": 3, "x-vendor": true, "title": "A"},
+            "b": {"type": "integer", "minimun": 1, "frobnicate": 2}
+        }
+    });
+    let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
+    let has = |needle: &str, ptr: &str| {
+        def.warnings
+            .iter()
+            .any(|w| w.contains(needle) && w.contains(ptr))
+    };
+    assert!(has("`requird`", "/requird"), "{:?}", def.warnings);
+    assert!(
+        has("did you mean `required`", "/requird"),
+        "{:?}",
+        def.warnings
+    );
+    assert!(
+        has("did you mean `maxLength`", "/properties/a/maxLenght"),
+        "{:?}",
+        def.warnings
+    );
+    assert!(
+        has("did you mean `minimum`", "/properties/b/minimun"),
+        "{:?}",
+        def.warnings
+    );
+    assert!(
+        has("`frobnicate`", "/properties/b/frobnicate"),
+        "{:?}",
+        def.warnings
+    );
+    assert!(
+        !def.warnings
+            .iter()
+            .any(|w| w.contains("frobnicate") && w.contains("did you mean")),
+        "{:?}",
+        def.warnings
+    );
+    assert!(
+        !def.warnings
+            .iter()
+            .any(|w| w.contains("x-vendor") || w.contains("title")),
+        "{:?}",
+        def.warnings
+    );
+    assert_eq!(def.warnings.len(), 4, "{:?}", def.warnings);
+
+    let strict = CompileOptions {
+        strict: true,
+        ..CompileOptions::default()
+    };
+    let e = json_schema::compile(&schema, &strict).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(e.message.contains("unknown keyword"), "{e}");
+    // A schema without typos compiles under strict.
+    let clean = json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}});
+    json_schema::compile(&clean, &strict).unwrap();
+}

@@ -25,6 +25,7 @@ mod matcher;
 mod near_misses;
 mod policies;
 mod shipped;
+mod soundness;
 mod strings;
 
 use std::collections::{BTreeSet, HashMap};

@@ -88,10 +88,10 @@ fn except_regex(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> Strin
     }
     for &(c, a, b) in &children {
         let enc = if c == '"' || c == '\\' || (c as u32) < 0x20 {
-            serde_json::to_string(&c.to_string())
-                .unwrap()
-                .trim_matches('"')
-                .to_string()
+            // The JSON escape without its quotes: strip exactly one from each end (the
+            // escape of `"` is `\"`, whose quote must stay).
+            let quoted = serde_json::to_string(&c.to_string()).unwrap();
+            quoted[1..quoted.len() - 1].to_string()
         } else {
             c.to_string()
         };
@@ -128,8 +128,24 @@ fn except_regex(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> Strin
     if !allowed_shorts.is_empty() {
         other.push(format!("\\\\[{allowed_shorts}]"));
     }
+    // `\u00XX` for the control characters that are not children (a child's control
+    // character is written only as the child spells it, so its `\u` forms are no key here).
     if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
         other.push("\\\\u00[01][0-9a-fA-F]".to_string());
+    } else {
+        let hex = |d: u32| {
+            let h = char::from_digit(d, 16).unwrap();
+            if h.is_ascii_digit() {
+                h.to_string()
+            } else {
+                format!("[{}{}]", h, h.to_ascii_uppercase())
+            }
+        };
+        for cp in 0u32..0x20 {
+            if !child_chars.contains(&char::from_u32(cp).unwrap()) {
+                other.push(format!("\\\\u00{}{}", hex(cp >> 4), hex(cp & 15)));
+            }
+        }
     }
     alts.push(format!("(?:{}){any}", other.join("|")));
     format!("(?:{})", alts.join("|"))

@@ -79,6 +79,57 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "$recursiveRef",
 ];
 
+/// Keywords of some draft that constrain nothing on their own here, or are read by a
+/// sibling (`then`/`else` by `if`, `minContains`/`maxContains` by `contains`), or belong to
+/// a vocabulary this compiler reads elsewhere: never reported as unknown.
+const KNOWN_OTHERWISE: &[&str] = &[
+    "then",
+    "else",
+    "minContains",
+    "maxContains",
+    "$recursiveAnchor",
+    "$ref",
+    "$dynamicRef",
+    "format",
+];
+
+/// Whether `k` is a keyword no draft defines: a typo (`maxLenght`) or a vendor extension.
+/// Extensions spelled `x-…` are annotations by convention and not reported.
+pub(super) fn is_unknown(k: &str) -> bool {
+    !(ANNOTATIONS.contains(&k)
+        || is_keyword(k)
+        || KNOWN_OTHERWISE.contains(&k)
+        || k.starts_with("x-"))
+}
+
+/// The known keyword `k` is most likely a misspelling of (Levenshtein distance at most 2,
+/// case-insensitive, and less than about half the keyword), if any.
+pub(super) fn suggestion(k: &str) -> Option<&'static str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let a: Vec<char> = a.to_lowercase().chars().collect();
+        let b: Vec<char> = b.to_lowercase().chars().collect();
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for i in 1..=a.len() {
+            let mut cur = vec![i; b.len() + 1];
+            for j in 1..=b.len() {
+                let sub = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+                cur[j] = sub.min(prev[j] + 1).min(cur[j - 1] + 1);
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+    HANDLED
+        .iter()
+        .chain(UNSUPPORTED)
+        .chain(KNOWN_OTHERWISE)
+        .chain(ANNOTATIONS)
+        .map(|&c| (distance(k, c), c))
+        .filter(|&(d, c)| d <= 2 && d < c.len() / 2 + 1)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
 /// The JSON types, as a bit set.
 pub(crate) mod ty {
     pub const NULL: u8 = 1;

@@ -204,7 +204,50 @@ impl Compiler<'_> {
                     Expr::Bytes(b"}".to_vec()),
                 ])
             }
+            // Draft 4: `42.0` is not an integer, so an integral value keeps its one spelling
+            // (a sibling `type: integer` would reject the others).
+            Value::Number(n) if self.draft4() && n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                Expr::Bytes(n.to_string().into_bytes())
+            }
+            Value::Number(n) => match number_spellings(n) {
+                Some(pattern) => self
+                    .lex("number-value", pattern)
+                    .unwrap_or_else(|_| Expr::Bytes(n.to_string().into_bytes())),
+                None => Expr::Bytes(n.to_string().into_bytes()),
+            },
             scalar => Expr::Bytes(scalar.to_string().into_bytes()),
         }
     }
+}
+
+/// Every plain decimal spelling of the number `n` (JSON Schema compares numbers by value:
+/// `const: -2.0` admits `-2`, `0` admits `0.0`): its shortest decimal digits with any number
+/// of trailing fraction zeros. Exponent spellings (`2e0`) are not generated (a subset).
+/// `None` (the number as written) for integers beyond 2^53 and numbers whose plain decimal
+/// form is longer than 40 characters.
+pub(super) fn number_spellings(n: &serde_json::Number) -> Option<String> {
+    // Integers beyond 2^53 are not all f64s: `N.0` might parse to another value.
+    const EXACT: u64 = 1 << 53;
+    let text = if let Some(i) = n.as_i64() {
+        if i.unsigned_abs() > EXACT {
+            return None;
+        }
+        i.to_string()
+    } else if n.as_u64().is_some() {
+        return None;
+    } else {
+        // Rust's `Display` of an f64: the shortest digits that round-trip, never an exponent.
+        format!("{}", n.as_f64()?)
+    };
+    if text.len() > 40 || text.contains(['e', 'E', 'i', 'N']) {
+        return None;
+    }
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let frac = frac.trim_end_matches('0');
+    let int = regex_syntax::escape(int);
+    Some(if frac.is_empty() {
+        format!(r"{int}(?:\.0+)?")
+    } else {
+        format!(r"{int}\.{frac}0*")
+    })
 }

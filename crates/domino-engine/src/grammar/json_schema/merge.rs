@@ -37,6 +37,25 @@ fn all_of(a: Value, b: Value) -> Value {
     )
 }
 
+/// The keywords that say which schema applies to which array position.
+const POSITIONAL: [&str; 3] = ["prefixItems", "items", "additionalItems"];
+
+/// Remove a schema's positional keywords and return them as (schemas of the first
+/// positions, schema of every later position): `prefixItems` + `items` (2020-12), array-form
+/// `items` + `additionalItems` (drafts 4 to 2019-09), or `items` alone (every position).
+/// `additionalItems` without array-form `items` constrains nothing.
+fn positions(m: &mut Map<String, Value>) -> (Vec<Value>, Value) {
+    let prefix = m.remove("prefixItems");
+    let items = m.remove("items");
+    let additional = m.remove("additionalItems");
+    match (prefix, items) {
+        (Some(Value::Array(p)), items) => (p, items.unwrap_or(Value::Bool(true))),
+        (_, Some(Value::Array(p))) => (p, additional.unwrap_or(Value::Bool(true))),
+        (_, Some(items)) => (Vec::new(), items),
+        (_, None) => (Vec::new(), Value::Bool(true)),
+    }
+}
+
 /// Merge `schemas` (conjunction) into one schema value.
 pub(super) fn merge_all(
     c: &mut Compiler<'_>,
@@ -264,6 +283,29 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         }
         for k in ["properties", "additionalProperties", "patternProperties"] {
             b.remove(k);
+        }
+    }
+    // Array positions, handled together: each side says what item `i` must satisfy
+    // (`prefixItems[i]` / array-form `items[i]`, else `items` / `additionalItems`); the merge
+    // says, position by position, both. Merging the keywords one by one would let one side's
+    // `items` (every position) be read as the rest after the other side's `prefixItems`.
+    if POSITIONAL
+        .iter()
+        .any(|k| a.contains_key(*k) || b.contains_key(*k))
+    {
+        let (pa, ra) = positions(&mut a);
+        let (pb, rb) = positions(&mut b);
+        let n = pa.len().max(pb.len());
+        let at = |p: &[Value], r: &Value, i: usize| p.get(i).cloned().unwrap_or_else(|| r.clone());
+        let prefix: Vec<Value> = (0..n)
+            .map(|i| all_of(at(&pa, &ra, i), at(&pb, &rb, i)))
+            .collect();
+        let rest = all_of(ra, rb);
+        if !prefix.is_empty() {
+            a.insert("prefixItems".into(), Value::Array(prefix));
+        }
+        if !is_trivially_true(&rest) {
+            a.insert("items".into(), rest);
         }
     }
     for (k, vb) in b {

@@ -7,7 +7,10 @@
 //! reported as [`ErrorKind::Unsupported`](super::ErrorKind) naming the keyword and its JSON
 //! pointer (with `lenient`, a warning in [`GrammarDef::warnings`] instead, and the keyword is
 //! ignored). Annotation keywords (`title`, `description`, `default`, `examples`, ...) and
-//! unknown keywords constrain nothing and are ignored, as the specification says.
+//! unknown keywords constrain nothing and are ignored, as the specification says; an
+//! unknown keyword (a typo such as `maxLenght`; `x-…` extensions excepted) is reported in
+//! [`GrammarDef::warnings`] with the known keyword it most likely misspells, or is an error
+//! with [`CompileOptions::strict`].
 //!
 //! # Shape of the grammar (why it is fast for the engine)
 //! - JSON strings, numbers, integer ranges, formats, `pattern`s, object keys (`"name"`, one
@@ -19,6 +22,9 @@
 //!   one of the named keys (so a document has no duplicate keys whose value would escape its
 //!   schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
 //!   spell a named key in disguise).
+//! - `$ref` resolves against the base URI in force where it is written (the root's `$id`,
+//!   changed by each embedded `$id` on the way down; RFC 3986 joins), to a JSON pointer
+//!   inside the resource it names or to an `$anchor` of that resource (module `references`).
 //! - `$ref` targets become one rule each (recursion is just rule recursion); they are
 //!   compiled from a work list, so long reference chains use no stack.
 //! - Where one regular expression cannot say it, a terminal is an *intersection*
@@ -38,7 +44,9 @@
 //!   levels of nesting; values nested deeper than that are written compactly.
 //!
 //! # Combinators
-//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`).
+//! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`);
+//!   array positions are merged position by position (`prefixItems[i]` / `items` of each
+//!   side), never keyword by keyword.
 //! - `anyOf` is an alternation; sibling keywords are merged into each branch.
 //! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
 //!   of different types, disjoint constants, a property one branch requires whose value
@@ -64,8 +72,10 @@
 //!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
 //! Each is reported in [`GrammarDef::warnings`] where it applies.
-//! - Integers are written without fraction or exponent (and never as `-0`); bounded numbers
-//!   without exponent.
+//! - Integers are written without exponent (and never as `-0`); from draft 6 on, a zero
+//!   fraction (`1.0`) is admitted, as the specification says. Bounded numbers without
+//!   exponent. `const`/`enum` numbers are admitted in every plain decimal spelling of their
+//!   value (`-2`, `-2.0`, `-2.00`; not `-2e0`).
 //! - `patternProperties` whose keys do not cover every string: keys matching no pattern are not
 //!   generated even when `additionalProperties` would allow them.
 //! - `$ref` with sibling keywords: the siblings apply too (2019-09+ semantics; under draft 7
@@ -150,7 +160,7 @@ use super::expr::{Expr, GrammarDef, Rule, RuleId, RuleKind, Span};
 use super::ir;
 use super::{CompileOptions, ErrorKind, GrammarError, WhitespacePolicy};
 use combinators::{excluded_strings, rewrite_discriminated_conditionals};
-use keywords::{UNSUPPORTED, is_keyword, is_trivially_true, ty};
+use keywords::{UNSUPPORTED, is_keyword, is_trivially_true, is_unknown, suggestion, ty};
 use presence::required_only;
 
 /// Subschemas nested deeper than this on one compile path are a `Limit` error.
@@ -207,6 +217,8 @@ pub(crate) struct Compiler<'a> {
     any_rules: HashMap<u32, RuleId>,
     nest: usize,
     merge_steps: usize,
+    /// Embedded resources (`$id`) and anchors by absolute URI, built on the first `$ref`.
+    uris: std::cell::OnceCell<references::UriIndex>,
 }
 
 fn join_ptr(ptr: &str, token: &str) -> String {
@@ -246,6 +258,7 @@ impl<'a> Compiler<'a> {
             rules: Vec::new(),
             warnings: Vec::new(),
             refs: HashMap::new(),
+            uris: std::cell::OnceCell::new(),
             pending: Vec::new(),
             lexical: HashMap::new(),
             any_rules: HashMap::new(),
@@ -325,6 +338,26 @@ impl<'a> Compiler<'a> {
                 format!("unsupported `{keyword}`: {msg}"),
             ))
         }
+    }
+
+    /// An unknown keyword (no draft defines it): ignored, as the specification says, but
+    /// never silently: a warning (once per location), or an error under `strict`.
+    fn unknown_keyword(&mut self, ptr: &str, keyword: &str) -> Result<(), GrammarError> {
+        let at = join_ptr(ptr, keyword);
+        let hint = suggestion(keyword)
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+        if self.opts.strict {
+            return Err(GrammarError::at_pointer(
+                at,
+                format!("unknown keyword `{keyword}`{hint} (--strict)"),
+            ));
+        }
+        let msg = format!("unknown keyword `{keyword}` at {at} ignored{hint}");
+        if !self.warnings.contains(&msg) {
+            self.warnings.push(msg);
+        }
+        Ok(())
     }
 
     fn never() -> Expr {
@@ -462,6 +495,8 @@ impl<'a> Compiler<'a> {
             if UNSUPPORTED.contains(&k.as_str()) {
                 self.unsupported(ptr, k, "this keyword is not compiled to a grammar")?;
                 owned.get_or_insert_with(|| obj.clone()).remove(k);
+            } else if is_unknown(k) {
+                self.unknown_keyword(ptr, k)?;
             }
         }
         if obj.contains_key("if") && !obj.contains_key("then") && !obj.contains_key("else") {

@@ -13,6 +13,15 @@ use crate::grammar::expr::Expr;
 type Bound = (f64, bool);
 
 impl Compiler<'_> {
+    /// Whether the root declares draft 4 (`$schema` naming `draft-04`), where `1.0` is not
+    /// an integer.
+    pub(super) fn draft4(&self) -> bool {
+        self.root
+            .get("$schema")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.contains("draft-04"))
+    }
+
     /// Tightest lower and upper bounds (value, inclusive) from the four bound keywords
     /// (draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` included).
     fn bounds(
@@ -125,13 +134,23 @@ impl Compiler<'_> {
                 }
             }
         };
+        // Draft 6 and later: an integer is a number with a zero fractional part, so `1.0`
+        // is one (draft 4 says it is not, and its validators reject it).
+        let zero_fraction = !self.draft4();
+        let whole = |p: String| -> String {
+            if zero_fraction {
+                format!(r"(?:{p})(?:\.0+)?")
+            } else {
+                p
+            }
+        };
         if let Some(n) = multiple_pow10 {
             return self.lex(
                 "multiple",
-                format!(
+                whole(format!(
                     "(?:0|-?[1-9][0-9]{{0,{}}}0{{{n}}})",
                     lexical::MAX_INT_DIGITS as usize - 1 - n
-                ),
+                )),
             );
         }
         // Bounds far outside what the grammar can write are no bounds.
@@ -146,12 +165,12 @@ impl Compiler<'_> {
         }
         if integer {
             if lo.is_none() && hi.is_none() {
-                return finish(self, "integer", lexical::integer_pattern());
+                return finish(self, "integer", whole(lexical::integer_pattern()));
             }
             let big = 1e37;
             if lo.is_some_and(|(x, _)| x.abs() > big) || hi.is_some_and(|(x, _)| x.abs() > big) {
                 self.unsupported(ptr, "minimum", "integer bounds beyond 1e37")?;
-                return finish(self, "integer", lexical::integer_pattern());
+                return finish(self, "integer", whole(lexical::integer_pattern()));
             }
             let ilo = lo.map(|(x, inc)| {
                 if inc {
@@ -168,7 +187,7 @@ impl Compiler<'_> {
                 }
             });
             return match lexical::integer_range_pattern(ilo, ihi) {
-                Some(p) => finish(self, "integer-range", p),
+                Some(p) => finish(self, "integer-range", whole(p)),
                 None => Err(GrammarError::at_pointer(
                     ptr,
                     "no integer satisfies minimum/maximum",

@@ -11,13 +11,41 @@ use crate::grammar::expr::{Expr, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
 
 impl<'a> Compiler<'a> {
-    /// Resolve a local `$ref` to (canonical pointer, target).
+    /// Resolve a `$ref` found at `ptr` to (canonical pointer, target).
+    ///
+    /// The reference is resolved against the base URI in force at `ptr` (the root's `$id`,
+    /// changed by every embedded `$id` on the way down, as the specification says), then
+    /// looked up among the schema's own resources: a JSON pointer fragment is taken inside
+    /// the resource the URI names, a plain-name fragment is the `$anchor` (or
+    /// `$dynamicAnchor`, or draft-6 `$id: "#name"`) defined in that resource. References to
+    /// anything outside the schema are `Unsupported`. When spec resolution finds nothing, the
+    /// fragment is tried against the root as before (a schema the validator could not load).
     pub(crate) fn resolve(
         &self,
         reference: &str,
         ptr: &str,
     ) -> Result<(String, &'a Value), GrammarError> {
         let at = join_ptr(ptr, "$ref");
+        let index = self.uris.get_or_init(|| UriIndex::build(self.root));
+        let base = base_at(self.root, ptr);
+        let absolute = join_uri(&base, reference);
+        let (uri, fragment) = match absolute.split_once('#') {
+            Some((u, f)) => (u.to_string(), percent_decode(f)),
+            None => (absolute.clone(), String::new()),
+        };
+        if let Some(resource) = index.ids.get(&uri) {
+            if fragment.is_empty() || fragment.starts_with('/') {
+                let target = format!("{resource}{fragment}");
+                if let Some(v) = self.root.pointer(&target) {
+                    return Ok((target, v));
+                }
+            } else if let Some(target) = index.anchors.get(&format!("{uri}#{fragment}")) {
+                let v = self.root.pointer(target).expect("indexed pointer exists");
+                return Ok((target.clone(), v));
+            }
+        }
+        // Not found by URI: the old reading (fragment against the root; the root's `$id`
+        // stripped), for schemas whose `$id`s a validator would not accept either.
         let mut r = reference;
         if let Some(id) = self
             .root
@@ -39,7 +67,9 @@ impl<'a> Compiler<'a> {
             return Err(GrammarError::unsupported(
                 at,
                 "$ref",
-                format!("only local references (`#...`) are supported, not `{reference}`"),
+                format!(
+                    "only references within the schema (`#...`, or an embedded `$id`) are supported, not `{reference}`"
+                ),
             ));
         };
         let fragment = percent_decode(fragment);
@@ -178,4 +208,193 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The schema's resources by absolute URI (without fragment) and its anchors by
+/// `URI#name`, each mapped to its JSON pointer in the root document.
+#[derive(Debug, Default)]
+pub(crate) struct UriIndex {
+    ids: std::collections::HashMap<String, String>,
+    anchors: std::collections::HashMap<String, String>,
+}
+
+/// Keywords whose values are data, not schemas: never searched for `$id` or anchors.
+const DATA_KEYWORDS: [&str; 4] = ["enum", "const", "default", "examples"];
+
+/// The `$id` (or draft-4 `id`) of a schema object, when it is a string.
+fn id_of(m: &serde_json::Map<String, Value>) -> Option<&str> {
+    m.get("$id")
+        .and_then(Value::as_str)
+        .or_else(|| m.get("id").and_then(Value::as_str))
+}
+
+/// The base URI after entering schema object `m` whose enclosing base is `base`.
+fn enter(base: &str, m: &serde_json::Map<String, Value>) -> String {
+    match id_of(m) {
+        Some(id) if !id.starts_with('#') => strip_fragment(&join_uri(base, id)).to_string(),
+        _ => base.to_string(),
+    }
+}
+
+fn strip_fragment(u: &str) -> &str {
+    u.split_once('#').map_or(u, |(a, _)| a)
+}
+
+impl UriIndex {
+    pub(crate) fn build(root: &Value) -> UriIndex {
+        let mut ix = UriIndex::default();
+        ix.ids.insert(String::new(), String::new());
+        let mut stack: Vec<(String, &Value, String)> = vec![(String::new(), root, String::new())];
+        let mut visited = 0usize;
+        while let Some((p, v, base)) = stack.pop() {
+            visited += 1;
+            if visited > 200_000 {
+                break;
+            }
+            match v {
+                Value::Object(m) => {
+                    let here = enter(&base, m);
+                    if here != base {
+                        ix.ids.entry(here.clone()).or_insert_with(|| p.clone());
+                    }
+                    if let Some(name) = id_of(m).and_then(|id| id.strip_prefix('#')) {
+                        if !name.is_empty() && !name.starts_with('/') {
+                            ix.anchors
+                                .entry(format!("{here}#{name}"))
+                                .or_insert_with(|| p.clone());
+                        }
+                    }
+                    for k in ["$anchor", "$dynamicAnchor"] {
+                        if let Some(name) = m.get(k).and_then(Value::as_str) {
+                            ix.anchors
+                                .entry(format!("{here}#{name}"))
+                                .or_insert_with(|| p.clone());
+                        }
+                    }
+                    for (k, c) in m {
+                        if DATA_KEYWORDS.contains(&k.as_str()) {
+                            continue;
+                        }
+                        stack.push((join_ptr(&p, k), c, here.clone()));
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, c) in a.iter().enumerate() {
+                        stack.push((join_ptr(&p, &i.to_string()), c, base.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        ix
+    }
+}
+
+/// The base URI in force at `ptr` (every `$id` from the root down to it, inclusive), as far
+/// as `ptr` is a pointer into the root.
+fn base_at(root: &Value, ptr: &str) -> String {
+    let mut v = root;
+    let mut base = match v {
+        Value::Object(m) => enter("", m),
+        _ => String::new(),
+    };
+    for token in ptr.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        let next = match v {
+            Value::Object(m) => m.get(&token),
+            Value::Array(a) => token.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        };
+        let Some(n) = next else { break };
+        v = n;
+        if let Value::Object(m) = v {
+            base = enter(&base, m);
+        }
+    }
+    base
+}
+
+/// Resolve URI reference `r` against `base` (RFC 3986 section 5.2, without dot-segment
+/// removal beyond `./`): absolute URIs stand, `#frag` keeps the base, `//auth`, `/path` and
+/// relative paths replace the base's authority, path or last segment.
+pub(crate) fn join_uri(base: &str, r: &str) -> String {
+    let has_scheme = |s: &str| {
+        let mut cs = s.chars();
+        cs.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.find(':').is_some_and(|i| {
+                s[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            })
+    };
+    if has_scheme(r) {
+        return r.to_string();
+    }
+    let base = strip_fragment(base);
+    if r.is_empty() {
+        return base.to_string();
+    }
+    if r.starts_with('#') {
+        return format!("{base}{r}");
+    }
+    let scheme_end = if has_scheme(base) {
+        base.find(':').map(|i| i + 1)
+    } else {
+        None
+    };
+    let scheme = &base[..scheme_end.unwrap_or(0)];
+    if r.starts_with("//") {
+        return format!("{scheme}{r}");
+    }
+    let rest = &base[scheme.len()..];
+    let (authority, path) = match rest.strip_prefix("//") {
+        Some(a) => {
+            let end = a.find('/').unwrap_or(a.len());
+            (&rest[..end + 2], &a[end..])
+        }
+        None => ("", rest),
+    };
+    if r.starts_with('/') {
+        return format!("{scheme}{authority}{}", remove_dot_segments(r));
+    }
+    let dir = match path.rfind('/') {
+        Some(i) => &path[..=i],
+        None if !authority.is_empty() => "/",
+        None => "",
+    };
+    format!(
+        "{scheme}{authority}{}",
+        remove_dot_segments(&format!("{dir}{r}"))
+    )
+}
+
+/// RFC 3986 section 5.2.4 on a path (its query and fragment kept as they are).
+fn remove_dot_segments(path: &str) -> String {
+    let (path, tail) = match path.find(['?', '#']) {
+        Some(i) => path.split_at(i),
+        None => (path, ""),
+    };
+    let absolute = path.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').collect();
+    for (i, seg) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match *seg {
+            "." => {
+                if last {
+                    out.push("");
+                }
+            }
+            ".." => {
+                if out.len() > usize::from(absolute) {
+                    out.pop();
+                }
+                if last {
+                    out.push("");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    format!("{}{tail}", out.join("/"))
 }

@@ -28,17 +28,39 @@ pub const ASSERTED_FORMATS: &[&str] = &[
 
 /// The regex (over the decoded string, all ASCII) for a supported format.
 pub fn format_pattern(format: &str) -> Option<String> {
-    let date = "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))";
-    let time = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
-    // Single inner hyphens only: IDNA rejects `--` in the third and fourth places.
-    let label = "[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}";
+    // RFC 3339 `full-date`: day ranges per month, 29 February in leap years only (every
+    // fourth year, centuries only when divisible by 400).
+    let leap = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29";
+    let date = format!(
+        "(?:[0-9]{{4}}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|{leap})"
+    );
+    // RFC 3339 `full-time`, `Z` in either case; a leap second (`:60`) only at 23:59 UTC.
+    let frac = "(?:\\.[0-9]{1,9})?";
+    let time = format!(
+        "(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{frac}(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])|23:59:60{frac}[Zz])"
+    );
+    // RFC 1123 labels: letters, digits and inner hyphens, 1 to `max` characters, never `--`
+    // in the third and fourth places (IDNA reserves those; `xn--` labels are left out).
+    let label = |max: usize| {
+        format!(
+            "(?:{a}|{a}[A-Za-z0-9-]?{a}|{a}[A-Za-z0-9-]{{2}}{a}|{a}[A-Za-z0-9-](?:{a}[A-Za-z0-9-]|-{a})[A-Za-z0-9-]{{0,{}}}{a})",
+            max - 5,
+            a = "[A-Za-z0-9]"
+        )
+    };
+    // At most 253 characters in all: up to 3 labels of up to 63, or up to 9 of up to 27.
+    let hostname = format!(
+        "(?:{l63}(?:\\.{l63}){{0,2}}|{l27}(?:\\.{l27}){{3,8}})",
+        l63 = label(63),
+        l27 = label(27)
+    );
     let h16 = "[0-9a-fA-F]{1,4}";
     let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
     let pchar = "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
     Some(match format {
-        "date" => date.to_string(),
-        "time" => time.to_string(),
-        "date-time" => format!("{date}T{time}"),
+        "date" => date,
+        "time" => time,
+        "date-time" => format!("{date}[Tt]{time}"),
         "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}".to_string(),
         "ipv4" => format!("{octet}(?:\\.{octet}){{3}}"),
         "ipv6" => [
@@ -53,12 +75,14 @@ pub fn format_pattern(format: &str) -> Option<String> {
             format!(":(?:(?::{h16}){{1,7}}|:)"),
         ]
         .join("|"),
-        "hostname" => format!("{label}(?:\\.{label}){{0,8}}"),
+        "hostname" => hostname,
         // Conservative: dot-separated atoms, then alphanumeric labels (single inner hyphens)
         // and an alphabetic top-level label.
         // Every address this writes is also a valid internationalized address (RFC 6531
         // extends RFC 5321), so `idn-email` shares the conservative ASCII subset.
-        "email" | "idn-email" => "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
+        // A local part is dot-separated atoms or (RFC 5321 `Quoted-string`) printable ASCII
+        // in quotes, with `\\\\` and `\\"` as quoted pairs.
+        "email" | "idn-email" => "(?:[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,32}){0,4}|\"(?:[ !#-\\[\\]-~]|\\\\[\\\\\"]){1,32}\")@(?:[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,3}\\.){1,4}[A-Za-z]{2,8}".to_string(),
         "uri" => format!(
             "[A-Za-z][A-Za-z0-9+.-]{{0,15}}:(?://(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{{2}})+(?::[0-9]{{1,5}})?(?:/{pchar}*)*|(?:/{pchar}+)(?:/{pchar}*)*|{pchar}+(?:/{pchar}*)*)?(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?"
         ),
