@@ -357,6 +357,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         whitespace: args.whitespace,
         max_whitespace: args.max_whitespace,
         lenient: args.lenient,
+        ..CompileOptions::default()
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let json_out = args.format == OutputFormat::Json;

@@ -176,6 +176,12 @@ pub struct CompileOptions {
     pub max_whitespace: u32,
     /// Ignore unsupported schema keywords (warning on stderr) instead of failing.
     pub lenient: bool,
+    /// JSON front ends, flexible policy: allow whitespace after the root value. Off (the
+    /// default), the document ends where its root value ends, so a decoder stops at the
+    /// closing brace instead of spending tokens on whitespace up to its token limit (a
+    /// chat model would otherwise emit newlines until `max_whitespace`, then EOS).
+    /// Whitespace inside the document is unaffected.
+    pub trailing_whitespace: bool,
 }
 
 impl Default for CompileOptions {
@@ -185,6 +191,7 @@ impl Default for CompileOptions {
             whitespace: WhitespacePolicy::Flexible,
             max_whitespace: 20,
             lenient: false,
+            trailing_whitespace: false,
         }
     }
 }
