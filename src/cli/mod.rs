@@ -13,6 +13,7 @@
 pub mod args;
 pub mod batch;
 pub mod bench;
+pub mod completions;
 pub mod decode_args;
 pub mod eval;
 pub mod generate;
@@ -64,6 +65,10 @@ pub enum Command {
     Eval(eval::EvalCommand),
     /// Perplexity of a text file (or of a JSON Lines field) under the model.
     Perplexity(perplexity::PerplexityArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the man page, or write one per subcommand with --dir.
+    Man(completions::ManArgs),
 }
 
 /// llama.cpp's multi-letter single-dash flags, rewritten to their long forms before clap
@@ -117,6 +122,8 @@ pub fn main() -> ExitCode {
         Command::Repl(args) => repl::run(args),
         Command::Eval(cmd) => eval::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
