@@ -380,6 +380,53 @@ fn paper_cell(
         .join(" / ")
 }
 
+/// The compact summary `domino eval gsm8k|conll` prints on stdout: one row per method and
+/// one line per claim with its verdict (inconclusive ones with their reason). The full
+/// report, with the paper's numbers beside ours, stays in `report.md`.
+pub fn render_compact(report: &TaskReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} · {} · {} samples",
+        report.dataset, report.model, report.samples
+    );
+    let width = report
+        .methods
+        .iter()
+        .map(|m| m.method.to_string().len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        s,
+        "{:<width$}  {:>9}  {:>8}  {:>11}  {:>7}  {:>7}",
+        "method", "correct", "accuracy", "well-formed", "tok/s", "vs none"
+    );
+    for m in &report.methods {
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>9}  {:>8.3}  {:>11.3}  {:>7}  {:>7}",
+            m.method.to_string(),
+            format!("{}/{}", m.correct, m.samples),
+            m.accuracy,
+            m.well_formed_rate,
+            opt(m.tokens_per_second, 1),
+            m.performance_impact
+                .map_or("—".to_string(), |p| format!("{p:.2}×")),
+        );
+    }
+    for c in &report.claims {
+        let verdict = match (&c.inconclusive, c.holds) {
+            (Some(why), _) => format!("inconclusive ({why})"),
+            (None, Some(true)) => "holds".to_string(),
+            (None, Some(false)) => "does not hold".to_string(),
+            (None, None) => "—".to_string(),
+        };
+        let _ = writeln!(s, "claim: {} — {verdict}", c.claim);
+    }
+    s
+}
+
 /// Render `report.md`.
 pub fn render_markdown(report: &TaskReport) -> String {
     let mut s = String::new();
@@ -678,6 +725,33 @@ pub fn write_task_report(report: &TaskReport, out_dir: &Path) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compact_summary_has_a_row_per_method_and_the_verdicts() {
+        let claim = accuracy_claim(
+            "DOMINO costs no accuracy".into(),
+            "p".into(),
+            "o".into(),
+            true,
+            (2, 0.0, 0.0),
+            Some(1.0),
+        );
+        let text = format!(
+            "claim: {} — inconclusive ({})",
+            claim.claim,
+            claim.inconclusive.clone().unwrap()
+        );
+        let report: TaskReport = serde_json::from_value(serde_json::json!({
+            "task": "gsm8k", "dataset": "GSM8K", "model": "m.gguf", "command": "", "samples": 2,
+            "shots": 0, "demo_ids": [], "seed": 0, "max_tokens": null, "temperature": 0.0,
+            "prompt_id": "x", "methods": [], "claims": [claim], "paper_reference": [],
+            "paper_source": ""
+        }))
+        .unwrap();
+        let out = render_compact(&report);
+        assert!(out.starts_with("GSM8K · m.gguf · 2 samples\n"), "{out}");
+        assert!(out.contains(&text), "{out}");
+    }
 
     #[test]
     fn accuracy_claims_need_samples_a_signal_and_significance() {
