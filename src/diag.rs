@@ -2,7 +2,8 @@
 //!
 //! Every layer (runtime, decode, eval, repl, serve, cli) may use this module; it uses none
 //! of them. The binary prints an error once, at the top, and maps it to an exit code with
-//! [`exit_code_for`]: 2 for usage and grammar errors, 1 for everything else.
+//! [`exit_code_for`]: 2 for usage and grammar errors, 3 for output the constraint did not
+//! finish ([`Incomplete`], only under `--strict`), 1 for everything else.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -18,9 +19,32 @@ impl std::fmt::Display for UsageError {
 }
 impl std::error::Error for UsageError {}
 
-/// Exit code for an error: 2 for usage and grammar errors, 1 for everything else.
+/// Constrained output cut short (by the token limit) before the grammar was complete, made
+/// an error by `--strict` (exit code 3), so that a script can tell "the model ran out of
+/// tokens" from "the run failed" and from "bad flags".
+#[derive(Debug)]
+pub struct Incomplete(pub String);
+
+impl std::fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Incomplete {}
+
+/// Exit code of [`Incomplete`].
+pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// Exit code for an error: 2 for usage and grammar errors, 3 for [`Incomplete`] output, 1
+/// for everything else.
 pub fn exit_code_for(err: &anyhow::Error) -> u8 {
-    if is_usage_error(err) { 2 } else { 1 }
+    if is_usage_error(err) {
+        2
+    } else if err.chain().any(|c| c.is::<Incomplete>()) {
+        EXIT_INCOMPLETE
+    } else {
+        1
+    }
 }
 
 /// Whether any cause in the chain is the caller's fault (a [`UsageError`] or a

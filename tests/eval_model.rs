@@ -169,6 +169,20 @@ fn resume_after_a_kill_matches_an_uninterrupted_run() {
         );
     }
     assert!(md.contains("SmolLM2-135M-Instruct.Q4_1.gguf"));
+    // run.json records where the numbers came from: the commit, llama.cpp, the model's hash.
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(full.join("run.json")).unwrap()).unwrap();
+    let provenance = &run["provenance"];
+    let sha = provenance["model_sha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64, "{provenance}");
+    assert!(sha.chars().all(|c| c.is_ascii_hexdigit()));
+    assert!(
+        provenance["llama_cpp"]
+            .as_str()
+            .unwrap()
+            .contains("llama-cpp")
+    );
+    assert!(!provenance["domino_commit"].as_str().unwrap().is_empty());
 
     // A run killed after its first record, then resumed.
     let killed = fresh_dir("killed");

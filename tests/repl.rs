@@ -312,7 +312,8 @@ fn drafts_and_baselines_run_through_decode_and_keep_greedy_output() {
     assert_eq!(turns[0]["text"], turns[1]["text"], "{saved}");
     assert_eq!(turns[0]["text"], turns[2]["text"], "{saved}");
     assert_eq!(turns[0]["tokens"], turns[2]["tokens"], "{saved}");
-    // Every turn runs decode's one loop, drafted ones included: interventions per token.
+    // The heat loop reports interventions per token; so does decode's loop (whose tokens
+    // stream without heat), one per output token.
     for t in &turns[..3] {
         assert_eq!(
             t["intervened"].as_array().map(Vec::len),
@@ -367,4 +368,45 @@ fn a_bad_starting_constraint_is_a_usage_error_before_the_model_loads() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn conversation_keeps_history_until_reset() {
+    // Turn 2 answers in the context of turn 1 only in conversation mode; `:reset` forgets it,
+    // so the prompt after it costs what it cost as a first turn.
+    let input = ":max 8\nMy name is Zed.\nWhat is my name?\n:stats\n:reset\nWhat is my name?\n:stats\n:quit\n";
+    let s = run(
+        repl().args(["--conversation", "-sys", "Answer briefly."]),
+        input,
+    );
+    let stats: Vec<serde_json::Value> = s
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stats.len(), 2, "{}", s.stdout);
+    let prompt_tokens = |v: &serde_json::Value| v["stats"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        prompt_tokens(&stats[0]) > prompt_tokens(&stats[1]) + 8,
+        "with history {} vs after :reset {}",
+        prompt_tokens(&stats[0]),
+        prompt_tokens(&stats[1])
+    );
+    assert!(
+        s.stdout.contains("conversation reset (2 turns forgotten)"),
+        "{}",
+        s.stdout
+    );
+    // Without --conversation, the same second question is an independent turn.
+    let s = run(
+        repl().args(["--chat", "-sys", "Answer briefly."]),
+        ":max 8\nMy name is Zed.\nWhat is my name?\n:stats\n:quit\n",
+    );
+    let single: serde_json::Value =
+        serde_json::from_str(s.stdout.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    assert_eq!(
+        single["stats"]["prompt_tokens"],
+        stats[1]["stats"]["prompt_tokens"]
+    );
 }

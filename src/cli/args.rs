@@ -22,21 +22,42 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Which constraint to apply: exactly one of `--grammar`, `--schema`, `--regex`, `--json`.
+/// Which constraint to apply: exactly one of `--grammar`, `--schema`, `-j/--json-schema`,
+/// `--regex`, `--json`, `--json-value`. `-` as a file reads the grammar (GBNF) or schema from
+/// stdin, as llama.cpp's tools do.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Constraint")]
 pub struct ConstraintArgs {
-    /// Grammar file: .gbnf (llama.cpp GBNF), .lark (Lark subset) or .json (JSON Schema).
-    #[arg(long, value_name = "FILE", group = "constraint")]
+    /// Grammar file: .gbnf (llama.cpp GBNF), .lark (Lark subset) or .json (JSON Schema), by
+    /// extension; `-` reads GBNF from stdin.
+    #[arg(
+        long,
+        visible_alias = "grammar-file",
+        value_name = "FILE",
+        group = "constraint"
+    )]
     pub grammar: Option<PathBuf>,
-    /// JSON Schema file the output must validate against.
-    #[arg(long, value_name = "FILE", group = "constraint")]
+    /// JSON Schema file the output must validate against (whatever its extension); `-` reads
+    /// the schema from stdin.
+    #[arg(
+        long,
+        visible_alias = "json-schema-file",
+        value_name = "FILE",
+        group = "constraint"
+    )]
     pub schema: Option<PathBuf>,
+    /// Inline JSON Schema, e.g. -j '{"type":"object","required":["name"]}'.
+    #[arg(short = 'j', long, value_name = "JSON", group = "constraint")]
+    pub json_schema: Option<String>,
     /// Rust-regex pattern the whole output must match.
     #[arg(long, value_name = "RE", group = "constraint")]
     pub regex: Option<String>,
-    /// Any JSON document.
+    /// A JSON object or array (llama.cpp's json.gbnf); --json-value for any JSON value.
     #[arg(long, group = "constraint")]
     pub json: bool,
+    /// Any JSON value, a bare number or string included.
+    #[arg(long, group = "constraint")]
+    pub json_value: bool,
     /// Start rule of a grammar (default: `root` for GBNF, `start` for Lark).
     #[arg(long, value_name = "RULE")]
     pub start: Option<String>,
@@ -46,6 +67,10 @@ pub struct ConstraintArgs {
     /// Longest run of whitespace bytes the flexible policy allows.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub max_whitespace: u32,
+    /// Allow whitespace after the JSON document (the old behaviour: generation then runs on
+    /// until the model ends it or the token limit). By default it stops at the closing brace.
+    #[arg(long)]
+    pub trailing_whitespace: bool,
     /// Warn about unsupported schema keywords and ignore them instead of failing.
     #[arg(long)]
     pub lenient: bool,
@@ -54,28 +79,67 @@ pub struct ConstraintArgs {
     pub strict: bool,
 }
 
+/// `-` as a file name: stdin.
+fn is_stdin(path: &std::path::Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+fn read_stdin(what: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+        .with_context(|| format!("reading the {what} from stdin"))?;
+    Ok(s)
+}
+
 impl ConstraintArgs {
     /// The chosen constraint (files read), or `None` when no constraint flag was given.
     pub fn spec(&self) -> anyhow::Result<Option<ConstraintSpec>> {
         let compile = self.compile_options();
         Ok(if let Some(p) = &self.grammar {
-            Some(ConstraintSpec::grammar_file(p, compile)?)
+            Some(if is_stdin(p) {
+                ConstraintSpec::gbnf_text("grammar (stdin)", &read_stdin("grammar")?, compile)
+            } else {
+                ConstraintSpec::grammar_file(p, compile)?
+            })
         } else if let Some(p) = &self.schema {
-            Some(ConstraintSpec::schema_file(p, compile)?)
+            Some(if is_stdin(p) {
+                ConstraintSpec::schema_text("schema (stdin)", &read_stdin("schema")?, compile)?
+            } else {
+                ConstraintSpec::schema_file(p, compile)?
+            })
+        } else if let Some(text) = &self.json_schema {
+            Some(ConstraintSpec::schema_text(
+                "schema (--json-schema)",
+                text,
+                compile,
+            )?)
         } else if let Some(r) = &self.regex {
             Some(ConstraintSpec::regex(r, compile))
         } else if self.json {
             Some(ConstraintSpec::json(compile))
+        } else if self.json_value {
+            Some(ConstraintSpec::json_value(compile))
         } else {
             None
         })
+    }
+
+    /// Whether the constraint is read from stdin (`--grammar -` or `--schema -`), which then
+    /// cannot also hold the prompt.
+    pub fn reads_stdin(&self) -> bool {
+        [&self.grammar, &self.schema]
+            .into_iter()
+            .flatten()
+            .any(|p| is_stdin(p))
     }
 
     /// The chosen constraint; a usage error when none was given.
     pub fn required_spec(&self) -> anyhow::Result<ConstraintSpec> {
         self.spec()?.ok_or_else(|| {
             crate::diag::UsageError(
-                "a constraint is needed: --grammar, --schema, --regex or --json".into(),
+                "a constraint is needed: --grammar, --schema, --json-schema, --regex, --json or --json-value"
+                    .into(),
             )
             .into()
         })
@@ -88,12 +152,15 @@ impl ConstraintArgs {
             max_whitespace: self.max_whitespace,
             lenient: self.lenient,
             strict: self.strict,
+            trailing_whitespace: self.trailing_whitespace,
         }
     }
 }
 
-/// Model and context flags, shared by every subcommand that runs a model.
+/// Model and context flags, shared by every subcommand that runs a model (llama.cpp's
+/// spellings: `-m`, `-c/--ctx-size`, `-t/--threads`, `-ngl/--n-gpu-layers`).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Model")]
 pub struct ModelArgs {
     /// GGUF model file [default: $DOMINO_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
     /// under the current directory, else under the domino source tree]
@@ -134,8 +201,11 @@ impl ModelArgs {
     }
 }
 
-/// Sampling flags.
+/// Sampling flags, with llama-cli's names and meanings (0 or 1 switches a filter off, as
+/// there; `--seed -1` draws a random seed). The defaults differ: greedy and unfiltered, so
+/// that a run is reproducible unless sampling is asked for.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Sampling")]
 pub struct SamplingArgs {
     /// Temperature; 0 = greedy (always the most likely token).
     #[arg(long, value_name = "T", default_value_t = 0.0)]
@@ -149,8 +219,8 @@ pub struct SamplingArgs {
     /// Drop tokens less likely than this fraction of the best one (0 = off).
     #[arg(long, value_name = "P", default_value_t = 0.0)]
     pub min_p: f32,
-    /// Random seed for sampling.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    /// Random seed for sampling (-1: a random one; -v prints it).
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = parse_seed)]
     pub seed: u64,
 }
 
@@ -166,6 +236,21 @@ impl SamplingArgs {
         };
         config.validate().map_err(crate::diag::UsageError)?;
         Ok(config)
+    }
+}
+
+/// `--seed`: a number, or -1 (llama.cpp's "random seed") for one drawn from the clock.
+fn parse_seed(s: &str) -> Result<u64, String> {
+    if s.trim() == "-1" {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Ok(nanos ^ (u64::from(std::process::id()) << 32))
+    } else {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("expected a non-negative number or -1 (random), got `{s}`"))
     }
 }
 

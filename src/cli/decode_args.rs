@@ -25,6 +25,7 @@ fn lookahead_parser(s: &str) -> Result<Lookahead, String> {
 
 /// How the constraint is applied: the method and its lookahead and drafts.
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Decoding method")]
 pub struct MethodArgs {
     /// Decoding method [default: domino; `generate` without a constraint: none]
     #[arg(long, value_name = "METHOD", value_parser = method_parser())]
@@ -66,6 +67,7 @@ impl MethodArgs {
 
 /// Constraint and decoding-method flags of `generate`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Decoding method")]
 pub struct DecodeArgs {
     #[command(flatten)]
     pub constraint: ConstraintArgs,

@@ -318,9 +318,12 @@ fn run_accuracy(
     };
     match args.format {
         OutputFormat::Json => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,
-        OutputFormat::Text => write!(stdout, "{}", crate::eval::report::render_markdown(&report))?,
+        OutputFormat::Text => write!(stdout, "{}", crate::eval::report::render_compact(&report))?,
     }
-    eprintln!("results and reports written to {}", out.display());
+    eprintln!(
+        "results and the full report (report.md, report.json, charts) written to {}",
+        out.display()
+    );
     Ok(())
 }
 

@@ -4,27 +4,62 @@
 //! This handler only parses, resolves paths and prints; the loop lives in `decode`.
 
 use crate::cli::args::{ModelArgs, OutputFormat, SamplingArgs};
-use crate::decode::{GenerationRequest, GenerationResult, Utf8Stream};
+use crate::decode::{FinishReason, GenerationRequest, GenerationResult, Utf8Stream};
 use anyhow::Context;
 use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
 
 /// Generate text from a prompt.
 ///
 /// The text streams to stdout as it is produced; with `--format json` one object
-/// `{"text", "tokens", "logprobs", "finish_reason", "stats"}` is printed at the end.
+/// `{"text", "tokens", "logprobs", "finish_reason", "complete", "stats"}` is printed at the end.
 #[derive(clap::Args, Debug)]
+#[command(after_help = AFTER_HELP)]
 pub struct GenerateArgs {
-    /// The prompt (read from stdin when omitted).
+    /// The prompt (also -p; read from stdin when no prompt, -f or --batch is given).
+    #[arg(value_name = "PROMPT")]
     pub prompt: Option<String>,
-    /// Maximum number of tokens to generate.
-    #[arg(short = 'n', long, value_name = "N", default_value_t = 256)]
-    pub max_tokens: usize,
+    /// The prompt, as llama-cli's -p.
+    #[arg(
+        short = 'p',
+        long = "prompt",
+        id = "prompt_flag",
+        value_name = "TEXT",
+        conflicts_with = "prompt",
+        help_heading = "Prompt"
+    )]
+    pub prompt_flag: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with_all = ["prompt", "prompt_flag"], help_heading = "Prompt")]
+    pub prompt_file: Option<PathBuf>,
+    /// Process escapes (\n, \r, \t, \', \", \\, \xHH) in the prompt and system prompt.
+    #[arg(short = 'e', long = "escape", help_heading = "Prompt")]
+    pub escape: bool,
+    /// System prompt (also -sys); implies --chat.
+    #[arg(long, value_name = "TEXT", help_heading = "Prompt")]
+    pub system_prompt: Option<String>,
     /// Wrap the prompt in the model's chat template as one user turn.
-    #[arg(long)]
+    #[arg(long, help_heading = "Prompt")]
     pub chat: bool,
+    /// Maximum number of tokens to generate.
+    #[arg(
+        short = 'n',
+        long,
+        visible_alias = "n-predict",
+        value_name = "N",
+        default_value_t = 256,
+        help_heading = "Output"
+    )]
+    pub max_tokens: usize,
     /// Output: streamed text, or one JSON object.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, help_heading = "Output")]
     pub format: OutputFormat,
+    /// A constrained output cut by the token limit is an error (exit code 3) instead of a
+    /// warning.
+    #[arg(long, help_heading = "Output")]
+    pub strict: bool,
+    #[command(flatten)]
+    pub batch: crate::cli::batch::BatchArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
@@ -33,18 +68,123 @@ pub struct GenerateArgs {
     pub decode: crate::cli::decode_args::DecodeArgs,
 }
 
-/// The prompt argument, or all of stdin.
-pub fn read_prompt(prompt: &Option<String>) -> anyhow::Result<String> {
-    match prompt {
-        Some(p) => Ok(p.clone()),
-        None => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .context("reading the prompt from stdin")?;
-            Ok(s)
+const AFTER_HELP: &str = "\
+Examples:
+  domino generate -p 'The capital of France is' -n 16
+  domino generate --json --chat 'Describe a cat as JSON.'
+  domino generate -j '{\"type\":\"object\",\"required\":[\"name\"]}' --chat -p 'A person:'
+  domino generate --batch prompts.jsonl -o results.jsonl --resume --json --chat
+
+Exit codes: 0 success; 1 runtime error; 2 usage or grammar error; 3 --strict and the token
+limit cut a constrained output short.";
+
+/// The prompt: the argument, `-p`, `-f FILE`, or all of stdin; escapes processed with `-e`.
+pub fn read_prompt(args: &GenerateArgs) -> anyhow::Result<String> {
+    let text = if let Some(p) = args.prompt.as_ref().or(args.prompt_flag.as_ref()) {
+        p.clone()
+    } else if let Some(path) = &args.prompt_file {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading the prompt file {}", path.display()))?
+    } else {
+        if args.decode.constraint.reads_stdin() {
+            return Err(crate::diag::UsageError(
+                "stdin holds the grammar or schema (`-`): give the prompt as an argument, -p or -f"
+                    .into(),
+            )
+            .into());
         }
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading the prompt from stdin")?;
+        s
+    };
+    Ok(if args.escape {
+        process_escapes(&text)
+    } else {
+        text
+    })
+}
+
+/// llama.cpp's `-e`: `\n`, `\r`, `\t`, `\'`, `\"`, `\\` and `\xHH` become the characters they
+/// name; any other backslash is kept as written.
+pub fn process_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek().copied() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('t') => out.push('\t'),
+            Some('\'') => out.push('\''),
+            Some('"') => out.push('"'),
+            Some('\\') => out.push('\\'),
+            Some('x') => {
+                let rest: String = chars.clone().skip(1).take(2).collect();
+                match u8::from_str_radix(&rest, 16) {
+                    Ok(b) if rest.len() == 2 && b.is_ascii() => {
+                        out.push(b as char);
+                        chars.next();
+                        chars.next();
+                    }
+                    _ => {
+                        out.push('\\');
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                out.push('\\');
+                continue;
+            }
+        }
+        chars.next();
     }
+    out
+}
+
+/// The prompt's tokens: raw, or through the chat template (with the system prompt).
+pub fn prompt_tokens(
+    model: &crate::runtime::Model,
+    prompt: &str,
+    system: Option<&str>,
+    chat: bool,
+) -> anyhow::Result<Vec<crate::vocab::TokenId>> {
+    use crate::runtime::ChatMessage;
+    Ok(match system {
+        Some(system) => {
+            model.chat_tokens(&[ChatMessage::system(system), ChatMessage::user(prompt)])?
+        }
+        None => model.prompt_tokens(prompt, chat)?,
+    })
+}
+
+/// Say so, loudly, when the token limit cut a constrained output short: the output is not a
+/// whole document of the grammar (a JSON object missing its closing brace, say). A warning on
+/// stderr, or with `strict` an [`Incomplete`](crate::diag::Incomplete) error (exit code 3).
+pub fn check_complete(
+    constrained: bool,
+    result: &GenerationResult,
+    max_tokens: usize,
+    strict: bool,
+    what: &str,
+) -> anyhow::Result<()> {
+    if !constrained || result.finish_reason != FinishReason::Length {
+        return Ok(());
+    }
+    let message = format!(
+        "{what}the token limit ({max_tokens}, -n) cut the output short before the grammar was \
+         complete: it is not a valid document; raise -n/--max-tokens"
+    );
+    if strict {
+        return Err(crate::diag::Incomplete(message).into());
+    }
+    eprintln!("warning: {message} (--strict makes this an error)");
+    Ok(())
 }
 
 /// The JSON object of `--format json`.
@@ -60,12 +200,22 @@ pub fn result_json(result: &GenerationResult) -> serde_json::Value {
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    if args.batch.batch.is_some() {
+        return crate::cli::batch::run(args);
+    }
     let sampling = args.sampling.config()?;
     let decode_config = args.decode.config()?;
-    let prompt = read_prompt(&args.prompt)?;
+    let prompt = read_prompt(&args)?;
+    let system = args.system_prompt.as_deref().map(|s| {
+        if args.escape {
+            process_escapes(s)
+        } else {
+            s.to_string()
+        }
+    });
     let model = args.model.load()?;
     let mut decoder = crate::decode::methods::Decoder::new(&decode_config, &model)?;
-    let prompt_tokens = model.prompt_tokens(&prompt, args.chat)?;
+    let prompt_tokens = prompt_tokens(&model, &prompt, system.as_deref(), args.chat)?;
     if prompt_tokens.is_empty() {
         return Err(crate::diag::UsageError(
             "the prompt is empty (give it as an argument or on stdin)".into(),
@@ -75,10 +225,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let mut session = model.session(args.model.session_options())?;
     crate::log!(
         1,
-        "prompt: {} tokens; context {}; {} threads",
+        "prompt: {} tokens; context {}; {} threads; seed {}",
         prompt_tokens.len(),
         session.n_ctx(),
-        session.threads()
+        session.threads(),
+        args.sampling.seed
     );
     let request = GenerationRequest {
         prompt: prompt_tokens,
@@ -137,5 +288,6 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         s.tokens_per_s,
         s.forward_passes
     );
-    Ok(())
+    let constrained = decode_config.source.is_some();
+    check_complete(constrained, &result, args.max_tokens, args.strict, "")
 }

@@ -364,6 +364,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         max_whitespace: args.max_whitespace,
         lenient: args.lenient,
         strict: args.strict,
+        ..CompileOptions::default()
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let json_out = args.format == OutputFormat::Json;

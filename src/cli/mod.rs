@@ -11,7 +11,9 @@
 //! and grammar errors; `NO_COLOR` is respected.
 
 pub mod args;
+pub mod batch;
 pub mod bench;
+pub mod completions;
 pub mod decode_args;
 pub mod eval;
 pub mod generate;
@@ -67,10 +69,58 @@ pub enum Command {
     Perplexity(perplexity::PerplexityArgs),
     /// Serve the model over HTTP (llama-server and OpenAI compatible).
     Serve(serve::ServeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the man page, or write one per subcommand with --dir.
+    Man(completions::ManArgs),
+}
+
+/// llama.cpp's multi-letter single-dash flags, rewritten to their long forms before clap
+/// parses the command line (clap's short flags are one character, so `-sys` would otherwise
+/// read as `-s -y -s` and `-ngl 0` as `-n gl`). One table, so that every spelling a
+/// llama.cpp user types is in one place; the value after the flag is untouched, and
+/// `-ngl=5` becomes `--n-gpu-layers=5`. Nothing after `--` is rewritten.
+pub const LLAMA_FLAGS: &[(&str, &str)] = &[
+    ("-sys", "--system-prompt"),
+    ("-ngl", "--n-gpu-layers"),
+    ("-np", "--parallel"),
+];
+
+/// The command line with [`LLAMA_FLAGS`] rewritten.
+pub fn rewrite_llama_flags(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut rest = false;
+    for arg in args {
+        if rest {
+            out.push(arg);
+            continue;
+        }
+        let rewritten = arg.to_str().and_then(|s| {
+            if s == "--" {
+                return None;
+            }
+            LLAMA_FLAGS.iter().find_map(|(short, long)| {
+                if s == *short {
+                    Some(long.to_string())
+                } else {
+                    s.strip_prefix(short)
+                        .and_then(|v| v.strip_prefix('='))
+                        .map(|v| format!("{long}={v}"))
+                }
+            })
+        });
+        if arg == "--" {
+            rest = true;
+        }
+        out.push(rewritten.map(Into::into).unwrap_or(arg));
+    }
+    out
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse_from(serve::llama_flag_spelling(std::env::args_os().collect()));
+    let cli = Cli::parse_from(rewrite_llama_flags(std::env::args_os()));
     crate::diag::set_verbosity(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
@@ -81,6 +131,8 @@ pub fn main() -> ExitCode {
         Command::Eval(cmd) => eval::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,5 +147,141 @@ pub fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::from(crate::diag::exit_code_for(&err))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewrite(args: &[&str]) -> Vec<String> {
+        rewrite_llama_flags(args.iter().map(|a| a.into()))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn llama_multi_letter_flags_become_long_flags() {
+        assert_eq!(
+            rewrite(&[
+                "domino",
+                "generate",
+                "-ngl",
+                "0",
+                "-sys",
+                "Be brief.",
+                "-p",
+                "hi"
+            ]),
+            [
+                "domino",
+                "generate",
+                "--n-gpu-layers",
+                "0",
+                "--system-prompt",
+                "Be brief.",
+                "-p",
+                "hi"
+            ]
+        );
+        assert_eq!(rewrite(&["-ngl=5"]), ["--n-gpu-layers=5"]);
+        assert_eq!(
+            rewrite(&["domino", "serve", "-np", "4"]),
+            ["domino", "serve", "--parallel", "4"]
+        );
+        // Values and anything after `--` are left alone; so are look-alikes.
+        assert_eq!(
+            rewrite(&["-p", "-sysx", "--", "-sys"]),
+            ["-p", "-sysx", "--", "-sys"]
+        );
+    }
+
+    #[test]
+    fn llama_cli_spellings_parse() {
+        let cli = Cli::try_parse_from(rewrite_llama_flags(
+            [
+                "domino",
+                "generate",
+                "-p",
+                "hi",
+                "-c",
+                "512",
+                "-t",
+                "1",
+                "-ngl",
+                "0",
+                "--n-predict",
+                "7",
+                "-j",
+                "{}",
+                "-sys",
+                "S",
+                "-e",
+                "--seed",
+                "-1",
+                "--temp",
+                "0.5",
+                "--top-k",
+                "40",
+                "--top-p",
+                "0.9",
+                "--min-p",
+                "0.05",
+            ]
+            .map(Into::into),
+        ))
+        .unwrap();
+        let Command::Generate(g) = cli.command else {
+            panic!("not generate")
+        };
+        assert_eq!(g.prompt_flag.as_deref(), Some("hi"));
+        assert_eq!(g.model.ctx, 512);
+        assert_eq!(g.model.threads, Some(1));
+        assert_eq!(g.model.n_gpu_layers, Some(0));
+        assert_eq!(g.max_tokens, 7);
+        assert_eq!(g.decode.constraint.json_schema.as_deref(), Some("{}"));
+        assert_eq!(g.system_prompt.as_deref(), Some("S"));
+        assert!(g.escape);
+        assert_eq!(g.sampling.top_k, 40);
+        assert_eq!(g.sampling.min_p, 0.05);
+        let cli = Cli::try_parse_from([
+            "domino",
+            "generate",
+            "--ctx-size",
+            "64",
+            "--grammar-file",
+            "g.gbnf",
+            "--json-schema-file",
+            "s",
+        ]);
+        assert!(
+            cli.is_err(),
+            "--grammar-file and --json-schema-file are one constraint each"
+        );
+        let cli = Cli::try_parse_from([
+            "domino",
+            "generate",
+            "--ctx-size",
+            "64",
+            "--json-schema-file",
+            "s.txt",
+            "x",
+        ])
+        .unwrap();
+        let Command::Generate(g) = cli.command else {
+            panic!("not generate")
+        };
+        assert_eq!(g.model.ctx, 64);
+        assert_eq!(
+            g.decode.constraint.schema.as_deref(),
+            Some(std::path::Path::new("s.txt"))
+        );
+    }
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

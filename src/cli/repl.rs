@@ -14,7 +14,7 @@ use crate::repl::{ReplConfig, Settings};
 #[command(
     after_help = "Examples:\n  domino repl --json --chat\n  domino repl --schema grammars/gsm8k.schema.json --temp 0.7\n\n\
 In the session: type a prompt, or :schema FILE, :grammar FILE, :regex RE, :json, :none, :method M, :k N|inf, \
-:draft S, :temp T, :seed N, :max N, :chat on|off, :tokens on|off, :mask, :stats, :show, :save FILE, :help, :quit. \
+:draft S, :temp T, :seed N, :max N, :chat on|off, :conversation on|off, :reset, :tokens on|off, :mask, :stats, :show, :save FILE, :help, :quit. \
 Token heat: background from green (likely) to red (surprising to the unmasked model); underlined where the grammar \
 overrode the model's favourite token."
 )]
@@ -29,6 +29,13 @@ pub struct ReplArgs {
     /// Wrap each prompt in the model's chat template as one user turn.
     #[arg(long)]
     pub chat: bool,
+    /// Multi-turn chat from the start: each prompt follows the earlier turns (implies --chat;
+    /// llama-cli's -cnv). `:reset` forgets them.
+    #[arg(long)]
+    pub conversation: bool,
+    /// System prompt of every chat turn (also -sys).
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
     /// Show token boundaries from the start.
     #[arg(long)]
     pub tokens: bool,
@@ -47,6 +54,7 @@ impl ReplArgs {
             model: self.model.config(),
             constraint: self.constraint.spec()?,
             compile: self.constraint.compile_options(),
+            system: self.system_prompt.clone(),
             settings: Settings {
                 // The REPL applies the constraint it is given (or later sets) unless told
                 // otherwise: domino even when it starts without one.
@@ -57,7 +65,8 @@ impl ReplArgs {
                 draft_policy: self.method.draft_policy,
                 sampling,
                 max_tokens: self.max_tokens as usize,
-                chat: self.chat,
+                chat: self.chat || self.conversation || self.system_prompt.is_some(),
+                conversation: self.conversation,
                 tokens: self.tokens,
             },
         })

@@ -3,7 +3,8 @@
 //! Flag names follow llama-server where it has one: `-m`, `--host`, `--port`,
 //! `-np/--parallel`, `-c/--ctx-size`, `-ngl/--n-gpu-layers`, `-t/--threads`, `--api-key`,
 //! `--timeout`. llama.cpp's two-letter single-dash flags (`-ngl`, `-np`) are not something
-//! clap can declare, so [`llama_flag_spelling`] rewrites them before parsing. The model and
+//! clap can declare, so [`super::rewrite_llama_flags`] rewrites them before parsing (one
+//! table for every command: [`super::LLAMA_FLAGS`]). The model and
 //! method flags are the shared groups ([`ModelArgs`], [`MethodArgs`]).
 
 use crate::cli::args::ModelArgs;
@@ -11,7 +12,6 @@ use crate::cli::decode_args::MethodArgs;
 use crate::decode::methods::{DEFAULT_DRAFT, Method};
 use crate::serve::ServeConfig;
 use crate::serve::worker::DecodeSettings;
-use std::ffi::OsString;
 use std::time::Duration;
 
 /// Serve the model over HTTP, llama-server and OpenAI compatible.
@@ -64,30 +64,6 @@ pub struct ServeArgs {
     pub alias: Option<String>,
 }
 
-/// Rewrite llama.cpp's single-dash multi-letter flags of `domino serve` (`-ngl`, `-np`) to
-/// their long forms; every other argument is left alone.
-pub fn llama_flag_spelling(args: Vec<OsString>) -> Vec<OsString> {
-    let serving = args
-        .iter()
-        .skip(1)
-        .find(|a| !a.to_string_lossy().starts_with('-'))
-        .is_some_and(|a| a == "serve");
-    if !serving {
-        return args;
-    }
-    args.into_iter()
-        .map(|a| {
-            if a == "-ngl" {
-                OsString::from("--n-gpu-layers")
-            } else if a == "-np" {
-                OsString::from("--parallel")
-            } else {
-                a
-            }
-        })
-        .collect()
-}
-
 fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| {
         crate::diag::UsageError(format!(
@@ -127,33 +103,4 @@ impl ServeArgs {
 /// Run `domino serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     crate::serve::run(args.config()?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn strings(args: &[&str]) -> Vec<OsString> {
-        args.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn llama_spellings_are_rewritten_for_serve_only() {
-        assert_eq!(
-            llama_flag_spelling(strings(&[
-                "domino", "-v", "serve", "-ngl", "99", "-np", "4"
-            ])),
-            strings(&[
-                "domino",
-                "-v",
-                "serve",
-                "--n-gpu-layers",
-                "99",
-                "--parallel",
-                "4"
-            ])
-        );
-        let generate = strings(&["domino", "generate", "-np"]);
-        assert_eq!(llama_flag_spelling(generate.clone()), generate);
-    }
 }

@@ -38,27 +38,40 @@ impl ConstraintSpec {
         })
     }
 
-    /// A JSON Schema file, whatever its extension.
+    /// A JSON Schema file, whatever its extension: the flag that named it decides the type.
     pub fn schema_file(path: &Path, compile: CompileOptions) -> anyhow::Result<ConstraintSpec> {
-        let source = match GrammarSource::from_path(path)? {
-            s @ GrammarSource::JsonSchema(_) => s,
-            _ => {
-                let text = std::fs::read_to_string(path)?;
-                let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                    GrammarError::at(
-                        e.line() as u32,
-                        e.column() as u32,
-                        format!("schema is not valid JSON: {e}"),
-                    )
-                })?;
-                GrammarSource::JsonSchema(value)
-            }
-        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read schema file {}: {e}", path.display()))?;
+        Self::schema_text(&format!("schema {}", path.display()), &text, compile)
+    }
+
+    /// A JSON Schema given as text (inline on the command line, or read from stdin).
+    pub fn schema_text(
+        label: &str,
+        text: &str,
+        compile: CompileOptions,
+    ) -> anyhow::Result<ConstraintSpec> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            GrammarError::at(
+                e.line() as u32,
+                e.column() as u32,
+                format!("schema is not valid JSON: {e}"),
+            )
+        })?;
         Ok(ConstraintSpec {
-            label: format!("schema {}", path.display()),
-            source,
+            label: label.to_string(),
+            source: GrammarSource::JsonSchema(value),
             compile,
         })
+    }
+
+    /// A GBNF grammar given as text (read from stdin).
+    pub fn gbnf_text(label: &str, text: &str, compile: CompileOptions) -> ConstraintSpec {
+        ConstraintSpec {
+            label: label.to_string(),
+            source: GrammarSource::Gbnf(text.to_string()),
+            compile,
+        }
     }
 
     /// A Rust-regex pattern the whole output must match.
@@ -70,10 +83,21 @@ impl ConstraintSpec {
         }
     }
 
-    /// Any JSON document.
+    /// A JSON document: an object or an array, as llama.cpp's `json.gbnf` (`root ::= object`
+    /// there; arrays too here) and OpenAI's JSON mode mean it. A prompt such as "A JSON
+    /// object describing a dog:" must not be answered with a bare number.
     pub fn json(compile: CompileOptions) -> ConstraintSpec {
         ConstraintSpec {
             label: "json".to_string(),
+            source: GrammarSource::JsonSchema(serde_json::json!({"type": ["object", "array"]})),
+            compile,
+        }
+    }
+
+    /// Any JSON value, scalars included (`--json-value`, the schema `{}`).
+    pub fn json_value(compile: CompileOptions) -> ConstraintSpec {
+        ConstraintSpec {
+            label: "json value".to_string(),
             source: GrammarSource::Json,
             compile,
         }
@@ -126,6 +150,48 @@ mod tests {
         let bad = ConstraintSpec::regex("(", CompileOptions::default());
         let err = bad.compile().unwrap_err();
         assert!(err.downcast_ref::<GrammarError>().is_some(), "{err:#}");
+    }
+
+    #[test]
+    fn json_is_an_object_or_array_and_json_value_any_value() {
+        let doc = ConstraintSpec::json(CompileOptions::default());
+        let any = ConstraintSpec::json_value(CompileOptions::default());
+        let accepts = |spec: &ConstraintSpec, text: &str| {
+            let r = crate::grammar::reference::ReferenceRecognizer::new(
+                &spec.source.compile(&spec.compile).unwrap(),
+            )
+            .unwrap();
+            let mut s = r.start();
+            for &b in text.as_bytes() {
+                match r.feed(&s, b) {
+                    Some(next) => s = next,
+                    None => return false,
+                }
+            }
+            r.is_accepting(&s)
+        };
+        for text in ["{}", "[1]", "{\"a\": 1}"] {
+            assert!(accepts(&doc, text), "{text}");
+            assert!(accepts(&any, text), "{text}");
+        }
+        for text in ["12", "\"x\"", "null"] {
+            assert!(!accepts(&doc, text), "{text}");
+            assert!(accepts(&any, text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_schema_file_is_a_schema_whatever_its_extension() {
+        let dir = std::env::temp_dir().join(format!("domino-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("schema.txt");
+        std::fs::write(&path, r#"{"type": "integer"}"#).unwrap();
+        let spec = ConstraintSpec::schema_file(&path, CompileOptions::default()).unwrap();
+        assert!(matches!(spec.source, GrammarSource::JsonSchema(_)));
+        std::fs::write(&path, "root ::= [0-9]+").unwrap();
+        let err = ConstraintSpec::schema_file(&path, CompileOptions::default()).unwrap_err();
+        assert!(format!("{err:#}").contains("not valid JSON"), "{err:#}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

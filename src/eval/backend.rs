@@ -224,6 +224,10 @@ impl EvalBackend for LlamaEvalBackend<'_> {
             .unwrap_or_else(|| self.model.name())
     }
 
+    fn model_path(&self) -> Option<std::path::PathBuf> {
+        Some(self.model.path().to_path_buf())
+    }
+
     fn run(&mut self, request: &GenerationRequest<'_>) -> anyhow::Result<GenerationOutcome> {
         // Build (or fetch) the decoder first: a grammar error must not disturb the cache.
         self.decoder(request.task, request.grammar, request.method)?;

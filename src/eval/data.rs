@@ -166,21 +166,57 @@ fn load_jsonl<T: for<'de> Deserialize<'de>>(
     Ok(out)
 }
 
-/// Load GSM8K problems; checks that every solution ends with its `#### N` line.
+/// A GSM8K line as stored: the official dataset's `{"question", "answer"}`, or ours with the
+/// final answer also given as `final`.
+#[derive(Deserialize)]
+struct GsmRecord {
+    question: String,
+    answer: String,
+    #[serde(rename = "final", default)]
+    final_answer: Option<i64>,
+}
+
+/// The number of a solution's `#### N` line (commas, as in `#### 1,000`, removed); `None`
+/// when there is no such line or it is not an integer.
+pub fn final_answer_of(solution: &str) -> Option<i64> {
+    let line = solution
+        .lines()
+        .rev()
+        .find_map(|l| l.trim_start().strip_prefix("####"))?;
+    line.trim().replace(',', "").parse().ok()
+}
+
+/// Load GSM8K problems, in the official format (`{"question", "answer"}`, the final answer
+/// read from the `#### N` line) or with `final` given; checks that every solution ends with
+/// its `#### N` line, and that a given `final` agrees with it.
 pub fn load_gsm8k(path: &Path) -> anyhow::Result<Vec<GsmSample>> {
-    let records = load_jsonl::<GsmSample>(path, Task::Gsm8k.data_dir_name())?;
+    let records = load_jsonl::<GsmRecord>(path, Task::Gsm8k.data_dir_name())?;
     records
         .into_iter()
-        .map(|(id, mut s)| {
-            s.id = id;
-            if !s.answer.lines().any(|l| l.trim_start().starts_with("####")) {
-                bail!(
-                    "{}:{}: solution has no `#### N` line",
-                    path.display(),
-                    id + 1
-                );
+        .map(|(id, r)| {
+            let at = || format!("{}:{}", path.display(), id + 1);
+            if !r.answer.lines().any(|l| l.trim_start().starts_with("####")) {
+                bail!("{}: solution has no `#### N` line", at());
             }
-            Ok(s)
+            let parsed = final_answer_of(&r.answer);
+            let final_answer = match (r.final_answer, parsed) {
+                (Some(given), Some(read)) if given != read => bail!(
+                    "{}: `final` is {given} but the solution's `####` line says {read}",
+                    at()
+                ),
+                (Some(given), _) => given,
+                (None, Some(read)) => read,
+                (None, None) => bail!(
+                    "{}: the solution's `####` line holds no integer (and no `final` is given)",
+                    at()
+                ),
+            };
+            Ok(GsmSample {
+                id,
+                question: r.question,
+                answer: r.answer,
+                final_answer,
+            })
         })
         .collect()
 }
@@ -207,4 +243,39 @@ pub fn load_conll(path: &Path) -> anyhow::Result<Vec<ConllSample>> {
             Ok(s)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> anyhow::Result<Vec<GsmSample>> {
+        let dir = std::env::temp_dir().join(format!("domino-gsm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("t{}.jsonl", text.len()));
+        std::fs::write(&path, text).unwrap();
+        let r = load_gsm8k(&path);
+        std::fs::remove_file(&path).ok();
+        r
+    }
+
+    #[test]
+    fn official_gsm8k_lines_are_read_as_is() {
+        let line = |v: serde_json::Value| v.to_string();
+        let official = line(serde_json::json!({
+            "question": "How many?",
+            "answer": "2+3 = <<2+3=5>>5\n#### 1,005"
+        }));
+        let v = load(&official).unwrap();
+        assert_eq!(v[0].final_answer, 1005);
+        assert_eq!(v[0].question, "How many?");
+        let ours = line(serde_json::json!({"question": "q", "answer": "#### 5", "final": 5}));
+        assert_eq!(load(&ours).unwrap()[0].final_answer, 5);
+        let disagree = line(serde_json::json!({"question": "q", "answer": "#### 5", "final": 6}));
+        assert!(format!("{:#}", load(&disagree).unwrap_err()).contains("says 5"));
+        let words = line(serde_json::json!({"question": "q", "answer": "#### five"}));
+        assert!(format!("{:#}", load(&words).unwrap_err()).contains("no integer"));
+        assert_eq!(final_answer_of("a\n#### -3"), Some(-3));
+        assert_eq!(final_answer_of("no answer"), None);
+    }
 }

@@ -40,6 +40,7 @@ pub mod method;
 pub mod metrics;
 pub mod progress;
 pub mod prompt;
+pub mod provenance;
 pub mod report;
 pub mod results;
 pub mod retokenize;

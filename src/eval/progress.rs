@@ -3,7 +3,8 @@
 //! On a terminal this is an `indicatif` bar (plain, uncoloured when `NO_COLOR` is set). When
 //! stderr is not a terminal (a log file, CI) a bar's redraws would be noise, so a plain line is
 //! printed every 5% instead. Disabled entirely when `enabled` is false (tests, `--quiet`).
-//! Progress never goes to stdout, which is reserved for the result.
+//! Progress never goes to stdout, which is reserved for the result. Either display starts at
+//! 0/N before the first sample runs.
 
 use super::method::Method;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -44,8 +45,12 @@ impl Progress {
                     .expect("valid template")
                     .progress_chars("=> "),
             );
+            // Drawn at once, at 0/N: the first sample can take a while (model warm-up, long
+            // prompts), and a blank line until then looks like a hang.
+            bar.tick();
             Display::Bar(bar)
         } else {
+            eprintln!("[eval] 0/{total}");
             Display::Lines {
                 every: (total / 20).max(1),
                 started: Instant::now(),

@@ -159,6 +159,76 @@ pub struct Claim {
     /// For accuracy claims: McNemar's p-value of the difference behind the verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_value: Option<f64>,
+    /// Why this run cannot decide the claim (too few samples, a difference within the noise,
+    /// nothing correct on either side); `holds` is then `None`, so that no evidence is
+    /// reported as support.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<String>,
+}
+
+/// Fewer samples than this cannot decide an accuracy claim, whatever the p-value: McNemar's
+/// test needs discordant pairs, and at 30 samples one sample is already 3.3 points.
+pub const MIN_CLAIM_SAMPLES: usize = 30;
+
+/// Why an accuracy comparison of `a` with `b` on `n` samples (McNemar p-value `p`) decides
+/// nothing, if it does not: too few samples, nothing correct on either side, no paired
+/// test, or p ≥ 0.05.
+pub fn accuracy_inconclusive(n: usize, a: f64, b: f64, p: Option<f64>) -> Option<String> {
+    if n < MIN_CLAIM_SAMPLES {
+        Some(format!("too few samples ({n} < {MIN_CLAIM_SAMPLES})"))
+    } else if a == 0.0 && b == 0.0 {
+        Some("no sample correct on either side: accuracy 0 cannot show a difference".into())
+    } else {
+        match p {
+            None => Some("no paired test on the same samples".into()),
+            Some(p) if p >= 0.05 => Some(format!(
+                "the difference is within the noise (McNemar p = {p:.2} ≥ 0.05)"
+            )),
+            Some(_) => None,
+        }
+    }
+}
+
+/// An accuracy claim: `holds` when `direction` and the comparison decides, else inconclusive.
+fn accuracy_claim(
+    claim: String,
+    paper: String,
+    ours: String,
+    direction: bool,
+    (n, a, b): (usize, f64, f64),
+    p: Option<f64>,
+) -> Claim {
+    let inconclusive = accuracy_inconclusive(n, a, b, p);
+    Claim {
+        claim,
+        paper,
+        ours,
+        holds: if inconclusive.is_some() {
+            None
+        } else {
+            Some(direction)
+        },
+        p_value: p,
+        inconclusive,
+    }
+}
+
+/// A speed claim: inconclusive within the timing-noise band.
+fn speed_claim(claim: &str, paper: &str, ratio: f64, faster: bool) -> Claim {
+    let holds = speed_verdict(ratio, faster);
+    Claim {
+        claim: claim.into(),
+        paper: paper.into(),
+        ours: speed_text(ratio),
+        holds,
+        p_value: None,
+        inconclusive: holds.is_none().then(|| {
+            format!(
+                "within ±{:.0} % of unconstrained: timing noise on this machine",
+                SPEED_NOISE * 100.0
+            )
+        }),
+    }
 }
 
 /// `, McNemar p = …` for a method compared with `none`.
@@ -176,20 +246,21 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
     };
     let n = none.samples;
     if let Some(domino) = find(Method::DOMINO) {
-        claims.push(Claim {
-            claim: "DOMINO (k=∞) costs no accuracy: accuracy ≥ unconstrained".into(),
-            paper: "GSM8K 0.418 vs 0.415 (Mistral), 0.262 vs 0.262 (Llama-2); CoNLL equal for both"
-                .into(),
-            ours: format!(
+        let p = domino.vs_none.map(|p| p.p_value);
+        claims.push(accuracy_claim(
+            "DOMINO (k=∞) costs no accuracy: accuracy ≥ unconstrained".into(),
+            "GSM8K 0.418 vs 0.415 (Mistral), 0.262 vs 0.262 (Llama-2); CoNLL equal for both".into(),
+            format!(
                 "{:.3} vs {:.3} ({} samples{})",
                 domino.accuracy,
                 none.accuracy,
                 n,
                 p_note(domino)
             ),
-            holds: Some(domino.accuracy >= none.accuracy),
-            p_value: domino.vs_none.map(|p| p.p_value),
-        });
+            domino.accuracy >= none.accuracy,
+            (n, domino.accuracy, none.accuracy),
+            p,
+        ));
         if let Some(x) = domino.exact_match_where_none_well_formed {
             claims.push(Claim {
                 claim: "Where the unconstrained output is already valid, DOMINO (k=∞) leaves it unchanged".into(),
@@ -197,16 +268,16 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
                 ours: format!("{x:.3} of the samples with a well-formed unconstrained output are identical"),
                 holds: Some(x >= 1.0),
                 p_value: None,
+                inconclusive: None,
             });
         }
         if let Some(p) = domino.performance_impact {
-            claims.push(Claim {
-                claim: "DOMINO is faster than unconstrained generation".into(),
-                paper: "1.66–2.71× (Table 2, with speculative decoding)".into(),
-                ours: speed_text(p),
-                holds: speed_verdict(p, true),
-                p_value: None,
-            });
+            claims.push(speed_claim(
+                "DOMINO is faster than unconstrained generation",
+                "1.66–2.71× (Table 2, with speculative decoding)",
+                p,
+                true,
+            ));
         }
     }
     for (method, paper) in [
@@ -232,31 +303,29 @@ pub fn check_claims(methods: &[MethodSummary]) -> Vec<Claim> {
         ),
     ] {
         if let Some(m) = find(method) {
-            claims.push(Claim {
-                claim: format!(
-                    "Invasive constraining ({method}) loses accuracy against unconstrained"
-                ),
-                paper: paper.into(),
-                ours: format!(
+            claims.push(accuracy_claim(
+                format!("Invasive constraining ({method}) loses accuracy against unconstrained"),
+                paper.into(),
+                format!(
                     "{:.3} vs {:.3} ({:+.1} points{})",
                     m.accuracy,
                     none.accuracy,
                     (m.accuracy - none.accuracy) * 100.0,
                     p_note(m)
                 ),
-                holds: Some(m.accuracy < none.accuracy),
-                p_value: m.vs_none.map(|p| p.p_value),
-            });
+                m.accuracy < none.accuracy,
+                (n, m.accuracy, none.accuracy),
+                m.vs_none.map(|p| p.p_value),
+            ));
         }
     }
     if let Some(p) = find(Method::LlamaGrammar).and_then(|m| m.performance_impact) {
-        claims.push(Claim {
-            claim: "llama.cpp's grammar sampler slows generation".into(),
-            paper: "0.80–0.86× (Table 2)".into(),
-            ours: speed_text(p),
-            holds: speed_verdict(p, false),
-            p_value: None,
-        });
+        claims.push(speed_claim(
+            "llama.cpp's grammar sampler slows generation",
+            "0.80–0.86× (Table 2)",
+            p,
+            false,
+        ));
     }
     claims
 }
@@ -309,6 +378,53 @@ fn paper_cell(
         .map(|r| format!("{:.decimals$}", field(r)))
         .collect::<Vec<_>>()
         .join(" / ")
+}
+
+/// The compact summary `domino eval gsm8k|conll` prints on stdout: one row per method and
+/// one line per claim with its verdict (inconclusive ones with their reason). The full
+/// report, with the paper's numbers beside ours, stays in `report.md`.
+pub fn render_compact(report: &TaskReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} · {} · {} samples",
+        report.dataset, report.model, report.samples
+    );
+    let width = report
+        .methods
+        .iter()
+        .map(|m| m.method.to_string().len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let _ = writeln!(
+        s,
+        "{:<width$}  {:>9}  {:>8}  {:>11}  {:>7}  {:>7}",
+        "method", "correct", "accuracy", "well-formed", "tok/s", "vs none"
+    );
+    for m in &report.methods {
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>9}  {:>8.3}  {:>11.3}  {:>7}  {:>7}",
+            m.method.to_string(),
+            format!("{}/{}", m.correct, m.samples),
+            m.accuracy,
+            m.well_formed_rate,
+            opt(m.tokens_per_second, 1),
+            m.performance_impact
+                .map_or("—".to_string(), |p| format!("{p:.2}×")),
+        );
+    }
+    for c in &report.claims {
+        let verdict = match (&c.inconclusive, c.holds) {
+            (Some(why), _) => format!("inconclusive ({why})"),
+            (None, Some(true)) => "holds".to_string(),
+            (None, Some(false)) => "does not hold".to_string(),
+            (None, None) => "—".to_string(),
+        };
+        let _ = writeln!(s, "claim: {} — {verdict}", c.claim);
+    }
+    s
 }
 
 /// Render `report.md`.
@@ -399,15 +515,12 @@ pub fn render_markdown(report: &TaskReport) -> String {
         let _ = writeln!(s, "| Claim | Paper | This run | Holds here |");
         let _ = writeln!(s, "|---|---|---|---|");
         for c in &report.claims {
-            let verdict = match c.holds {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "—",
-            };
-            // A direction without significance is reported as such, not as a finding.
-            let verdict = match c.p_value {
-                Some(p) if p >= 0.05 => format!("{verdict} (within noise, p = {p:.2})"),
-                _ => verdict.to_string(),
+            // A direction without evidence is reported as such, not as a finding.
+            let verdict = match (&c.inconclusive, c.holds) {
+                (Some(why), _) => format!("inconclusive: {why}"),
+                (None, Some(true)) => "yes".to_string(),
+                (None, Some(false)) => "no".to_string(),
+                (None, None) => "—".to_string(),
             };
             let _ = writeln!(s, "| {} | {} | {} | {verdict} |", c.claim, c.paper, c.ours);
         }
@@ -612,6 +725,67 @@ pub fn write_task_report(report: &TaskReport, out_dir: &Path) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_compact_summary_has_a_row_per_method_and_the_verdicts() {
+        let claim = accuracy_claim(
+            "DOMINO costs no accuracy".into(),
+            "p".into(),
+            "o".into(),
+            true,
+            (2, 0.0, 0.0),
+            Some(1.0),
+        );
+        let text = format!(
+            "claim: {} — inconclusive ({})",
+            claim.claim,
+            claim.inconclusive.clone().unwrap()
+        );
+        let report: TaskReport = serde_json::from_value(serde_json::json!({
+            "task": "gsm8k", "dataset": "GSM8K", "model": "m.gguf", "command": "", "samples": 2,
+            "shots": 0, "demo_ids": [], "seed": 0, "max_tokens": null, "temperature": 0.0,
+            "prompt_id": "x", "methods": [], "claims": [claim], "paper_reference": [],
+            "paper_source": ""
+        }))
+        .unwrap();
+        let out = render_compact(&report);
+        assert!(out.starts_with("GSM8K · m.gguf · 2 samples\n"), "{out}");
+        assert!(out.contains(&text), "{out}");
+    }
+
+    #[test]
+    fn accuracy_claims_need_samples_a_signal_and_significance() {
+        // The case: 0/2 vs 0/2, p = 1.
+        let why = accuracy_inconclusive(2, 0.0, 0.0, Some(1.0)).unwrap();
+        assert!(why.contains("too few samples"), "{why}");
+        let why = accuracy_inconclusive(100, 0.0, 0.0, Some(1.0)).unwrap();
+        assert!(why.contains("no sample correct"), "{why}");
+        let why = accuracy_inconclusive(100, 0.30, 0.28, Some(0.4)).unwrap();
+        assert!(why.contains("p = 0.40"), "{why}");
+        assert!(accuracy_inconclusive(100, 0.30, 0.28, None).is_some());
+        assert_eq!(accuracy_inconclusive(100, 0.30, 0.10, Some(0.001)), None);
+        let c = accuracy_claim(
+            "c".into(),
+            "p".into(),
+            "o".into(),
+            true,
+            (2, 0.0, 0.0),
+            Some(1.0),
+        );
+        assert_eq!(c.holds, None);
+        let c = accuracy_claim(
+            "c".into(),
+            "p".into(),
+            "o".into(),
+            false,
+            (100, 0.1, 0.3),
+            Some(0.001),
+        );
+        assert_eq!((c.holds, c.inconclusive), (Some(false), None));
+        let s = speed_claim("c", "p", 1.02, true);
+        assert_eq!(s.holds, None);
+        assert!(s.inconclusive.unwrap().contains("timing noise"));
+    }
 
     #[test]
     fn speed_claims_need_a_difference_beyond_the_noise_band() {

@@ -106,6 +106,11 @@ pub trait EvalBackend {
     /// the quantisation (`SmolLM2-135M-Instruct.Q4_1.gguf`).
     fn model_name(&self) -> String;
 
+    /// The model file, hashed into `run.json`'s provenance (`None`: no file, as in tests).
+    fn model_path(&self) -> Option<PathBuf> {
+        None
+    }
+
     /// Generate one output.
     fn run(&mut self, request: &GenerationRequest<'_>) -> anyhow::Result<GenerationOutcome>;
 
@@ -268,6 +273,10 @@ pub struct RunConfig {
     /// report names the command that produced the run, and equals an uninterrupted run's).
     #[serde(default)]
     pub command: String,
+    /// The domino commit, llama.cpp version and model hash of the run
+    /// ([`super::provenance`]); absent in runs recorded before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::provenance::Provenance>,
 }
 
 /// Stop after this many consecutive backend failures of one method: something is broken
@@ -382,6 +391,9 @@ pub fn run_task(
         temperature: opts.temperature,
         json_style: opts.json_style,
         command: opts.command_line.clone(),
+        provenance: Some(super::provenance::Provenance::current(
+            backend.model_path().as_deref(),
+        )?),
     };
     let own_path = results_path(out_dir, opts.shard);
     // Results other processes wrote into this directory: other shards of this run, or the
@@ -603,8 +615,20 @@ fn check_or_write_config(
             .with_context(|| format!("cannot read {}", path.display()))?;
         let previous: RunConfig = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a run configuration", path.display()))?;
+        // The command line, commit and llama.cpp version may change between a run and its
+        // resumption; the model (its hash) may not.
+        let model_hash = |c: &RunConfig| c.provenance.as_ref().and_then(|p| p.model_sha256.clone());
+        if let (Some(old), Some(new)) = (model_hash(&previous), model_hash(&config))
+            && old != new
+        {
+            bail!(UsageError(format!(
+                "cannot resume: the model file is not the one of {} (SHA-256 {old}, now {new})",
+                path.display()
+            )));
+        }
         let without_command = |c: &RunConfig| RunConfig {
             command: String::new(),
+            provenance: None,
             ..c.clone()
         };
         if without_command(&previous) != without_command(&config) {

@@ -41,6 +41,10 @@ pub enum Command {
     Seed(u64),
     Max(usize),
     Chat(bool),
+    /// Keep the conversation: each prompt is the next user turn after the earlier ones.
+    Conversation(bool),
+    /// Forget the conversation so far (the system prompt stays).
+    Reset,
     Show,
     Stats,
     Mask,
@@ -151,6 +155,18 @@ pub const COMMANDS: &[CommandSpec] = &[
         usage: "on|off",
         arg: ArgKind::Word(ON_OFF),
         help: "wrap each prompt in the model's chat template",
+    },
+    CommandSpec {
+        name: "conversation",
+        usage: "on|off",
+        arg: ArgKind::Word(ON_OFF),
+        help: "multi-turn chat: each prompt follows the earlier turns (implies :chat on)",
+    },
+    CommandSpec {
+        name: "reset",
+        usage: "",
+        arg: ArgKind::None,
+        help: "forget the conversation so far (the system prompt stays)",
     },
     CommandSpec {
         name: "show",
@@ -278,6 +294,8 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
             Command::Max(n)
         }
         "chat" => Command::Chat(parse_on_off(name, arg)?),
+        "conversation" => Command::Conversation(parse_on_off(name, arg)?),
+        "reset" => Command::Reset,
         "show" => Command::Show,
         "stats" => Command::Stats,
         "mask" => Command::Mask,
@@ -361,6 +379,12 @@ mod tests {
         assert_eq!(parse_command("temp 0.7"), Ok(Command::Temp(0.7)));
         assert_eq!(parse_command("tokens on"), Ok(Command::Tokens(true)));
         assert_eq!(parse_command("chat off"), Ok(Command::Chat(false)));
+        assert_eq!(
+            parse_command("conversation on"),
+            Ok(Command::Conversation(true))
+        );
+        assert_eq!(parse_command("reset"), Ok(Command::Reset));
+        assert!(parse_command("reset now").is_err());
         for bad in [
             "k -1",
             "temp -1",

@@ -10,9 +10,14 @@
 //! [`generation::generate`].
 //!
 //! # Behaviour worth knowing
-//! - Each prompt is one independent turn (with `:chat on`, one user message); the KV cache
-//!   keeps the longest common prefix with the previous turn, so repeating a prompt (or its
-//!   chat preamble) is not evaluated again.
+//! - Each prompt is one independent turn (with `:chat on`, one user message, after the
+//!   system prompt if one was given) unless `:conversation on` (`--conversation`, llama-cli's
+//!   `-cnv`): then the session keeps the conversation, each prompt is the next user turn after
+//!   the earlier user and assistant turns, all rendered through the chat template, and
+//!   `:reset` forgets it. Independent turns stay the default so that a prompt asked twice gives
+//!   the same answer (greedy), which is what comparing methods and settings needs. The KV
+//!   cache keeps the longest common prefix with the previous turn, so repeating a prompt (or
+//!   its chat preamble, or the conversation so far) is not evaluated again.
 //! - A bad command argument, an unreadable grammar or schema, or a failed generation prints
 //!   `error: …` on stderr and the session goes on; the previous constraint stays in force.
 //! - Ctrl-C during a generation stops it (a signal flag checked once per token; the model
@@ -20,9 +25,8 @@
 //!   When stdin is not a terminal, Ctrl-C while waiting for input ends the process as usual.
 //! - Speculative drafts (`:draft S`, S > 0) and the `template` and `llama-grammar` methods
 //!   run through [`crate::decode::methods::Decoder`] (kept across turns, so draft counts keep
-//!   learning). It runs decode's one loop like every other turn, so drafted and forced tokens
-//!   are reported per token too (the transcript's `intervened` has one entry per token).
-//!   Speculation never changes greedy output.
+//!   learning); their text streams without heat, and the transcript's `intervened` (one
+//!   entry per token) comes from decode's result. Speculation never changes greedy output.
 //! - Results (generated text, command answers) go to stdout; the banner, per-generation
 //!   status lines and errors go to stderr. With stdin not a terminal lines are read plainly
 //!   (no prompt, no line editing); colour is off when stdout is not a terminal or `NO_COLOR`
@@ -42,7 +46,7 @@ use crate::decode::{Control, FinishReason, TokenEvent};
 use crate::engine::{Constraint, Options};
 use crate::grammar::CompileOptions;
 use crate::models::ModelConfig;
-use crate::runtime::{Model, Session};
+use crate::runtime::{ChatMessage, Model, Session};
 use crate::vocab::{TokenId, Vocabulary};
 use anyhow::Context;
 use command::{Command, Input, Method, parse_input};
@@ -67,6 +71,8 @@ pub struct ReplConfig {
     /// `:grammar`, `:schema`, `:regex` and `:json` set.
     pub compile: CompileOptions,
     pub settings: Settings,
+    /// System prompt for chat turns (`--system-prompt`).
+    pub system: Option<String>,
 }
 
 /// A session's state.
@@ -86,6 +92,10 @@ struct Repl<'m> {
     /// decode's decoder for the current settings (rebuilt when they change; it keeps its
     /// draft counts across generations).
     decoder: Option<(String, Decoder)>,
+    /// System prompt of chat turns.
+    system: Option<String>,
+    /// The conversation so far (`:conversation on`): user and assistant turns.
+    history: Vec<ChatMessage>,
 }
 
 /// Where messages go: stdout for results, stderr for errors and status.
@@ -129,6 +139,8 @@ pub fn run(config: ReplConfig) -> anyhow::Result<()> {
         palette,
         cancel,
         decoder: None,
+        system: config.system,
+        history: Vec::new(),
     };
     eprintln!(
         "domino repl: {} loaded ({} tokens of context). :help lists the commands; Ctrl-D leaves.",
@@ -263,7 +275,30 @@ impl<'m> Repl<'m> {
                     }
                 }
                 self.settings.chat = on;
+                if !on {
+                    self.settings.conversation = false;
+                }
                 say(format!("chat: {}", if on { "on" } else { "off" }));
+            }
+            Command::Conversation(on) => {
+                if on {
+                    if let Err(e) = self.model.chat_template() {
+                        complain(e);
+                        return;
+                    }
+                    self.settings.chat = true;
+                }
+                self.settings.conversation = on;
+                say(format!(
+                    "conversation: {} ({} earlier turns)",
+                    if on { "on" } else { "off" },
+                    self.history.len() / 2
+                ));
+            }
+            Command::Reset => {
+                let n = self.history.len() / 2;
+                self.history.clear();
+                say(format!("conversation reset ({n} turns forgotten)"));
             }
             Command::Tokens(on) => {
                 self.settings.tokens = on;
@@ -332,6 +367,11 @@ impl<'m> Repl<'m> {
             format!("seed        {}", c.seed),
             format!("max         {}", s.max_tokens),
             format!("chat        {}", if s.chat { "on" } else { "off" }),
+            format!(
+                "conversation {} ({} turns)",
+                if s.conversation { "on" } else { "off" },
+                self.history.len() / 2
+            ),
             format!("tokens      {}", if s.tokens { "on" } else { "off" }),
         ];
         if c.top_k > 0 || c.top_p < 1.0 || c.min_p > 0.0 {
@@ -373,8 +413,22 @@ impl<'m> Repl<'m> {
         }
     }
 
+    /// The prompt's tokens: raw; or one user turn (after the system prompt) in the chat
+    /// template; or, in a conversation, the next user turn after the earlier ones.
+    fn prompt_tokens(&self, prompt: &str) -> anyhow::Result<Vec<TokenId>> {
+        if !self.settings.chat && !self.settings.conversation {
+            return Ok(self.model.prompt_tokens(prompt, false)?);
+        }
+        let mut messages: Vec<ChatMessage> = self.system.iter().map(ChatMessage::system).collect();
+        if self.settings.conversation {
+            messages.extend(self.history.iter().cloned());
+        }
+        messages.push(ChatMessage::user(prompt));
+        Ok(self.model.chat_tokens(&messages)?)
+    }
+
     fn generate(&mut self, prompt: &str) -> anyhow::Result<()> {
-        let prompt_tokens = self.model.prompt_tokens(prompt, self.settings.chat)?;
+        let prompt_tokens = self.prompt_tokens(prompt)?;
         anyhow::ensure!(!prompt_tokens.is_empty(), "the prompt is empty");
         self.cancel.store(false, Ordering::SeqCst);
         let outcome = if self.settings.uses_decoder(self.active.is_some()) {
@@ -406,6 +460,10 @@ impl<'m> Repl<'m> {
         } else {
             use crossterm::style::Stylize;
             eprintln!("{}", status.dark_grey());
+        }
+        if self.settings.conversation {
+            self.history.push(ChatMessage::user(prompt));
+            self.history.push(ChatMessage::assistant(outcome.text()));
         }
         self.turns.push(Turn {
             prompt: prompt.to_string(),

@@ -28,6 +28,9 @@ pub struct Settings {
     pub max_tokens: usize,
     /// Wrap each prompt in the chat template (`:chat`).
     pub chat: bool,
+    /// Multi-turn chat (`:conversation`, `--conversation`): each prompt is the next user turn
+    /// after the earlier turns, rendered through the chat template.
+    pub conversation: bool,
     /// Show token boundaries (`:tokens`).
     pub tokens: bool,
 }
@@ -88,6 +91,7 @@ impl Turn {
         serde_json::json!({
             "prompt": self.prompt,
             "chat": self.settings.chat,
+            "conversation": self.settings.conversation,
             "constraint": self.constraint,
             "method": self.settings.method.as_str(),
             "k": k_str(self.settings.k),

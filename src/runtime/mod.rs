@@ -34,6 +34,11 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// The llama.cpp this binary links, as the Rust bindings that vendor it name it (llama.cpp
+/// itself exposes no version to Rust). Kept equal to `Cargo.lock` by a test, so that a run's
+/// record (`run.json`) names the llama.cpp that produced it.
+pub const LLAMA_CPP_VERSION: &str = "llama-cpp-2 0.1.160 (llama-cpp-sys-2 0.1.161)";
+
 /// Whether this binary was built with a GPU backend (a cargo feature `cuda`, `vulkan`, `metal`).
 pub const GPU_BUILD: bool = cfg!(any(feature = "cuda", feature = "vulkan", feature = "metal"));
 
@@ -147,3 +152,27 @@ impl std::fmt::Display for RuntimeError {
 }
 
 impl std::error::Error for RuntimeError {}
+
+#[cfg(test)]
+mod version_tests {
+    /// `LLAMA_CPP_VERSION` names the binding versions `Cargo.lock` resolves.
+    #[test]
+    fn llama_cpp_version_matches_cargo_lock() {
+        let lock =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock")).unwrap();
+        let version_of = |name: &str| {
+            let at = lock
+                .find(&format!("name = \"{name}\"\nversion = \""))
+                .unwrap_or_else(|| panic!("{name} not in Cargo.lock"));
+            let rest = &lock[at..];
+            let v = rest.split("version = \"").nth(1).unwrap();
+            v[..v.find('"').unwrap()].to_string()
+        };
+        let want = format!(
+            "llama-cpp-2 {} (llama-cpp-sys-2 {})",
+            version_of("llama-cpp-2"),
+            version_of("llama-cpp-sys-2")
+        );
+        assert_eq!(super::LLAMA_CPP_VERSION, want);
+    }
+}

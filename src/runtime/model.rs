@@ -53,6 +53,12 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: "assistant".into(),
+            content: content.into(),
+        }
+    }
 }
 
 /// A GGUF model loaded through llama.cpp.
@@ -260,7 +266,13 @@ impl Model {
         if !chat {
             return Ok(self.tokenize(text, true, false));
         }
-        let rendered = self.apply_chat_template(&[ChatMessage::user(text)], true)?;
+        self.chat_tokens(&[ChatMessage::user(text)])
+    }
+
+    /// Prompt tokens for a conversation (a system prompt, earlier turns), rendered with the
+    /// chat template and the assistant's turn opened; BOS once, as in [`Model::prompt_tokens`].
+    pub fn chat_tokens(&self, messages: &[ChatMessage]) -> Result<Vec<TokenId>, RuntimeError> {
+        let rendered = self.apply_chat_template(messages, true)?;
         let mut tokens = self.tokenize(&rendered, true, true);
         let (bos, _) = self.bos();
         if tokens.len() >= 2 && tokens[0] == bos && tokens[1] == bos {

@@ -178,6 +178,12 @@ pub struct CompileOptions {
     pub lenient: bool,
     /// Unknown schema keywords (typos such as `maxLenght`) are errors instead of warnings.
     pub strict: bool,
+    /// JSON front ends, flexible policy: allow whitespace after the root value. Off (the
+    /// default), the document ends where its root value ends, so a decoder stops at the
+    /// closing brace instead of spending tokens on whitespace up to its token limit (a
+    /// chat model would otherwise emit newlines until `max_whitespace`, then EOS).
+    /// Whitespace inside the document is unaffected.
+    pub trailing_whitespace: bool,
 }
 
 impl Default for CompileOptions {
@@ -188,6 +194,7 @@ impl Default for CompileOptions {
             max_whitespace: 20,
             lenient: false,
             strict: false,
+            trailing_whitespace: false,
         }
     }
 }

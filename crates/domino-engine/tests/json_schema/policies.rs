@@ -37,3 +37,23 @@ fn pretty_nesting_beyond_the_indent_depth_is_compact() {
     }
     assert!(Matcher::new(&def).accepts(serde_json::to_string_pretty(&v).unwrap().as_bytes()));
 }
+
+#[test]
+fn by_default_the_document_ends_with_its_root_value() {
+    let schema = json!({"type": "object"});
+    let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
+    let mut m = Matcher::new(&def);
+    assert!(m.accepts(b"{}"));
+    assert!(
+        m.accepts(b"\n {\n}"),
+        "leading and inner whitespace stay allowed"
+    );
+    assert!(!m.accepts(b"{} "), "no whitespace after the root value");
+    assert!(!m.accepts(b"{}\n\n"));
+    let trailing = CompileOptions {
+        trailing_whitespace: true,
+        ..CompileOptions::default()
+    };
+    let def = json_schema::compile(&schema, &trailing).unwrap();
+    assert!(Matcher::new(&def).accepts(b"{}\n\n"));
+}

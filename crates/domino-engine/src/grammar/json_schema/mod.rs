@@ -186,8 +186,11 @@ pub const MAX_COUNT_STATES: usize = 20_000;
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
     let mut c = Compiler::new(schema, opts);
     let root_value = c.value(schema, "", 0)?;
+    // Leading whitespace is allowed (models often open with a newline); trailing whitespace
+    // only when asked for, so that the document, and generation, ends with the root value.
     let (lead, trail) = match opts.whitespace {
-        WhitespacePolicy::Flexible => (c.ws(), c.ws()),
+        WhitespacePolicy::Flexible if opts.trailing_whitespace => (c.ws(), c.ws()),
+        WhitespacePolicy::Flexible => (c.ws(), Expr::Empty),
         _ => (Expr::Empty, Expr::Empty),
     };
     let start = c.add_rule(
