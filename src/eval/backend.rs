@@ -216,6 +216,10 @@ impl<'m> LlamaEvalBackend<'m> {
 }
 
 impl EvalBackend for LlamaEvalBackend<'_> {
+    fn model_path(&self) -> Option<std::path::PathBuf> {
+        Some(self.model.path().to_path_buf())
+    }
+
     fn model_name(&self) -> String {
         self.model
             .path()

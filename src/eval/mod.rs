@@ -34,6 +34,7 @@
 
 pub mod backend;
 pub mod data;
+pub mod digest;
 pub mod extract;
 pub mod gold;
 pub mod method;
