@@ -704,3 +704,54 @@ fn shard_flags_are_checked() {
         vec![2, 5, 8]
     );
 }
+
+#[test]
+fn resume_with_other_data_stops_naming_it() {
+    // A copy of the test split with one sample left out: the same file name elsewhere,
+    // other contents. Resuming the run with it must not mix the two datasets.
+    let dir = fresh_dir("provenance");
+    let data_dir = fresh_dir("provenance-data");
+    let test = domino::eval::data::default_path(Task::Gsm8k, domino::eval::data::Split::Test);
+    let text = std::fs::read_to_string(&test).unwrap();
+    let same = data_dir.join("same.jsonl");
+    std::fs::write(&same, &text).unwrap();
+    let other = data_dir.join("other.jsonl");
+    std::fs::write(
+        &other,
+        text.split_inclusive('\n').skip(1).collect::<String>(),
+    )
+    .unwrap();
+
+    let mut opts = options(4);
+    opts.data = Some(same.clone());
+    run_task(Task::Gsm8k, &mut FakeBackend::new(), &opts, &dir).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_str(&read(&dir, "run.json")).expect("run.json is JSON");
+    let provenance = &config["provenance"];
+    assert_eq!(
+        provenance["test_data_sha256"].as_str().unwrap(),
+        domino::eval::digest::sha256_file(&test).unwrap()
+    );
+    assert!(provenance["domino_commit"].as_str().unwrap().len() >= 7);
+    assert!(
+        provenance["llama_cpp"]
+            .as_str()
+            .unwrap()
+            .starts_with("llama-cpp-sys-2 ")
+    );
+
+    opts.resume = true;
+    // The same contents (another path would do too): resumes, nothing left to run.
+    let mut backend = FakeBackend::new();
+    run_task(Task::Gsm8k, &mut backend, &opts, &dir).unwrap();
+    assert_eq!(backend.calls, 0);
+
+    opts.data = Some(other);
+    let err = run_task(Task::Gsm8k, &mut FakeBackend::new(), &opts, &dir).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("test data file (--data) differs"), "{msg}");
+    assert_eq!(domino::diag::exit_code_for(&err), 2);
+    for d in [dir, data_dir] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

@@ -450,14 +450,15 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
                         ),
                     }
                 }
-                Err(e) => (
-                    format!("line {}", lineno + 1),
-                    Outcome::Failed(GrammarError::at(
-                        lineno as u32 + 1,
-                        e.column() as u32,
-                        format!("not valid JSON: {e}"),
-                    )),
-                ),
+                Err(e) => {
+                    let column = e.column() as u32;
+                    // "nested deeper than N levels" for valid JSON the parser refuses.
+                    let message = domino_engine::grammar::json_error(e).message;
+                    (
+                        format!("line {}", lineno + 1),
+                        Outcome::Failed(GrammarError::at(lineno as u32 + 1, column, message)),
+                    )
+                }
             };
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             per_file.add(&outcome);

@@ -34,13 +34,13 @@
 
 pub mod backend;
 pub mod data;
+pub mod digest;
 pub mod extract;
 pub mod gold;
 pub mod method;
 pub mod metrics;
 pub mod progress;
 pub mod prompt;
-pub mod provenance;
 pub mod report;
 pub mod results;
 pub mod retokenize;

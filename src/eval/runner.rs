@@ -106,7 +106,7 @@ pub trait EvalBackend {
     /// the quantisation (`SmolLM2-135M-Instruct.Q4_1.gguf`).
     fn model_name(&self) -> String;
 
-    /// The model file, hashed into `run.json`'s provenance (`None`: no file, as in tests).
+    /// The model file, digested into `run.json` (None: no file, e.g. a test backend).
     fn model_path(&self) -> Option<PathBuf> {
         None
     }
@@ -273,10 +273,81 @@ pub struct RunConfig {
     /// report names the command that produced the run, and equals an uninterrupted run's).
     #[serde(default)]
     pub command: String,
-    /// The domino commit, llama.cpp version and model hash of the run
-    /// ([`super::provenance`]); absent in runs recorded before it existed.
+    /// What the run's outputs depend on beyond the flags: compared field by field on resume.
+    /// Absent in `run.json` files written before it existed (then nothing is compared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provenance: Option<super::provenance::Provenance>,
+    pub provenance: Option<Provenance>,
+}
+
+/// The inputs and builds a run's results come from, recorded in `run.json` so that
+/// `--resume` cannot mix two runs: a data file, schema or model with other contents, or
+/// another build of domino or llama.cpp, stops the resume (exit 2) naming what differs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// SHA-256 of the test split, the training split (demonstrations) and the task schema.
+    pub test_data_sha256: String,
+    pub train_data_sha256: String,
+    pub schema_sha256: String,
+    /// SHA-256 of the model file (None: a backend without one, e.g. the tests' fake).
+    pub model_sha256: Option<String>,
+    /// `git rev-parse HEAD` of the domino build (`unknown` outside a git checkout).
+    pub domino_commit: String,
+    /// The llama.cpp binding the build links ([`crate::runtime::LLAMA_CPP_VERSION`]; the
+    /// llama-cpp-sys-2 version pins one llama.cpp commit).
+    pub llama_cpp: String,
+}
+
+impl Provenance {
+    /// Digests of `prepared`'s files and of `model` (if any), and this build's versions.
+    pub fn of(prepared: &PreparedTask, model: Option<&Path>) -> anyhow::Result<Provenance> {
+        let digest = |what: &str, p: &Path| {
+            super::digest::sha256_file(p)
+                .with_context(|| format!("cannot read the {what} {} to digest it", p.display()))
+        };
+        Ok(Provenance {
+            test_data_sha256: digest("test data", &prepared.test_path)?,
+            train_data_sha256: digest("training data", &prepared.train_path)?,
+            schema_sha256: digest("schema", &prepared.schema_path)?,
+            model_sha256: model.map(|m| digest("model", m)).transpose()?,
+            domino_commit: env!("DOMINO_COMMIT").to_string(),
+            llama_cpp: crate::runtime::LLAMA_CPP_VERSION.to_string(),
+        })
+    }
+
+    /// The first recorded input that differs from `now`, as `(name, recorded, now)`.
+    pub fn difference(&self, now: &Provenance) -> Option<(&'static str, String, String)> {
+        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+        [
+            (
+                "test data file (--data)",
+                self.test_data_sha256.clone(),
+                now.test_data_sha256.clone(),
+            ),
+            (
+                "training data file (--train)",
+                self.train_data_sha256.clone(),
+                now.train_data_sha256.clone(),
+            ),
+            (
+                "schema",
+                self.schema_sha256.clone(),
+                now.schema_sha256.clone(),
+            ),
+            ("model", opt(&self.model_sha256), opt(&now.model_sha256)),
+            (
+                "domino commit",
+                self.domino_commit.clone(),
+                now.domino_commit.clone(),
+            ),
+            (
+                "llama.cpp version",
+                self.llama_cpp.clone(),
+                now.llama_cpp.clone(),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, a, b)| a != b)
+    }
 }
 
 /// Stop after this many consecutive backend failures of one method: something is broken
@@ -308,6 +379,9 @@ pub struct PreparedTask {
     pub prompt: FewShotPrompt,
     pub scorer: Scorer,
     pub schema_path: PathBuf,
+    /// The files the splits were loaded from (digested into `run.json`).
+    pub test_path: PathBuf,
+    pub train_path: PathBuf,
 }
 
 impl PreparedTask {
@@ -340,6 +414,8 @@ impl PreparedTask {
             prompt,
             scorer,
             schema_path,
+            test_path,
+            train_path,
         })
     }
 
@@ -391,9 +467,7 @@ pub fn run_task(
         temperature: opts.temperature,
         json_style: opts.json_style,
         command: opts.command_line.clone(),
-        provenance: Some(super::provenance::Provenance::current(
-            backend.model_path().as_deref(),
-        )?),
+        provenance: Some(Provenance::of(&prepared, backend.model_path().as_deref())?),
     };
     let own_path = results_path(out_dir, opts.shard);
     // Results other processes wrote into this directory: other shards of this run, or the
@@ -615,14 +689,11 @@ fn check_or_write_config(
             .with_context(|| format!("cannot read {}", path.display()))?;
         let previous: RunConfig = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a run configuration", path.display()))?;
-        // The command line, commit and llama.cpp version may change between a run and its
-        // resumption; the model (its hash) may not.
-        let model_hash = |c: &RunConfig| c.provenance.as_ref().and_then(|p| p.model_sha256.clone());
-        if let (Some(old), Some(new)) = (model_hash(&previous), model_hash(&config))
-            && old != new
+        if let (Some(was), Some(now)) = (&previous.provenance, &config.provenance)
+            && let Some((what, old, new)) = was.difference(now)
         {
             bail!(UsageError(format!(
-                "cannot resume: the model file is not the one of {} (SHA-256 {old}, now {new})",
+                "cannot resume: the {what} differs from the run in {}: it recorded {old}, now {new}",
                 path.display()
             )));
         }

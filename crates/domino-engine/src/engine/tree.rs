@@ -54,6 +54,9 @@ use crate::grammar::ir::{self, TerminalId};
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
 
+/// Above this many terminals [`Follow::new`] does not build the `n × n` matrix.
+pub const FOLLOW_MAX_TERMINALS: usize = 20_000;
+
 /// Which terminal can immediately follow which in some sentential form of the grammar.
 #[derive(Clone, Debug)]
 pub struct Follow {
@@ -65,83 +68,136 @@ impl Follow {
     /// Pairs `(a, b)` such that `… a b …` occurs in a derivation: for every production and
     /// every two right-hand-side positions with only nullable symbols between, LAST of the
     /// first × FIRST of the second.
+    ///
+    /// Near-linear in the grammar: nullability, FIRST and LAST are propagated along a
+    /// worklist of "set of X flows into set of Y" edges (a long rule chain costs one pass, not
+    /// one pass per link), and the pair loop visits only the set bits. Above
+    /// [`FOLLOW_MAX_TERMINALS`] terminals the `n × n` matrix itself would be the cost (100,000
+    /// literal terminals: 1.25 GB), so everything may follow everything ([`Follow::all`]:
+    /// less pruning, same masks).
     pub fn new(g: &ir::Grammar) -> Self {
         let nt = g.nonterminals.len();
         let n = g.terminals.len();
+        if n > FOLLOW_MAX_TERMINALS {
+            return Follow::all(n);
+        }
         let words = n.div_ceil(64).max(1);
+        // Nullable: a production is nullable once its count of non-nullable symbols drops
+        // to zero (each symbol counted down once).
         let mut nullable = vec![false; nt];
-        loop {
-            let mut changed = false;
-            for p in &g.productions {
-                if !nullable[p.lhs.0 as usize]
-                    && p.rhs
-                        .iter()
-                        .all(|s| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]))
-                {
-                    nullable[p.lhs.0 as usize] = true;
-                    changed = true;
+        let mut pending: Vec<usize> = Vec::with_capacity(g.productions.len());
+        let mut uses: Vec<Vec<usize>> = vec![Vec::new(); nt];
+        let mut queue = Vec::new();
+        for (i, p) in g.productions.iter().enumerate() {
+            pending.push(p.rhs.len());
+            if p.rhs.iter().any(|s| matches!(s, ir::Symbol::Terminal(_))) {
+                continue; // never nullable
+            }
+            for s in &p.rhs {
+                if let ir::Symbol::Nonterminal(x) = s {
+                    uses[x.0 as usize].push(i);
                 }
             }
-            if !changed {
-                break;
+            let k = p.rhs.len();
+            if k == 0 && !nullable[p.lhs.0 as usize] {
+                nullable[p.lhs.0 as usize] = true;
+                queue.push(p.lhs.0 as usize);
             }
         }
-        // FIRST / LAST sets of nonterminals as bitsets over terminals.
-        let mut first = vec![vec![0u64; words]; nt];
-        let mut last = vec![vec![0u64; words]; nt];
-        let set_of = |sets: &Vec<Vec<u64>>, s: &ir::Symbol| -> Vec<u64> {
-            match s {
-                ir::Symbol::Terminal(t) => {
-                    let mut v = vec![0u64; words];
-                    v[t.0 as usize / 64] |= 1 << (t.0 % 64);
-                    v
+        while let Some(x) = queue.pop() {
+            for &i in &uses[x] {
+                pending[i] -= 1;
+                let l = g.productions[i].lhs.0 as usize;
+                if pending[i] == 0 && !nullable[l] {
+                    nullable[l] = true;
+                    queue.push(l);
                 }
-                ir::Symbol::Nonterminal(x) => sets[x.0 as usize].clone(),
             }
-        };
+        }
+        drop(uses);
         let is_nullable =
             |s: &ir::Symbol| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]);
-        loop {
-            let mut changed = false;
+        // FIRST / LAST sets of nonterminals as bitsets over terminals: direct terminals
+        // first, then the union along edges `Y ⊆ X` until nothing changes.
+        let propagate = |from_end: bool| -> Vec<u64> {
+            let mut sets = vec![0u64; nt * words];
+            let mut edges: Vec<Vec<u32>> = vec![Vec::new(); nt];
             for p in &g.productions {
                 let l = p.lhs.0 as usize;
-                for s in &p.rhs {
-                    let add = set_of(&first, s);
-                    for (a, b) in first[l].iter_mut().zip(&add) {
-                        if *a | b != *a {
-                            *a |= b;
-                            changed = true;
+                let mut visit = |s: &ir::Symbol| match s {
+                    ir::Symbol::Terminal(t) => {
+                        sets[l * words + t.0 as usize / 64] |= 1 << (t.0 % 64);
+                    }
+                    ir::Symbol::Nonterminal(x) => edges[x.0 as usize].push(l as u32),
+                };
+                if from_end {
+                    for s in p.rhs.iter().rev() {
+                        visit(s);
+                        if !is_nullable(s) {
+                            break;
                         }
                     }
-                    if !is_nullable(s) {
-                        break;
-                    }
-                }
-                for s in p.rhs.iter().rev() {
-                    let add = set_of(&last, s);
-                    for (a, b) in last[l].iter_mut().zip(&add) {
-                        if *a | b != *a {
-                            *a |= b;
-                            changed = true;
+                } else {
+                    for s in &p.rhs {
+                        visit(s);
+                        if !is_nullable(s) {
+                            break;
                         }
-                    }
-                    if !is_nullable(s) {
-                        break;
                     }
                 }
             }
-            if !changed {
-                break;
+            let mut queued = vec![true; nt];
+            let mut queue: Vec<usize> = (0..nt).collect();
+            while let Some(x) = queue.pop() {
+                queued[x] = false;
+                for &y in &edges[x] {
+                    let y = y as usize;
+                    if y == x {
+                        continue;
+                    }
+                    let mut changed = false;
+                    for w in 0..words {
+                        let add = sets[x * words + w];
+                        let a = &mut sets[y * words + w];
+                        if *a | add != *a {
+                            *a |= add;
+                            changed = true;
+                        }
+                    }
+                    if changed && !queued[y] {
+                        queued[y] = true;
+                        queue.push(y);
+                    }
+                }
             }
-        }
+            sets
+        };
+        let first = propagate(false);
+        let last = propagate(true);
+        let single = |t: u32| {
+            let mut v = vec![0u64; words];
+            v[t as usize / 64] |= 1 << (t % 64);
+            v
+        };
+        let set_of = |sets: &[u64], s: &ir::Symbol| -> Vec<u64> {
+            match s {
+                ir::Symbol::Terminal(t) => single(t.0),
+                ir::Symbol::Nonterminal(x) => {
+                    sets[x.0 as usize * words..(x.0 as usize + 1) * words].to_vec()
+                }
+            }
+        };
         let mut bits = vec![0u64; n * words];
         for p in &g.productions {
             for i in 0..p.rhs.len() {
                 let lasts = set_of(&last, &p.rhs[i]);
                 for j in i + 1..p.rhs.len() {
                     let firsts = set_of(&first, &p.rhs[j]);
-                    for a in 0..n {
-                        if lasts[a / 64] >> (a % 64) & 1 == 1 {
+                    for (wi, &word) in lasts.iter().enumerate() {
+                        let mut word = word;
+                        while word != 0 {
+                            let a = wi * 64 + word.trailing_zeros() as usize;
+                            word &= word - 1;
                             for (w, f) in bits[a * words..(a + 1) * words].iter_mut().zip(&firsts) {
                                 *w |= f;
                             }

@@ -211,12 +211,54 @@ pub enum GrammarSource {
     Json,
 }
 
+/// Nesting depth past which `serde_json` refuses a document (its recursion limit).
+pub const JSON_MAX_DEPTH: usize = 128;
+
+/// A grammar file's text, or an error giving the byte offset (and line and column) of the
+/// first invalid UTF-8 sequence: every command reads grammars through here.
+pub fn utf8_text(bytes: Vec<u8>) -> Result<String, GrammarError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        let before = &e.as_bytes()[..offset];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        // Characters (not bytes) since the line start: the prefix is valid UTF-8.
+        let column = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
+        GrammarError::at(
+            line as u32,
+            column as u32,
+            format!("invalid UTF-8 at byte offset {offset}"),
+        )
+    })
+}
+
+/// A schema that `serde_json` refuses, as a positioned error. Documents nested deeper than
+/// [`JSON_MAX_DEPTH`] are valid JSON that the parser will not read: say so, not "not JSON".
+pub fn json_error(e: serde_json::Error) -> GrammarError {
+    let message = if e.to_string().starts_with("recursion limit exceeded") {
+        format!(
+            "the schema is nested deeper than {JSON_MAX_DEPTH} levels (the JSON parser's limit)"
+        )
+    } else {
+        format!("schema is not valid JSON: {e}")
+    };
+    GrammarError::at(e.line() as u32, e.column() as u32, message)
+}
+
 impl GrammarSource {
     /// Read a grammar file, choosing the front end by extension: `.gbnf`, `.lark`, `.json`
     /// (a JSON Schema). Other extensions are an error naming the accepted ones.
     pub fn from_path(path: &Path) -> anyhow::Result<GrammarSource> {
         use anyhow::Context;
-        let text = std::fs::read_to_string(path)
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read grammar file {}", path.display()))?;
+        let text = utf8_text(bytes)
             .with_context(|| format!("cannot read grammar file {}", path.display()))?;
         let name = path
             .file_name()
@@ -227,13 +269,7 @@ impl GrammarSource {
         } else if name.ends_with(".lark") {
             Ok(GrammarSource::Lark(text))
         } else if name.ends_with(".json") {
-            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                GrammarError::at(
-                    e.line() as u32,
-                    e.column() as u32,
-                    format!("schema is not valid JSON: {e}"),
-                )
-            })?;
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(json_error)?;
             Ok(GrammarSource::JsonSchema(value))
         } else {
             anyhow::bail!(
@@ -259,5 +295,24 @@ impl GrammarSource {
     /// Parse and lower to the engine's IR.
     pub fn compile(&self, opts: &CompileOptions) -> Result<ir::Grammar, GrammarError> {
         lower::lower(&self.parse(opts)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_names_its_byte_offset() {
+        let e = utf8_text(b"root ::= \"\xc3\xa9\"\nx ::= \"a\xffb\"".to_vec()).unwrap_err();
+        assert!(e.message.contains("byte offset 22"), "{e}");
+        assert_eq!(e.location, Location::LineColumn { line: 2, column: 9 });
+    }
+
+    #[test]
+    fn deep_json_says_nested_deeper() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let e = json_error(serde_json::from_str::<serde_json::Value>(&deep).unwrap_err());
+        assert!(e.message.contains("nested deeper than 128 levels"), "{e}");
     }
 }

@@ -5,7 +5,10 @@
 use super::super::dfa::build_dfa;
 use super::hir::{expr_to_hir, hir_size, is_fail, normalize};
 use super::promotion::may_blow_up;
-use super::{LowerOptions, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT};
+use super::{
+    LINEAR_REPEAT, LITERAL_SET_MIN, LowerOptions, MAX_INLINE_HIR, MAX_PRODUCTIONS,
+    PROMOTION_DFA_LIMIT,
+};
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
@@ -27,6 +30,7 @@ pub(super) struct Builder<'a> {
     pub(super) rule_nt: Vec<Option<NonterminalId>>,
     opt_cache: HashMap<Symbol, Symbol>,
     star_cache: HashMap<Symbol, NonterminalId>,
+    pair_cache: HashMap<Symbol, Symbol>,
     fail_nt: Option<NonterminalId>,
     piece_counter: Vec<u32>,
     /// Printed HIR -> whether its DFA stays under the promotion limit.
@@ -54,6 +58,7 @@ impl<'a> Builder<'a> {
             rule_nt: vec![None; n],
             opt_cache: HashMap::new(),
             star_cache: HashMap::new(),
+            pair_cache: HashMap::new(),
             fail_nt: None,
             piece_counter: vec![0; n],
             dfa_ok: HashMap::new(),
@@ -214,6 +219,27 @@ impl<'a> Builder<'a> {
             Expr::Alt(v) => v,
             e => std::slice::from_ref(e),
         };
+        if self.opts.promote
+            && alts.len() >= LITERAL_SET_MIN
+            && alts
+                .iter()
+                .all(|a| matches!(a, Expr::Bytes(b) if !b.is_empty()))
+        {
+            // A large set of literals (a big enum, a word list): ONE terminal whose DFA is
+            // their trie, instead of one terminal per literal that the scanner would carry
+            // in every state and the follow matrix would square.
+            let lits = alts.iter().map(|a| match a {
+                Expr::Bytes(b) => Hir::literal(b.clone()),
+                _ => unreachable!("checked above"),
+            });
+            let name = self.helper_name(rule, "lits");
+            let sym = self.piece(Hir::alternation(lits.collect()), &name, true);
+            self.productions.push(Production {
+                lhs: nt,
+                rhs: sym.into_iter().collect(),
+            });
+            return Ok(());
+        }
         for alt in alts {
             let rhs = self.lower_seq(alt, rule)?;
             self.productions.push(Production { lhs: nt, rhs });
@@ -300,13 +326,18 @@ impl<'a> Builder<'a> {
                     return Ok(None);
                 }
                 let name = self.helper_name(rule, "rep");
-                let mut rhs = vec![inner; *min as usize];
+                let mut rhs = Vec::new();
+                if *min as usize <= LINEAR_REPEAT {
+                    rhs.extend(std::iter::repeat_n(inner, *min as usize));
+                } else {
+                    rhs.push(self.exactly(inner, *min, &name));
+                }
                 match max {
                     None => {
                         let star = self.star_of(inner, &name);
                         rhs.push(Symbol::Nonterminal(star));
                     }
-                    Some(max) => {
+                    Some(max) if ((max - min) as usize) <= LINEAR_REPEAT => {
                         // Linear chain: O_k → ε | inner O_{k-1}; O_1 → ε | inner.
                         let mut tail: Option<Symbol> = None;
                         for k in 1..=(max - min) {
@@ -322,7 +353,12 @@ impl<'a> Builder<'a> {
                         }
                         rhs.extend(tail);
                     }
+                    Some(max) => {
+                        let mut memo = HashMap::new();
+                        rhs.extend(self.up_to(inner, max - min, &name, &mut memo));
+                    }
                 }
+                self.check_budget(rule)?;
                 if *min == 0 && rhs.len() == 1 {
                     // `x*` / `x{0,n}`: the star or chain itself, no unit rule around it.
                     return Ok(rhs.pop());
@@ -339,6 +375,99 @@ impl<'a> Builder<'a> {
                 unreachable!("handled above")
             }
         }
+    }
+
+    /// `sym sym` as a cached helper nonterminal (the doubling step of [`Builder::exactly`]
+    /// and [`Builder::up_to`]).
+    fn pair_of(&mut self, sym: Symbol, name: &str) -> Symbol {
+        if let Some(&s) = self.pair_cache.get(&sym) {
+            return s;
+        }
+        let nt = self.new_nt(format!("{name}.pair{}", self.pair_cache.len() + 1));
+        self.productions.push(Production {
+            lhs: nt,
+            rhs: vec![sym, sym],
+        });
+        let s = Symbol::Nonterminal(nt);
+        self.pair_cache.insert(sym, s);
+        s
+    }
+
+    /// `sym{n}` (n ≥ 1) in O(log n) productions: one nonterminal whose right-hand side is
+    /// `sym^(2^k)` for every bit `k` set in `n`, each power built by doubling.
+    fn exactly(&mut self, sym: Symbol, n: u32, name: &str) -> Symbol {
+        let mut parts = Vec::new();
+        let (mut power, mut n) = (sym, n);
+        loop {
+            if n & 1 == 1 {
+                parts.push(power);
+            }
+            n >>= 1;
+            if n == 0 {
+                break;
+            }
+            power = self.pair_of(power, name);
+        }
+        if parts.len() == 1 {
+            return parts[0];
+        }
+        let nt = self.new_nt(format!("{name}.exactly"));
+        self.productions.push(Production {
+            lhs: nt,
+            rhs: parts,
+        });
+        Symbol::Nonterminal(nt)
+    }
+
+    /// `sym{0,n}` in O(log n) productions, unambiguous when `sym` is: with `y = sym sym`,
+    /// `x{0,2m+1} = x? y{0,m}` and `x{0,2m} = y{0,m} | x y{0,m-1}` (even and odd counts
+    /// apart). At each level only two consecutive `n` occur, so `memo` keeps it logarithmic.
+    /// `None` is ε.
+    fn up_to(
+        &mut self,
+        sym: Symbol,
+        n: u32,
+        name: &str,
+        memo: &mut HashMap<(Symbol, u32), Option<Symbol>>,
+    ) -> Option<Symbol> {
+        if n == 0 {
+            return None;
+        }
+        if let Some(&s) = memo.get(&(sym, n)) {
+            return s;
+        }
+        let result = if n == 1 {
+            self.nt_opt_of(sym)
+        } else {
+            let y = self.pair_of(sym, name);
+            let nt = self.new_nt(format!("{name}.upto{n}"));
+            if n % 2 == 1 {
+                let mut rhs = vec![self.nt_opt_of(sym)];
+                rhs.extend(self.up_to(y, n / 2, name, memo));
+                self.productions.push(Production { lhs: nt, rhs });
+            } else {
+                let even: Vec<Symbol> = self.up_to(y, n / 2, name, memo).into_iter().collect();
+                let mut odd = vec![sym];
+                odd.extend(self.up_to(y, n / 2 - 1, name, memo));
+                self.productions.push(Production { lhs: nt, rhs: even });
+                self.productions.push(Production { lhs: nt, rhs: odd });
+            }
+            Symbol::Nonterminal(nt)
+        };
+        memo.insert((sym, n), Some(result));
+        Some(result)
+    }
+
+    /// Fails closed when the IR under construction outgrows [`MAX_PRODUCTIONS`], naming the
+    /// rule being lowered and the limit.
+    pub(super) fn check_budget(&self, rule: usize) -> Result<(), GrammarError> {
+        if self.productions.len() > MAX_PRODUCTIONS {
+            return Err(GrammarError::whole(format!(
+                "rule `{}`: the lowered grammar exceeds {MAX_PRODUCTIONS} productions",
+                self.def.rules[rule].name
+            )));
+        }
+        Ok(())
     }
 
     /// `S → ε | S sym` (left recursion: cheap for Earley), cached per symbol.

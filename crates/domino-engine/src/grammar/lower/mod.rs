@@ -21,13 +21,22 @@
 //!    items; an item that is a literal, a class/regex, or an alternation or repetition whose
 //!    references all name promoted rules, becomes one terminal. Identical HIR (compared by
 //!    its printed form) gives the same `TerminalId`.
+//!    A rule whose body is an alternation of [`LITERAL_SET_MIN`] or more literals (a
+//!    100,000-word list) is one terminal too, whatever the literals' length: the scanner
+//!    and the follow sets then see one trie, not 100,000 terminals.
 //! 4. **ε.** A piece whose language contains ε becomes an optional symbol `T?` (a helper
 //!    nonterminal `T | ε`); a piece matching only ε disappears; a piece matching nothing
 //!    becomes an unproductive symbol (removed in step 7). This keeps IR invariant 1.
 //! 5. **Repetition of non-regular things** becomes helper nonterminals: `x{m,n}` is one
 //!    production with `m` copies followed by a linear chain of `n-m` optional nonterminals
-//!    (`O_k → ε | x O_{k-1}`), `x{m,}` uses a left-recursive star (`S → ε | S x`). Sizes
-//!    stay linear in the bounds; nullable bodies (`(x?)*`) are fine for Earley.
+//!    (`O_k → ε | x O_{k-1}`), `x{m,}` uses a left-recursive star (`S → ε | S x`). Bounds
+//!    above [`LINEAR_REPEAT`] are built by doubling instead (`x{m}` from `x^(2^k)` pairs,
+//!    `x{0,n}` as `x? (xx){0,n/2}` / `(xx){0,n/2} | x (xx){0,n/2-1}`), so a schema's
+//!    `maxItems: 1000000000` or `maxLength: 1e10` costs O(log n) productions, not a
+//!    billion: no numeric bound can make lowering grow beyond the grammar's text. Whatever
+//!    else could still grow (e.g. `%ignore` doubling) is capped by [`MAX_PRODUCTIONS`],
+//!    which fails closed with an error naming the rule. Nullable bodies (`(x?)*`) are fine
+//!    for Earley.
 //! 6. **`%ignore`.** Promotion of syntactic pieces is off when there is an ignore list
 //!    (ignored text may sit between any two terminals, so merging would change the language).
 //!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
@@ -68,6 +77,15 @@ pub const MAX_INLINE_HIR: usize = 250_000;
 pub const MAX_INLINE_DEPTH: usize = 200;
 /// Largest dense DFA (bytes) for an optional promotion; bigger rules are split instead.
 pub const PROMOTION_DFA_LIMIT: usize = 2 << 20;
+/// Repetition bounds up to this are spelled out (copies and a linear chain of optional
+/// nonterminals, as before); larger ones are built by doubling (O(log n) productions).
+pub const LINEAR_REPEAT: usize = 64;
+/// A rule body that is an alternation of at least this many literals becomes one terminal
+/// (the literals' trie) instead of one terminal per literal.
+pub const LITERAL_SET_MIN: usize = 256;
+/// The most productions lowering may create: a grammar that needs more is refused with an
+/// error naming the rule (fail closed, never an allocation failure).
+pub const MAX_PRODUCTIONS: usize = 4_000_000;
 
 /// Lowering knobs (the defaults are what the engine wants).
 #[derive(Clone, Debug)]
@@ -233,6 +251,7 @@ fn collect_refs(e: &Expr, f: &mut impl FnMut(RuleId)) {
 mod tests {
     use super::*;
     use crate::grammar::gbnf;
+    use crate::grammar::reference::ReferenceRecognizer;
 
     fn lower_gbnf(text: &str) -> Grammar {
         lower(&gbnf::parse(text, "root").unwrap()).unwrap()
@@ -283,6 +302,84 @@ ws ::= [ \t\n]*"#,
     fn big_bounded_repeat_is_linear() {
         let g = lower_gbnf("root ::= x{0,5000}\nx ::= \"(\" root \")\" | \"a\"");
         assert!(g.productions.len() < 20_000);
+    }
+
+    /// `root ::= x{min,max}` over a recursive `x ::= "(" root ")" | "a"`, with bounds beyond
+    /// what GBNF's parser accepts.
+    fn repeat_def(min: u32, max: Option<u32>) -> GrammarDef {
+        let mut def =
+            gbnf::parse("root ::= x{1,2}\nx ::= \"(\" root \")\" | \"a\"", "root").unwrap();
+        let root = def.start.0 as usize;
+        let Expr::Repeat { min: m, max: x, .. } = &mut def.rules[root].expr else {
+            panic!("{:?}", def.rules[root].expr)
+        };
+        (*m, *x) = (min, max);
+        def
+    }
+
+    #[test]
+    fn huge_bounds_lower_logarithmically() {
+        // A billion items or a 4-billion-long minimum: a few dozen productions each.
+        for (min, max) in [
+            (0, Some(999_999_999)),
+            (1_000_000_000, None),
+            (4_000_000_000, Some(4_000_000_000)),
+            (7, Some(u32::MAX)),
+        ] {
+            let g = lower(&repeat_def(min, max)).unwrap();
+            assert!(
+                g.productions.len() < 400,
+                "{min} {max:?}: {}",
+                g.productions.len()
+            );
+        }
+        let g = lower_gbnf("root ::= (\"a\"{0,100000}){0,100000}");
+        assert!(g.productions.len() < 400, "{}", g.productions.len());
+    }
+
+    #[test]
+    fn doubled_repeats_keep_the_language() {
+        // Every count of `x` in and around the bounds, through the reference recognizer.
+        for (lo, hi) in [
+            (0u32, 65u32),
+            (0, 66),
+            (0, 131),
+            (3, 100),
+            (70, 70),
+            (65, 200),
+            (67, u32::MAX),
+        ] {
+            let max = if hi == u32::MAX {
+                String::new()
+            } else {
+                hi.to_string()
+            };
+            let g = lower_gbnf(&format!(
+                "root ::= x{{{lo},{max}}}\nx ::= \"(\" root \")\" | \"a\""
+            ));
+            let r = ReferenceRecognizer::new(&g).unwrap();
+            let top = if hi == u32::MAX { lo + 70 } else { hi + 3 };
+            for n in 0..=top {
+                let s = "a".repeat(n as usize);
+                assert_eq!(
+                    r.accepts(s.as_bytes()),
+                    n >= lo && n <= hi,
+                    "x{{{lo},{max}}} on {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn many_literal_alternatives_are_one_terminal() {
+        let words: Vec<String> = (0..1000).map(|i| format!("\"w{i}x\"")).collect();
+        let g = lower_gbnf(&format!("root ::= {}", words.join(" | ")));
+        assert_eq!(g.terminals.len(), 1);
+        let r = ReferenceRecognizer::new(&g).unwrap();
+        assert!(r.accepts(b"w0x") && r.accepts(b"w999x") && !r.accepts(b"w1000x"));
+        // Fewer than LITERAL_SET_MIN: one terminal each, as before.
+        let g = lower_gbnf("root ::= \"ab\" | \"cd\"");
+        assert_eq!(g.terminals.len(), 2);
     }
 
     #[test]
