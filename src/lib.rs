@@ -33,6 +33,7 @@ pub mod eval;
 pub mod models;
 pub mod repl;
 pub mod runtime;
+pub mod serve;
 
 // The engine crate's modules, at the paths the rest of domino has always used.
 pub use domino_engine::{engine, grammar, lexer, vocab};

@@ -95,13 +95,13 @@ pub struct ModelArgs {
     /// under the current directory, else under the domino source tree]
     #[arg(short = 'm', long, value_name = "FILE", env = "DOMINO_MODEL")]
     pub model: Option<PathBuf>,
-    /// Context size in tokens (prompt + output).
-    #[arg(long, value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(16..))]
+    /// Context size in tokens (prompt + output); `domino serve` splits it between its slots.
+    #[arg(short = 'c', long, visible_alias = "ctx-size", value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(16..))]
     pub ctx: u32,
     /// CPU threads [default: physical cores]. On a machine that is already busy use 1:
     /// llama.cpp's threads wait for each other by spinning, which collapses under
     /// oversubscription (measured: 2 threads < 1 token/s vs 1 thread 17 tokens/s at load 13 on 2 cores).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
     /// Layers to offload to the GPU, as llama-cli's `-ngl N` (also accepted, as is `--ngl`);
     /// 0 keeps the model on the CPU [default: all in GPU builds (--features cuda|vulkan|metal),

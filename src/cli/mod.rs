@@ -19,6 +19,7 @@ pub mod grammar;
 pub mod mask;
 pub mod perplexity;
 pub mod repl;
+pub mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -63,6 +64,8 @@ pub enum Command {
     Eval(eval::EvalCommand),
     /// Perplexity of a text file (or of a JSON Lines field) under the model.
     Perplexity(perplexity::PerplexityArgs),
+    /// Serve the model over HTTP (llama-server and OpenAI compatible).
+    Serve(serve::ServeArgs),
 }
 
 /// `domino --version`: domino's version, the llama.cpp it runs and the backends compiled in
@@ -108,7 +111,10 @@ where
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse_from(rewrite_llama_cli_flags(std::env::args_os()));
+    // -ngl in every command, then serve's own llama-server spellings (-np).
+    let cli = Cli::parse_from(serve::llama_flag_spelling(rewrite_llama_cli_flags(
+        std::env::args_os(),
+    )));
     crate::diag::set_verbosity(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
@@ -118,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Repl(args) => repl::run(args),
         Command::Eval(cmd) => eval::main(cmd),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -152,14 +152,6 @@ pub struct Decoder {
     draft_stats: Option<PathBuf>,
 }
 
-/// FNV-1a over bytes: a stable key for draft statistics.
-fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
-    for &b in bytes {
-        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-    }
-    h
-}
-
 impl Decoder {
     /// Compile the constraint for `model` and load the draft statistics.
     pub fn new(config: &DecoderConfig, model: &Model) -> anyhow::Result<Decoder> {
@@ -183,7 +175,8 @@ impl Decoder {
             }
         };
         let vocab = model.vocabulary();
-        let mut key = fnv1a(&vocab.fingerprint().to_le_bytes(), 0xcbf29ce484222325);
+        // FNV-1a: a stable key for draft statistics (saved files depend on its values).
+        let mut key = domino_engine::hash::fnv1a(&vocab.fingerprint().to_le_bytes());
         let kind = match (method, source) {
             (Method::None, _) | (_, None) => Kind::Unconstrained,
             (Method::LlamaGrammar, Some(source)) => {
@@ -229,7 +222,9 @@ impl Decoder {
             }
             (m, Some(source)) => {
                 let ir = source.compile(&config.compile)?;
-                key = fnv1a(format!("{source:?}{:?}", config.compile).as_bytes(), key);
+                key = domino_engine::hash::Fnv1a::resume(key)
+                    .write(format!("{source:?}{:?}", config.compile).as_bytes())
+                    .finish();
                 let t0 = std::time::Instant::now();
                 let grammar = CompiledGrammar::new(ir)
                     .map_err(|e| GrammarError::whole(format!("cannot compile the grammar: {e}")))?;

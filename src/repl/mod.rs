@@ -20,8 +20,9 @@
 //!   When stdin is not a terminal, Ctrl-C while waiting for input ends the process as usual.
 //! - Speculative drafts (`:draft S`, S > 0) and the `template` and `llama-grammar` methods
 //!   run through [`crate::decode::methods::Decoder`] (kept across turns, so draft counts keep
-//!   learning); those loops report no per-token facts, so their text streams without heat and
-//!   the transcript's `intervened` is `null`. Speculation never changes greedy output.
+//!   learning). It runs decode's one loop like every other turn, so drafted and forced tokens
+//!   are reported per token too (the transcript's `intervened` has one entry per token).
+//!   Speculation never changes greedy output.
 //! - Results (generated text, command answers) go to stdout; the banner, per-generation
 //!   status lines and errors go to stderr. With stdin not a terminal lines are read plainly
 //!   (no prompt, no line editing); colour is off when stdout is not a terminal or `NO_COLOR`

@@ -1,0 +1,421 @@
+//! `POST /v1/chat/completions`: OpenAI's chat API over the GGUF chat template.
+//!
+//! Messages (`system`/`developer`, `user`, `assistant`, `tool`; text content or text parts)
+//! are rendered with the model's own template ([`Model::apply_chat_template`]) and the
+//! assistant turn opened. The output is constrained by at most one of `response_format`
+//! (`json_object`, `json_schema` with `schema` — `strict` or not, the output is held to
+//! it), `tools` (see [`super::tools`]), llama-server's `grammar`/`json_schema`, or a
+//! grammar in the `domino` object. The answer is OpenAI's `chat.completion`, or with
+//! `stream` a series of `chat.completion.chunk` server-sent events ending in `[DONE]`
+//! (with `stream_options.include_usage`, a last chunk carries `usage`).
+
+use super::error::ApiError;
+use super::request::{self, DominoOptions, NamedConstraint, Plan};
+use super::sse::{StreamFormat, sse_response};
+use super::tools::{self, Tool, ToolAnswer, ToolMode};
+use super::worker::{Finish, Outcome};
+use super::{AppState, unix_time};
+use crate::grammar::GrammarSource;
+use crate::runtime::{ChatMessage, Model};
+use crate::vocab::TokenId;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The request body (fields OpenAI defines that are not listed here are ignored).
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<MessageIn>,
+    pub max_tokens: Option<usize>,
+    pub max_completion_tokens: Option<usize>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<usize>,
+    pub min_p: Option<f32>,
+    pub seed: Option<i64>,
+    pub stop: Option<Value>,
+    pub logprobs: Option<bool>,
+    pub top_logprobs: Option<u32>,
+    pub n: Option<u32>,
+    #[serde(default)]
+    pub stream: bool,
+    pub stream_options: Option<StreamOptions>,
+    pub response_format: Option<Value>,
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    pub tool_choice: Option<Value>,
+    /// llama-server's GBNF grammar field.
+    pub grammar: Option<String>,
+    /// llama-server's JSON Schema field.
+    pub json_schema: Option<Value>,
+    #[serde(default)]
+    pub domino: DominoOptions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Deserialize)]
+pub struct MessageIn {
+    pub role: String,
+    #[serde(default)]
+    pub content: Value,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<Value>>,
+}
+
+fn message_text(m: &MessageIn, index: usize) -> Result<String, ApiError> {
+    let param = format!("messages[{index}].content");
+    let mut text = match &m.content {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => {
+            let mut out = String::new();
+            for part in parts {
+                match (
+                    part.get("type").and_then(Value::as_str),
+                    part.get("text").and_then(Value::as_str),
+                ) {
+                    (Some("text"), Some(t)) => out.push_str(t),
+                    (kind, _) => {
+                        return Err(ApiError::bad_request(format!(
+                            "content parts of type `{}` are not supported (text only)",
+                            kind.unwrap_or("?")
+                        ))
+                        .with_param(param));
+                    }
+                }
+            }
+            out
+        }
+        _ => {
+            return Err(
+                ApiError::bad_request("content must be a string or an array of parts")
+                    .with_param(param),
+            );
+        }
+    };
+    // An assistant's earlier tool calls, in the syntax the model is asked to use.
+    for call in m.tool_calls.iter().flatten() {
+        let name = call
+            .pointer("/function/name")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let arguments = call
+            .pointer("/function/arguments")
+            .and_then(Value::as_str)
+            .and_then(|a| serde_json::from_str::<Value>(a).ok())
+            .unwrap_or(Value::Null);
+        text.push_str(&json!({"name": name, "arguments": arguments}).to_string());
+    }
+    Ok(text)
+}
+
+/// The conversation as the model's chat template renders it, tokenized.
+fn prompt_tokens(
+    model: &Model,
+    request: &ChatRequest,
+    tool_text: Option<String>,
+) -> Result<Vec<TokenId>, ApiError> {
+    if request.messages.is_empty() {
+        return Err(ApiError::bad_request("`messages` is empty").with_param("messages"));
+    }
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    for (i, m) in request.messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" | "assistant" | "tool" => m.role.as_str(),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown role `{other}`: system, developer, user, assistant or tool"
+                ))
+                .with_param(format!("messages[{i}].role")));
+            }
+        };
+        messages.push(ChatMessage {
+            role: role.to_string(),
+            content: message_text(m, i)?,
+        });
+    }
+    if let Some(text) = tool_text {
+        match messages.first_mut() {
+            Some(first) if first.role == "system" => {
+                first.content = format!("{}\n\n{text}", first.content);
+            }
+            _ => messages.insert(0, ChatMessage::system(text)),
+        }
+    }
+    let rendered = model
+        .apply_chat_template(&messages, true)
+        .map_err(|e| ApiError::bad_request(e.to_string()).with_param("messages"))?;
+    let mut tokens = model.tokenize(&rendered, true, true);
+    let (bos, _) = model.bos();
+    if tokens.len() >= 2 && tokens[0] == bos && tokens[1] == bos {
+        tokens.remove(0);
+    }
+    Ok(tokens)
+}
+
+/// `response_format` as a constraint (`text` = none).
+pub fn response_format(format: &Option<Value>) -> Result<Option<NamedConstraint>, ApiError> {
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    let bad = |m: &str| ApiError::bad_request(m.to_string()).with_param("response_format");
+    let named = |source| {
+        Some(NamedConstraint {
+            source,
+            param: "response_format",
+        })
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(named(match format.get("schema") {
+            Some(schema) => GrammarSource::JsonSchema(schema.clone()),
+            None => GrammarSource::Json,
+        })),
+        Some("json_schema") => {
+            let schema = format
+                .pointer("/json_schema/schema")
+                .or_else(|| format.get("schema"))
+                .ok_or_else(|| bad("response_format json_schema needs `json_schema.schema`"))?;
+            Ok(named(GrammarSource::JsonSchema(schema.clone())))
+        }
+        _ => Err(bad(
+            "response_format.type must be text, json_object or json_schema",
+        )),
+    }
+}
+
+/// Finish reasons as OpenAI names them.
+pub fn openai_finish(finish: &Finish) -> &'static str {
+    match finish {
+        Finish::Eos | Finish::GrammarEnd | Finish::Stop(_) | Finish::Cancelled => "stop",
+        Finish::Length | Finish::Timeout => "length",
+    }
+}
+
+/// OpenAI's `usage`.
+pub fn usage(prompt_tokens: usize, outcome: &Outcome) -> Value {
+    let completion = outcome.tokens.len();
+    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion})
+}
+
+/// Chat `logprobs.content`: each token with its log-probability. `top_logprobs` lists are
+/// empty: the generation loop does not report alternatives yet.
+fn logprobs_content(model: &Model, outcome: &Outcome) -> Value {
+    let vocab = model.vocabulary();
+    let items: Vec<Value> = outcome
+        .tokens
+        .iter()
+        .zip(&outcome.logprobs)
+        .map(|(&t, &lp)| {
+            let bytes = vocab.bytes(t);
+            json!({"token": String::from_utf8_lossy(bytes), "logprob": lp, "bytes": bytes, "top_logprobs": []})
+        })
+        .collect();
+    json!({"content": items})
+}
+
+fn call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "call_{:x}{:04x}",
+        unix_time(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The assistant message and finish reason for an outcome.
+fn message(outcome: &Outcome, tool_mode: &ToolMode) -> (Value, &'static str) {
+    let finish = openai_finish(&outcome.finish);
+    if *tool_mode == ToolMode::None {
+        return (
+            json!({"role": "assistant", "content": outcome.text}),
+            finish,
+        );
+    }
+    match tools::parse_answer(&outcome.text) {
+        Some(ToolAnswer::Call(name, arguments)) => (
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": call_id(), "type": "function", "function": {"name": name, "arguments": arguments}}
+            ]}),
+            "tool_calls",
+        ),
+        Some(ToolAnswer::Content(text)) => (json!({"role": "assistant", "content": text}), finish),
+        None => (
+            json!({"role": "assistant", "content": outcome.text}),
+            finish,
+        ),
+    }
+}
+
+/// The handler.
+pub async fn completions(
+    state: Arc<AppState>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let request: ChatRequest = request::parse_body(&body)?;
+    if request.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad_request("only n = 1 is supported").with_param("n"));
+    }
+    let tool_mode = tools::tool_mode(&request.tool_choice, &request.tools)?;
+    let tool_constraint =
+        tools::output_schema(&request.tools, &tool_mode).map(|schema| NamedConstraint {
+            source: GrammarSource::JsonSchema(schema),
+            param: "tools",
+        });
+    let constraint = request::one_constraint(vec![
+        response_format(&request.response_format)?,
+        tool_constraint,
+        request.grammar.clone().map(|g| NamedConstraint {
+            source: GrammarSource::Gbnf(g),
+            param: "grammar",
+        }),
+        request.json_schema.clone().map(|s| NamedConstraint {
+            source: GrammarSource::JsonSchema(s),
+            param: "json_schema",
+        }),
+        request.domino.constraint()?,
+    ])?;
+    let tool_text =
+        (tool_mode != ToolMode::None).then(|| tools::instructions(&request.tools, &tool_mode));
+    let prompt = prompt_tokens(&state.model, &request, tool_text)?;
+    let logprobs = request.logprobs.unwrap_or(false);
+    let plan = Plan {
+        prompt,
+        max_tokens: request.max_completion_tokens.or(request.max_tokens),
+        sampling: request::sampling(
+            request.temperature,
+            request.top_p,
+            request.top_k,
+            request.min_p,
+            request.seed,
+        )?,
+        logprobs,
+        stop: request::stop_strings(&request.stop)?,
+        constraint,
+        domino: request.domino.clone(),
+    };
+    let started = request::start(&state, plan).await?;
+    let prompt_tokens = started.prompt_tokens;
+    let id = format!("chatcmpl-{:x}{:06x}", unix_time(), rand_suffix());
+    let created = unix_time();
+    if request.stream {
+        let format = ChatStream {
+            id,
+            created,
+            model: state.model_id.clone(),
+            tool_mode,
+            buffered: String::new(),
+            include_usage: request
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.include_usage),
+            prompt_tokens,
+        };
+        return Ok(sse_response(started, format));
+    }
+    let outcome = request::finish(started).await?;
+    let (message, finish_reason) = message(&outcome, &tool_mode);
+    let logprobs = if logprobs && !outcome.logprobs.is_empty() {
+        logprobs_content(&state.model, &outcome)
+    } else {
+        Value::Null
+    };
+    let mut body = json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": state.model_id,
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}],
+        "usage": usage(prompt_tokens, &outcome),
+    });
+    if outcome.finish == Finish::Timeout {
+        body["timed_out"] = Value::Bool(true);
+    }
+    Ok(axum::Json(body).into_response())
+}
+
+/// A per-process counter mixed into response ids so that two in one second differ.
+pub fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `chat.completion.chunk` events.
+struct ChatStream {
+    id: String,
+    created: u64,
+    model: String,
+    tool_mode: ToolMode,
+    /// Under tools the JSON is parsed at the end, so it is held until then.
+    buffered: String,
+    include_usage: bool,
+    prompt_tokens: usize,
+}
+
+impl ChatStream {
+    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Value {
+        json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}],
+        })
+    }
+}
+
+impl StreamFormat for ChatStream {
+    fn start(&mut self) -> Vec<Value> {
+        vec![self.chunk(json!({"role": "assistant", "content": ""}), None)]
+    }
+
+    fn delta(&mut self, text: String) -> Vec<Value> {
+        if self.tool_mode != ToolMode::None {
+            self.buffered.push_str(&text);
+            return Vec::new();
+        }
+        vec![self.chunk(json!({"content": text}), None)]
+    }
+
+    fn done(&mut self, outcome: Outcome) -> Vec<Value> {
+        let mut frames = Vec::new();
+        let finish = if self.tool_mode != ToolMode::None {
+            let (message, finish) = message(&outcome, &self.tool_mode);
+            let delta = match message.get("tool_calls") {
+                Some(calls) => {
+                    let mut calls = calls.clone();
+                    calls[0]["index"] = json!(0);
+                    json!({"tool_calls": calls})
+                }
+                None => json!({"content": message["content"]}),
+            };
+            frames.push(self.chunk(delta, None));
+            finish
+        } else {
+            openai_finish(&outcome.finish)
+        };
+        let mut last = self.chunk(json!({}), Some(finish));
+        if outcome.finish == Finish::Timeout {
+            last["timed_out"] = Value::Bool(true);
+        }
+        frames.push(last);
+        if self.include_usage {
+            frames.push(json!({
+                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [], "usage": usage(self.prompt_tokens, &outcome),
+            }));
+        }
+        frames
+    }
+
+    fn done_marker(&self) -> bool {
+        true
+    }
+}

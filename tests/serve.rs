@@ -1,0 +1,439 @@
+//! `domino serve` over HTTP on the default model: constrained chat output validates, tool
+//! calls parse and validate, streams join to the non-streamed text, GBNF is obeyed,
+//! concurrent requests all finish, a disconnect frees its slot, and every error class gets
+//! an OpenAI-shaped answer.
+
+mod common;
+#[path = "common/server.rs"]
+mod server;
+
+use serde_json::{Value, json};
+use server::Server;
+use std::io::{BufRead, BufReader};
+
+fn person_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150}
+        },
+        "required": ["name", "age"],
+        "additionalProperties": false
+    })
+}
+
+fn valid(schema: &Value, doc: &Value) -> bool {
+    jsonschema::validator_for(schema).unwrap().is_valid(doc)
+}
+
+fn chat(content: &str, extra: Value) -> Value {
+    let mut body = json!({
+        "model": "any",
+        "messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": content}],
+        "max_tokens": 48,
+        "temperature": 0,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+fn error_of(r: &server::Response, status: u16) -> Value {
+    assert_eq!(r.status, status, "{}", r.body);
+    let body = r.json();
+    let error = &body["error"];
+    assert!(
+        error["message"].is_string() && error["type"].is_string(),
+        "{body}"
+    );
+    assert!(
+        error.get("param").is_some() && error.get("code").is_some(),
+        "{body}"
+    );
+    error.clone()
+}
+
+#[test]
+fn json_schema_and_tool_call_outputs_validate() {
+    let s = Server::start(&[]);
+    let schema = person_schema();
+    let r = s.post(
+        "/v1/chat/completions",
+        &chat(
+            "Describe a person as JSON with a name and an age.",
+            json!({"response_format": {"type": "json_schema", "json_schema": {"name": "person", "strict": true, "schema": schema}}}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    assert_eq!(body["object"], "chat.completion");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    let doc: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("{e}: {content:?}"));
+    assert!(valid(&schema, &doc), "{doc}");
+    assert!(body["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+
+    let parameters = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["C", "F"]}},
+        "required": ["city", "unit"],
+        "additionalProperties": false
+    });
+    let tools = json!([
+        {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": parameters}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}
+    ]);
+    let r = s.post(
+        "/v1/chat/completions",
+        &chat(
+            "What is the weather in Paris?",
+            json!({"tools": tools, "tool_choice": "required"}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let choice = &r.json()["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{choice}");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "function");
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    let arguments: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    match call["function"]["name"].as_str().unwrap() {
+        "get_weather" => assert!(valid(&parameters, &arguments), "{arguments}"),
+        "get_time" => assert_eq!(arguments, json!({})),
+        other => panic!("unknown tool {other}"),
+    }
+    // A named function is the one called.
+    let r = s.post(
+        "/v1/chat/completions",
+        &chat("What time is it?", json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})),
+    );
+    let call = &r.json()["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather", "{}", r.body);
+
+    // The grammar was compiled once per distinct constraint: /metrics counts the misses.
+    let metrics = s.get("/metrics").body;
+    assert!(
+        metrics.contains("domino_grammar_cache_misses_total 3"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn streamed_chunks_join_to_the_non_streamed_text() {
+    let s = Server::start(&[]);
+    let request = chat(
+        "Write one sentence about the sea.",
+        json!({"temperature": 0.8, "seed": 7, "max_tokens": 24}),
+    );
+    let whole = s.post("/v1/chat/completions", &request).json();
+    let expected = whole["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!expected.is_empty());
+
+    let mut streaming = request.clone();
+    streaming["stream"] = json!(true);
+    streaming["stream_options"] = json!({"include_usage": true});
+    let r = s.post("/v1/chat/completions", &streaming);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let events = r.events();
+    assert_eq!(
+        events.last().map(String::as_str),
+        Some("[DONE]"),
+        "{}",
+        r.body
+    );
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let joined: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(joined, expected);
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let finish = chunks
+        .iter()
+        .find_map(|c| c["choices"][0]["finish_reason"].as_str());
+    assert_eq!(finish, whole["choices"][0]["finish_reason"].as_str());
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage, &whole["usage"]);
+
+    // llama-server's /completion streams the same way, its last event carrying `stop: true`.
+    let body = json!({"prompt": "The sea is", "n_predict": 12, "temperature": 0});
+    let whole = s.post("/completion", &body).json();
+    let mut streaming = body.clone();
+    streaming["stream"] = json!(true);
+    let events: Vec<Value> = s
+        .post("/completion", &streaming)
+        .events()
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let joined: String = events
+        .iter()
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert_eq!(joined, whole["content"].as_str().unwrap());
+    assert_eq!(events.last().unwrap()["stop"], true);
+}
+
+#[test]
+fn completion_with_a_gbnf_grammar_obeys_it() {
+    let s = Server::start(&[]);
+    let grammar = r#"root ::= "The answer is " ("yes" | "no") "." "#;
+    let r = s.post(
+        "/completion",
+        &json!({"prompt": "Is the sky blue?", "grammar": grammar, "n_predict": 32, "temperature": 0.9, "seed": 3}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let body = r.json();
+    let content = body["content"].as_str().unwrap();
+    assert!(
+        content == "The answer is yes." || content == "The answer is no.",
+        "{content:?}"
+    );
+    assert_eq!(body["stop_type"], "eos");
+    // The OpenAI completions endpoint takes a grammar too, and the `domino` object a regex.
+    let r = s.post(
+        "/v1/completions",
+        &json!({"prompt": "Three letters:", "max_tokens": 16, "domino": {"regex": "[a-c]{3}"}}),
+    );
+    let text = r.json()["choices"][0]["text"].as_str().unwrap().to_string();
+    assert!(
+        text.len() == 3 && text.chars().all(|c| "abc".contains(c)),
+        "{text:?}"
+    );
+    // A stop string ends the text before it.
+    let r = s.post(
+        "/completion",
+        &json!({"prompt": "x", "grammar": r#"root ::= "one, two, three""#, "stop": [", thr"], "temperature": 0}),
+    );
+    let body = r.json();
+    assert_eq!(body["content"], "one, two");
+    assert_eq!(body["stop_type"], "word");
+    assert_eq!(body["stopping_word"], ", thr");
+}
+
+#[test]
+fn concurrent_requests_all_finish_valid() {
+    let s = Server::start(&["--parallel", "2"]);
+    let schema = person_schema();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let (s, schema) = (&s, &schema);
+                scope.spawn(move || {
+                    let r = s.post(
+                        "/v1/chat/completions",
+                        &chat(
+                            &format!("Person number {i} as JSON."),
+                            json!({"temperature": 0.7, "seed": i, "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}}),
+                        ),
+                    );
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    let content = r.json()["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+                    let doc: Value = serde_json::from_str(&content).unwrap_or_else(|e| panic!("{e}: {content:?}"));
+                    assert!(valid(schema, &doc), "{doc}");
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    let metrics = s.get("/metrics").body;
+    assert!(metrics.contains("domino_requests_total 4"), "{metrics}");
+    assert!(
+        metrics.contains("domino_grammar_cache_hits_total 3"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_full_queue_answers_503_and_a_disconnect_frees_the_slot() {
+    let s = Server::start(&["--parallel", "1", "--queue", "0", "--timeout", "0"]);
+    // Occupy the only slot with a long stream and read its first event.
+    let long = chat(
+        "Tell me a long story.",
+        json!({"max_tokens": 2000, "stream": true}),
+    )
+    .to_string();
+    let stream = s.send("POST", "/v1/chat/completions", &[], &long);
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    let mut line = String::new();
+    while !line.starts_with("data: ") {
+        line.clear();
+        let read = reader.read_line(&mut line).unwrap();
+        head.push_str(&line);
+        assert!(read > 0, "the stream ended before its first event:\n{head}");
+    }
+    let busy = s.post(
+        "/v1/chat/completions",
+        &chat("Hi", json!({"max_tokens": 4})),
+    );
+    let error = error_of(&busy, 503);
+    assert_eq!(error["code"], "queue_full");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    // Hang up: the slot is freed at its next token, and a new request completes.
+    drop(reader);
+    let mut answered = None;
+    for _ in 0..100 {
+        let r = s.post(
+            "/v1/chat/completions",
+            &chat("Hi", json!({"max_tokens": 4})),
+        );
+        if r.status == 200 {
+            answered = Some(r);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let r = answered.expect("the slot was never freed after the client hung up");
+    assert_eq!(r.json()["usage"]["completion_tokens"], 4);
+    let metrics = s.get("/metrics").body;
+    assert!(
+        metrics.contains("domino_requests_cancelled_total 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn every_error_class_gets_an_openai_shaped_answer() {
+    let s = Server::start(&[
+        "--ctx-size",
+        "64",
+        "--body-limit",
+        "4000",
+        "--api-key",
+        "sesame",
+        "--timeout",
+        "0.3",
+    ]);
+    let auth = [("Authorization", "Bearer sesame")];
+    let post = |path: &str, body: &str| s.request("POST", path, &auth, body);
+
+    // 401 without the key (except /health).
+    let error = error_of(&s.post("/v1/chat/completions", &chat("x", json!({}))), 401);
+    assert_eq!(error["type"], "authentication_error");
+    assert_eq!(s.get("/health").status, 200);
+    // 404 and 405.
+    assert_eq!(
+        error_of(&s.request("GET", "/v2/nothing", &auth, ""), 404)["type"],
+        "not_found_error"
+    );
+    error_of(&s.request("GET", "/v1/chat/completions", &auth, ""), 405);
+    // 413 over the body limit.
+    let big = chat(&"word ".repeat(2000), json!({})).to_string();
+    assert_eq!(
+        error_of(&post("/v1/chat/completions", &big), 413)["code"],
+        "payload_too_large"
+    );
+    // 400: not JSON, wrong field types.
+    assert_eq!(
+        error_of(&post("/v1/chat/completions", "{oops"), 400)["code"],
+        "invalid_json"
+    );
+    error_of(&post("/v1/chat/completions", r#"{"messages": "hi"}"#), 400);
+    // 400: a bad schema, with its JSON pointer.
+    let bad_schema = chat(
+        "x",
+        json!({"response_format": {"type": "json_schema", "json_schema": {"name": "b", "schema": {"type": "object", "properties": {"a": {"type": "strin"}}}}}}),
+    );
+    let error = error_of(&post("/v1/chat/completions", &bad_schema.to_string()), 400);
+    assert!(
+        error["message"].as_str().unwrap().contains("/properties/a"),
+        "{error}"
+    );
+    assert_eq!(error["param"], "response_format");
+    // 400: an unsupported keyword, named.
+    let unsupported = chat(
+        "x",
+        json!({"response_format": {"type": "json_schema", "json_schema": {"name": "u", "schema": {"type": "object", "propertyNames": {"maxLength": 3}}}}}),
+    );
+    let error = error_of(&post("/v1/chat/completions", &unsupported.to_string()), 400);
+    assert_eq!(error["code"], "unsupported:propertyNames", "{error}");
+    // 400: a grammar error with line:column.
+    let error = error_of(
+        &post(
+            "/completion",
+            &json!({"prompt": "x", "grammar": "root ::= (\"a\""}).to_string(),
+        ),
+        400,
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("1:10"),
+        "{error}"
+    );
+    // 400: two constraints at once.
+    let both =
+        json!({"prompt": "x", "grammar": "root ::= \"a\"", "json_schema": {"type": "string"}});
+    assert_eq!(
+        error_of(&post("/completion", &both.to_string()), 400)["code"],
+        "conflicting_constraints"
+    );
+    // 400: a prompt longer than the context.
+    let long = chat(&"word ".repeat(100), json!({}));
+    assert_eq!(
+        error_of(&post("/v1/chat/completions", &long.to_string()), 400)["code"],
+        "context_length_exceeded"
+    );
+    // 400: a bad `domino` option.
+    let bad_option = json!({"prompt": "x", "domino": {"method": "magic"}});
+    assert_eq!(
+        error_of(&post("/completion", &bad_option.to_string()), 400)["param"],
+        "domino.method"
+    );
+    // Past --timeout the partial result comes back, flagged.
+    let r = post(
+        "/completion",
+        &json!({"prompt": "Once upon a time", "n_predict": 40, "temperature": 0}).to_string(),
+    );
+    let body = r.json();
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["timed_out"], true, "{body}");
+    assert!(body["tokens_predicted"].as_u64().unwrap() < 40, "{body}");
+    // The server is still up.
+    assert_eq!(s.get("/health").status, 200);
+}
+
+#[test]
+fn tokenize_detokenize_models_and_metrics() {
+    let s = Server::start(&["--alias", "smol"]);
+    let tokens = s
+        .post("/tokenize", &json!({"content": "Hello world"}))
+        .json()["tokens"]
+        .clone();
+    assert!(tokens.as_array().unwrap().len() >= 2, "{tokens}");
+    let text = s.post("/detokenize", &json!({"tokens": tokens})).json()["content"].clone();
+    assert_eq!(text, "Hello world");
+    let pieces = s
+        .post(
+            "/tokenize",
+            &json!({"content": "Hello world", "with_pieces": true}),
+        )
+        .json();
+    let joined: String = pieces["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["piece"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, "Hello world");
+    let models = s.get("/v1/models").json();
+    assert_eq!(models["object"], "list");
+    assert_eq!(models["data"][0]["id"], "smol");
+    let r = s.get("/metrics");
+    assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+    assert!(
+        r.body.contains("# TYPE domino_requests_total counter"),
+        "{}",
+        r.body
+    );
+}
