@@ -72,6 +72,7 @@ impl ModelConfig {
             model.name(),
             start.elapsed().as_secs_f64() * 1000.0
         );
+        crate::log!(1, "{}", model.offload());
         Ok(model)
     }
 

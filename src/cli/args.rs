@@ -174,8 +174,9 @@ pub struct ModelArgs {
     /// oversubscription (measured: 2 threads < 1 token/s vs 1 thread 17 tokens/s at load 13 on 2 cores).
     #[arg(short = 't', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
-    /// Layers to offload to the GPU [default: all in GPU builds (--features cuda|vulkan|metal), else 0]
-    /// (llama.cpp's `-ngl` is accepted too)
+    /// Layers to offload to the GPU, as llama-cli's `-ngl N` (also accepted, as is `--ngl`);
+    /// 0 keeps the model on the CPU [default: all in GPU builds (--features cuda|vulkan|metal),
+    /// else 0]
     #[arg(long, visible_alias = "ngl", value_name = "N")]
     pub n_gpu_layers: Option<u32>,
 }

@@ -35,7 +35,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(
     name = "domino",
-    version,
+    version = version_text(),
     propagate_version = true,
     max_term_width = 100
 )]
@@ -117,6 +117,20 @@ pub fn rewrite_llama_flags(
         out.push(rewritten.map(Into::into).unwrap_or(arg));
     }
     out
+}
+
+/// `domino --version`: domino's version, the llama.cpp it runs and the backends compiled in
+/// (`cpu`, then each GPU feature: `cuda`, `vulkan`, `metal`).
+pub fn version_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "{}\nllama.cpp: {}\nbackends: {}",
+            env!("CARGO_PKG_VERSION"),
+            crate::runtime::device::llama_cpp_version(),
+            crate::runtime::device::compiled_backends().join(", ")
+        )
+    })
 }
 
 pub fn main() -> ExitCode {
@@ -283,5 +297,72 @@ mod tests {
     fn clap_definitions_are_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(rewrite_llama_flags(args.iter().map(Into::into)))
+    }
+
+    fn n_gpu_layers(cli: &Cli) -> Option<u32> {
+        match &cli.command {
+            Command::Generate(a) => a.model.n_gpu_layers,
+            Command::Repl(a) => a.model.n_gpu_layers,
+            Command::Perplexity(a) => a.model.n_gpu_layers,
+            Command::Eval(_) => Some(u32::MAX), // checked through Debug below
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn ngl_is_accepted_in_every_spelling_and_command() {
+        for spelling in [
+            &["-ngl", "7"][..],
+            &["-ngl=7"][..],
+            &["--ngl", "7"][..],
+            &["--n-gpu-layers", "7"][..],
+            &["--n-gpu-layers=7"][..],
+        ] {
+            for command in [
+                &["generate", "x"][..],
+                &["repl"][..],
+                &["perplexity", "f.txt"][..],
+            ] {
+                let args: Vec<&str> = ["domino"]
+                    .iter()
+                    .chain(command)
+                    .chain(spelling)
+                    .copied()
+                    .collect();
+                let cli = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(n_gpu_layers(&cli), Some(7), "{args:?}");
+            }
+            let args: Vec<&str> = ["domino", "eval", "gsm8k"]
+                .iter()
+                .chain(spelling)
+                .copied()
+                .collect();
+            let cli = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert!(
+                format!("{cli:?}").contains("n_gpu_layers: Some(7)"),
+                "{args:?}"
+            );
+        }
+        let cli = parse(&["domino", "generate", "x"]).unwrap();
+        assert_eq!(n_gpu_layers(&cli), None);
+    }
+
+    #[test]
+    fn ngl_after_a_double_dash_is_left_alone() {
+        let args = rewrite_llama_flags(["domino", "-ngl", "--", "-ngl"].map(Into::into));
+        assert_eq!(args, ["domino", "--n-gpu-layers", "--", "-ngl"]);
+    }
+
+    #[test]
+    fn the_version_names_llama_cpp_and_the_backends() {
+        let text = version_text();
+        assert!(text.contains("llama.cpp: llama-cpp-sys-2 "), "{text}");
+        let backends = text.lines().last().unwrap();
+        assert!(backends.starts_with("backends: cpu"), "{text}");
+        assert_eq!(backends.contains("vulkan"), cfg!(feature = "vulkan"));
     }
 }

@@ -19,14 +19,18 @@
 //! the next `decode` or `truncate`.
 //!
 //! GPU offload: the cargo features `cuda`, `vulkan` and `metal` build llama.cpp with that
-//! backend; [`ModelOptions::default`] then offloads every layer.
+//! backend; [`ModelOptions::default`] then offloads every layer, [`Model::offload`] says
+//! where they went, and a GPU build with no usable device falls back to the CPU with a
+//! warning ([`device`]).
 
+pub mod device;
 mod grammar;
 mod model;
 mod session;
 
 pub use grammar::LlamaGrammar;
 
+pub use device::{Device, Offload};
 pub use model::{ChatMessage, Model, ModelOptions, load_vocabulary};
 pub use session::{LogitsAt, Session, SessionOptions, physical_cores};
 

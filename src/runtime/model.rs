@@ -7,6 +7,7 @@
 //! bytes). Control, unused and unknown tokens get empty bytes and are special; every id for
 //! which `llama_vocab_is_eog` holds is an end-of-generation token.
 
+use super::device::{CpuReason, Offload, gpu_devices};
 use super::{RuntimeError, Session, SessionOptions, backend};
 use crate::vocab::{TokenId, Tokenize, Vocabulary};
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -65,6 +66,7 @@ impl ChatMessage {
 pub struct Model {
     inner: Arc<LlamaModel>,
     path: PathBuf,
+    offload: Offload,
     vocabulary: OnceLock<Arc<Vocabulary>>,
 }
 
@@ -133,20 +135,65 @@ fn load_llama_model(path: &Path, params: &LlamaModelParams) -> Result<LlamaModel
 
 impl Model {
     /// Load the weights and vocabulary of a GGUF file.
+    ///
+    /// In a GPU build `options.n_gpu_layers` layers go to the GPU devices llama.cpp found;
+    /// with none found the model runs on the CPU and a warning goes to stderr. With
+    /// `n_gpu_layers == 0` no GPU device is used at all (weights, KV cache and compute on
+    /// the CPU). [`Model::offload`] says what happened.
     pub fn load(path: impl AsRef<Path>, options: ModelOptions) -> Result<Model, RuntimeError> {
         let path = path.as_ref();
-        let n_gpu_layers = if super::GPU_BUILD {
+        let requested = if super::GPU_BUILD {
             options.n_gpu_layers
         } else {
             0
         };
-        let params = LlamaModelParams::default().with_n_gpu_layers(n_gpu_layers);
+        let (devices, cpu_reason) = if !super::GPU_BUILD {
+            (Vec::new(), Some(CpuReason::CpuBuild))
+        } else if requested == 0 {
+            (Vec::new(), Some(CpuReason::NoLayersRequested))
+        } else {
+            check_gguf(path)?;
+            let devices = gpu_devices()?;
+            if devices.is_empty() {
+                eprintln!(
+                    "warning: built with GPU offload ({}) but llama.cpp found no usable GPU device: \
+                     running on the CPU (pass --n-gpu-layers 0 to silence this; a software Vulkan \
+                     device is used only when GGML_VK_VISIBLE_DEVICES names it)",
+                    super::device::compiled_backends()[1..].join(", ")
+                );
+                (devices, Some(CpuReason::NoDevice))
+            } else {
+                (devices, None)
+            }
+        };
+        let n_gpu_layers = if devices.is_empty() { 0 } else { requested };
+        let mut params = LlamaModelParams::default().with_n_gpu_layers(n_gpu_layers);
+        if super::GPU_BUILD && n_gpu_layers == 0 {
+            // No devices at all (an empty, null-terminated list): nothing touches the GPU.
+            params = params
+                .with_devices(&[])
+                .map_err(|e| RuntimeError::Backend(e.to_string()))?;
+        }
         let inner = load_llama_model(path, &params)?;
+        let total = inner.n_layer() + 1;
+        let layers = n_gpu_layers.min(total);
+        let offload = Offload {
+            layers,
+            total,
+            devices: if layers > 0 { devices } else { Vec::new() },
+            cpu_reason,
+        };
         Ok(Model {
             inner: Arc::new(inner),
             path: path.to_path_buf(),
+            offload,
             vocabulary: OnceLock::new(),
         })
+    }
+
+    /// Where the model's layers are (GPU devices and how many layers, or why the CPU).
+    pub fn offload(&self) -> &Offload {
+        &self.offload
     }
 
     pub fn path(&self) -> &Path {
