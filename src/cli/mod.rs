@@ -360,7 +360,8 @@ mod tests {
     #[test]
     fn the_version_names_llama_cpp_and_the_backends() {
         let text = version_text();
-        assert!(text.contains("llama.cpp: llama-cpp-sys-2 "), "{text}");
+        assert!(text.contains("llama.cpp: llama-cpp-2 "), "{text}");
+        assert!(text.contains("(llama-cpp-sys-2 "), "{text}");
         let backends = text.lines().last().unwrap();
         assert!(backends.starts_with("backends: cpu"), "{text}");
         assert_eq!(backends.contains("vulkan"), cfg!(feature = "vulkan"));

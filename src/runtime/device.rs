@@ -9,10 +9,6 @@
 use super::{RuntimeError, backend};
 use llama_cpp_2::{LlamaBackendDeviceType, list_llama_ggml_backend_devices};
 
-/// The version of `llama-cpp-sys-2`, the crate that vendors llama.cpp (kept equal to
-/// Cargo.lock's by a unit test: the vendored llama.cpp carries no build number of its own).
-pub const LLAMA_CPP_SYS_VERSION: &str = "0.1.161";
-
 /// The llama.cpp backends compiled into this binary: `cpu`, then each GPU feature.
 pub fn compiled_backends() -> Vec<&'static str> {
     let mut backends = vec!["cpu"];
@@ -42,7 +38,7 @@ pub fn llama_cpp_version() -> String {
     };
     let ggml = cstr(unsafe { llama_cpp_sys_2::ggml_version() });
     let commit = cstr(unsafe { llama_cpp_sys_2::ggml_commit() });
-    let mut version = format!("llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION} (ggml {ggml}");
+    let mut version = format!("{} (ggml {ggml}", super::LLAMA_CPP_VERSION);
     if !commit.is_empty() && commit != "unknown" {
         version.push_str(&format!(", commit {commit}"));
     }
@@ -149,20 +145,6 @@ impl std::fmt::Display for Offload {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_llama_cpp_sys_version_matches_cargo_lock() {
-        let lock = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.lock"))
-            .expect("Cargo.lock");
-        let version = lock
-            .split("\n[[package]]\n")
-            .find(|p| p.starts_with("name = \"llama-cpp-sys-2\"\n"))
-            .and_then(|p| p.lines().nth(1))
-            .and_then(|l| l.strip_prefix("version = \""))
-            .and_then(|v| v.strip_suffix('"'))
-            .expect("llama-cpp-sys-2 in Cargo.lock");
-        assert_eq!(version, LLAMA_CPP_SYS_VERSION);
-    }
 
     #[test]
     fn cpu_is_always_compiled_in() {
