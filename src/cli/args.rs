@@ -74,7 +74,8 @@ pub struct ConstraintArgs {
     /// Warn about unsupported schema keywords and ignore them instead of failing.
     #[arg(long)]
     pub lenient: bool,
-    /// Unknown schema keywords (typos such as `maxLenght`) are errors, not warnings.
+    /// Warnings become errors: an unknown schema keyword (a typo such as `maxLenght`) exits
+    /// 2; in `generate`, a constrained output cut by the token limit exits 3.
     #[arg(long)]
     pub strict: bool,
 }

@@ -275,7 +275,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     }
     progress.finish();
     decoder.save_draft_stats()?;
-    if args.strict && incomplete > 0 {
+    if args.decode.constraint.strict && incomplete > 0 {
         return Err(crate::diag::Incomplete(format!(
             "{incomplete} of {} batch outputs were cut short by the token limit (-n {})",
             todo.len(),

@@ -54,10 +54,6 @@ pub struct GenerateArgs {
     /// Output: streamed text, or one JSON object.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text, help_heading = "Output")]
     pub format: OutputFormat,
-    /// A constrained output cut by the token limit is an error (exit code 3) instead of a
-    /// warning.
-    #[arg(long, help_heading = "Output")]
-    pub strict: bool,
     #[command(flatten)]
     pub batch: crate::cli::batch::BatchArgs,
     #[command(flatten)]
@@ -289,5 +285,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         s.forward_passes
     );
     let constrained = decode_config.source.is_some();
-    check_complete(constrained, &result, args.max_tokens, args.strict, "")
+    check_complete(
+        constrained,
+        &result,
+        args.max_tokens,
+        args.decode.constraint.strict,
+        "",
+    )
 }
