@@ -46,7 +46,7 @@ mod tests {
         );
         assert_eq!(
             sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9c8eb6e21def07f2d4"
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
 
