@@ -737,7 +737,7 @@ fn resume_with_other_data_stops_naming_it() {
         provenance["llama_cpp"]
             .as_str()
             .unwrap()
-            .starts_with("llama-cpp-sys-2 ")
+            .starts_with("llama-cpp-2 ")
     );
 
     opts.resume = true;
