@@ -308,8 +308,8 @@ fn formats_follow_their_rfcs() {
     let l63 = "a".repeat(63);
     let l64 = "a".repeat(64);
     let l27 = "b".repeat(27);
-    let long9 = vec![l27.as_str(); 9].join(".");
-    let too_long = vec![l63.as_str(); 4].join(".");
+    let long9 = [l27.as_str(); 9].join(".");
+    let too_long = [l63.as_str(); 4].join(".");
     let ok63 = format!("\"{l63}.com\"");
     let ok_many = format!("\"{long9}\"");
     let bad64 = format!("\"{l64}.com\"");
