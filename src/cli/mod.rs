@@ -84,6 +84,7 @@ pub const LLAMA_FLAGS: &[(&str, &str)] = &[
     ("-sys", "--system-prompt"),
     ("-ngl", "--n-gpu-layers"),
     ("-np", "--parallel"),
+    ("-cnv", "--conversation"),
 ];
 
 /// The command line with [`LLAMA_FLAGS`] rewritten.
@@ -203,6 +204,10 @@ mod tests {
         assert_eq!(
             rewrite(&["domino", "serve", "-np", "4"]),
             ["domino", "serve", "--parallel", "4"]
+        );
+        assert_eq!(
+            rewrite(&["domino", "repl", "-cnv"]),
+            ["domino", "repl", "--conversation"]
         );
         // Values and anything after `--` are left alone; so are look-alikes.
         assert_eq!(
