@@ -695,7 +695,9 @@ pub fn accuracy_chart(report: &TaskReport) -> BarChart {
     BarChart {
         title: format!(
             "{} — {} ({} samples)",
-            report.dataset, report.model, report.samples
+            report.dataset,
+            super::svg::model_label(&report.model),
+            report.samples
         ),
         y_label: "rate".into(),
         categories: report
@@ -707,6 +709,7 @@ pub fn accuracy_chart(report: &TaskReport) -> BarChart {
         y_max: Some(1.0),
         reference_line: None,
         decimals: 2,
+        ranges: Vec::new(),
     }
 }
 

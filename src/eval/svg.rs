@@ -2,7 +2,8 @@
 //!
 //! One group of bars per category (a method, a workload), one bar per series (accuracy and
 //! well-formed rate, or one bar per method), a labelled y axis from 0, an optional dashed
-//! reference line (1.0× for throughput ratios), the value printed above each bar, and a legend.
+//! reference line (1.0× for throughput ratios), the value printed above each bar, optional
+//! min–max error bars (the spread over repetitions behind a median), and a legend.
 //! Missing values leave a gap. Text is XML-escaped. The output is deterministic.
 
 use std::fmt::Write;
@@ -26,6 +27,19 @@ pub struct BarChart {
     pub reference_line: Option<f64>,
     /// Format of the value labels: decimals shown.
     pub decimals: usize,
+    /// Optional error bars: per series (same order as `series`), per category, the (min, max)
+    /// around the bar's value. Empty or `None` = no bar.
+    pub ranges: Vec<Vec<Option<(f64, f64)>>>,
+}
+
+/// A model's display name: its file name without the `.gguf` extension
+/// (`SmolLM2-135M-Instruct.Q4_1.gguf` → `SmolLM2-135M-Instruct.Q4_1`).
+pub fn model_label(name: &str) -> &str {
+    let cut = name.len().saturating_sub(".gguf".len());
+    match name.get(cut..) {
+        Some(ext) if cut > 0 && ext.eq_ignore_ascii_case(".gguf") => &name[..cut],
+        _ => name,
+    }
 }
 
 /// Escape text for SVG content and attributes.
@@ -67,8 +81,9 @@ impl BarChart {
         let group_gap = 28.0;
         let group_width = bar_width * series_count as f64 + group_gap;
         let (left, right, top, bottom) = (70.0, 20.0, 50.0, 90.0);
-        // Wide enough for the bars and for the title (about 8 px per character at 15 px).
-        let title_width = self.title.chars().count() as f64 * 8.0;
+        // Wide enough for the bars and for the title: at 15 px a sans-serif character averages
+        // under 9 px (capitals and wide glyphs included), plus a margin on each side.
+        let title_width = self.title.chars().count() as f64 * 9.0 + 40.0;
         let plot_width = (group_width * group_count as f64)
             .max(300.0)
             .max(title_width - left - right);
@@ -77,11 +92,23 @@ impl BarChart {
         let legend_height = 18.0 * series_count as f64;
         let height = top + plot_height + bottom + legend_height;
 
+        let range = |si: usize, ci: usize| -> Option<(f64, f64)> {
+            self.ranges
+                .get(si)
+                .and_then(|r| r.get(ci))
+                .copied()
+                .flatten()
+        };
+        let range_max = self
+            .ranges
+            .iter()
+            .flat_map(|r| r.iter().flatten().map(|&(_, hi)| hi))
+            .fold(0.0f64, f64::max);
         let data_max = self
             .series
             .iter()
             .flat_map(|(_, v)| v.iter().flatten().copied())
-            .fold(0.0f64, f64::max);
+            .fold(range_max, f64::max);
         let y_max = self.y_max.unwrap_or_else(|| {
             nice_ceiling(data_max.max(self.reference_line.unwrap_or(0.0)) * 1.1)
         });
@@ -157,11 +184,29 @@ impl BarChart {
                         format_value(*v, self.decimals)
                     ))
                 );
+                let mid = x + (bar_width - 2.0) / 2.0;
+                let mut label_y = y;
+                if let Some((lo, hi)) = range(si, ci) {
+                    let (y_lo, y_hi) = (y_of(lo), y_of(hi));
+                    label_y = label_y.min(y_hi);
+                    let _ = writeln!(
+                        s,
+                        r##"<g stroke="#333"><title>{}</title><line x1="{mid:.1}" y1="{y_lo:.1}" x2="{mid:.1}" y2="{y_hi:.1}"/><line x1="{:.1}" y1="{y_lo:.1}" x2="{:.1}" y2="{y_lo:.1}"/><line x1="{:.1}" y1="{y_hi:.1}" x2="{:.1}" y2="{y_hi:.1}"/></g>"##,
+                        escape(&format!(
+                            "{category} — {series_name}: min {}, max {}",
+                            format_value(lo, self.decimals),
+                            format_value(hi, self.decimals)
+                        )),
+                        mid - 4.0,
+                        mid + 4.0,
+                        mid - 4.0,
+                        mid + 4.0
+                    );
+                }
                 let _ = writeln!(
                     s,
-                    r#"<text x="{:.1}" y="{:.1}" font-size="9" text-anchor="middle">{}</text>"#,
-                    x + (bar_width - 2.0) / 2.0,
-                    y - 3.0,
+                    r#"<text x="{mid:.1}" y="{:.1}" font-size="9" text-anchor="middle">{}</text>"#,
+                    label_y - 3.0,
                     format_value(*v, self.decimals)
                 );
             }
@@ -222,6 +267,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn error_bars_are_drawn_and_raise_the_axis() {
+        let chart = BarChart {
+            title: "t".into(),
+            categories: vec!["json".into(), "xml".into()],
+            series: vec![("domino".into(), vec![Some(1.0), Some(0.9)])],
+            ranges: vec![vec![Some((0.8, 2.4)), None]],
+            reference_line: Some(1.0),
+            decimals: 2,
+            ..BarChart::default()
+        };
+        let svg = chart.render();
+        assert!(svg.contains("json — domino: min 0.80, max 2.40"), "{svg}");
+        assert_eq!(svg.matches("min ").count(), 1, "one error bar: {svg}");
+        // The axis reaches past the whisker (2.4 * 1.1 rounded up to a nice number).
+        assert!(svg.contains(">3<") || svg.contains(">2.5<"), "{svg}");
+    }
+
+    #[test]
+    fn model_labels_drop_the_gguf_extension() {
+        assert_eq!(
+            model_label("SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "SmolLM2-135M-Instruct.Q4_1"
+        );
+        assert_eq!(model_label("gemma.GGUF"), "gemma");
+        assert_eq!(model_label("fake-model"), "fake-model");
+        assert_eq!(model_label(".gguf"), ".gguf");
+    }
+
+    #[test]
+    fn long_titles_widen_the_chart() {
+        let title = "Throughput relative to unconstrained — a model with a long name".repeat(2);
+        let chart = BarChart {
+            title: title.clone(),
+            categories: vec!["a".into()],
+            series: vec![("s".into(), vec![Some(1.0)])],
+            ..BarChart::default()
+        };
+        let svg = chart.render();
+        let width: f64 = svg
+            .split("width=\"")
+            .nth(1)
+            .and_then(|w| w.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap();
+        assert!(width >= title.chars().count() as f64 * 9.0, "{width}");
+    }
+
+    #[test]
     fn renders_bars_legend_and_escapes() {
         let chart = BarChart {
             title: "A & B".into(),
@@ -234,6 +327,7 @@ mod tests {
             y_max: Some(1.0),
             reference_line: Some(1.0),
             decimals: 2,
+            ranges: Vec::new(),
         };
         let svg = chart.render();
         assert!(svg.starts_with("<svg"));

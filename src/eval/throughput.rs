@@ -672,7 +672,10 @@ pub fn render_throughput_markdown(report: &ThroughputReport, methods: &[Method])
 /// The throughput ratio chart: one group per workload, one bar per method.
 pub fn throughput_chart(report: &ThroughputReport, methods: &[Method]) -> BarChart {
     BarChart {
-        title: format!("Throughput relative to unconstrained — {}", report.model),
+        title: format!(
+            "Throughput relative to unconstrained — {}",
+            super::svg::model_label(&report.model)
+        ),
         y_label: "tokens/s ÷ none (median)".into(),
         categories: report.workloads.iter().map(|(n, _)| n.clone()).collect(),
         series: methods
@@ -695,6 +698,23 @@ pub fn throughput_chart(report: &ThroughputReport, methods: &[Method]) -> BarCha
         y_max: None,
         reference_line: Some(1.0),
         decimals: 2,
+        // Whiskers: the min–max ratio over the repetitions behind each median.
+        ranges: methods
+            .iter()
+            .map(|&m| {
+                report
+                    .workloads
+                    .iter()
+                    .map(|(n, _)| {
+                        report
+                            .summaries
+                            .iter()
+                            .find(|x| &x.workload == n && x.method == m)
+                            .and_then(|x| x.ratio_to_none.map(|r| (r.min, r.max)))
+                    })
+                    .collect()
+            })
+            .collect(),
     }
 }
 
