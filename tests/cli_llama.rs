@@ -105,6 +105,25 @@ fn truncation_warns_and_strict_exits_3() {
 }
 
 #[test]
+fn n_minus_one_means_no_limit_but_the_context() {
+    // -1 (llama-cli): the grammar or the context ends it. A full context is named as such.
+    let (v, _) = json_of(generate().args(["--regex", "[a-z]{3}", "-p", "Word:", "-n", "-1"]));
+    assert_eq!(v["finish_reason"], "grammar_end", "{v}");
+    let out = generate()
+        .args([
+            "--json", "-p", "JSON:", "-n", "-1", "-c", "24", "--format", "json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Greedy on the default model: 23 tokens fill the 24-position context mid-object.
+    assert_eq!(v["complete"], false, "{v}");
+    assert!(err.contains("the context filled up"), "{err}");
+}
+
+#[test]
 fn llama_cli_prompt_context_and_prediction_flags() {
     let (v, _) = json_of(generate().args([
         "-p",

@@ -41,13 +41,15 @@ pub struct GenerateArgs {
     /// Wrap the prompt in the model's chat template as one user turn.
     #[arg(long, help_heading = "Prompt")]
     pub chat: bool,
-    /// Maximum number of tokens to generate.
+    /// Maximum number of tokens to generate; -1 = no limit but the context (as llama-cli).
     #[arg(
         short = 'n',
         long,
         visible_alias = "n-predict",
         value_name = "N",
         default_value_t = 256,
+        value_parser = parse_max_tokens,
+        allow_negative_numbers = true,
         help_heading = "Output"
     )]
     pub max_tokens: usize,
@@ -159,6 +161,16 @@ pub fn prompt_tokens(
     })
 }
 
+/// `-n N`: a token count, or `-1` for no limit but the context (llama-cli's meaning).
+pub fn parse_max_tokens(s: &str) -> Result<usize, String> {
+    if s.trim() == "-1" {
+        return Ok(usize::MAX);
+    }
+    s.trim().parse::<usize>().map_err(|_| {
+        format!("`{s}` is not a token count (a whole number >= 0, or -1 for no limit)")
+    })
+}
+
 /// Say so, loudly, when the token limit cut a constrained output short: the output is not a
 /// whole document of the grammar (a JSON object missing its closing brace, say). A warning on
 /// stderr, or with `strict` an [`Incomplete`](crate::diag::Incomplete) error (exit code 3).
@@ -172,10 +184,19 @@ pub fn check_complete(
     if !constrained || result.finish_reason != FinishReason::Length {
         return Ok(());
     }
-    let message = format!(
-        "{what}the token limit ({max_tokens}, -n) cut the output short before the grammar was \
-         complete: it is not a valid document; raise -n/--max-tokens"
-    );
+    // Length means the token limit or, before it, a full context.
+    let message = if result.tokens.len() < max_tokens {
+        format!(
+            "{what}the context filled up after {} generated tokens, before the grammar was \
+             complete: it is not a valid document; raise -c/--ctx-size",
+            result.tokens.len()
+        )
+    } else {
+        format!(
+            "{what}the token limit ({max_tokens}, -n) cut the output short before the grammar \
+             was complete: it is not a valid document; raise -n/--max-tokens"
+        )
+    };
     if strict {
         return Err(crate::diag::Incomplete(message).into());
     }
@@ -292,4 +313,18 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         args.decode.constraint.strict,
         "",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_max_tokens;
+
+    #[test]
+    fn max_tokens_takes_counts_and_minus_one() {
+        assert_eq!(parse_max_tokens("7"), Ok(7));
+        assert_eq!(parse_max_tokens("0"), Ok(0));
+        assert_eq!(parse_max_tokens("-1"), Ok(usize::MAX));
+        assert!(parse_max_tokens("-2").is_err());
+        assert!(parse_max_tokens("x").is_err());
+    }
 }
