@@ -268,6 +268,54 @@ pub struct ThroughputConfig {
     pub warmup: usize,
     pub max_tokens: usize,
     pub temperature: f32,
+    /// SHA-256 of the model file (None: a backend without one, as in tests). Runs recorded
+    /// before it existed read as empty and cannot be resumed by a build that records it.
+    #[serde(default)]
+    pub model_sha256: Option<String>,
+    /// The domino commit and llama.cpp version of the build that measured (as `run.json`).
+    #[serde(default)]
+    pub domino_commit: String,
+    #[serde(default)]
+    pub llama_cpp: String,
+}
+
+impl ThroughputConfig {
+    /// The first field that differs from `now`, as `(name, recorded, now)`.
+    fn difference(&self, now: &ThroughputConfig) -> Option<(&'static str, String, String)> {
+        let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+        [
+            ("model", self.model.clone(), now.model.clone()),
+            (
+                "model file (SHA-256)",
+                opt(&self.model_sha256),
+                opt(&now.model_sha256),
+            ),
+            ("seed", self.seed.to_string(), now.seed.to_string()),
+            ("warm-up", self.warmup.to_string(), now.warmup.to_string()),
+            (
+                "max tokens",
+                self.max_tokens.to_string(),
+                now.max_tokens.to_string(),
+            ),
+            (
+                "temperature",
+                self.temperature.to_string(),
+                now.temperature.to_string(),
+            ),
+            (
+                "domino commit",
+                self.domino_commit.clone(),
+                now.domino_commit.clone(),
+            ),
+            (
+                "llama.cpp version",
+                self.llama_cpp.clone(),
+                now.llama_cpp.clone(),
+            ),
+        ]
+        .into_iter()
+        .find(|(_, a, b)| a != b)
+    }
 }
 
 fn check_or_write_config(
@@ -280,9 +328,9 @@ fn check_or_write_config(
             .with_context(|| format!("cannot read {}", path.display()))?;
         let previous: ThroughputConfig = serde_json::from_str(&text)
             .with_context(|| format!("{} is not a throughput run configuration", path.display()))?;
-        if &previous != config {
+        if let Some((what, old, new)) = previous.difference(config) {
             bail!(UsageError(format!(
-                "cannot resume: the run in {} used {previous:?}, this one {config:?}",
+                "cannot resume: the {what} differs from the run in {}: it recorded {old}, now {new}",
                 path.parent().unwrap_or(path).display()
             )));
         }
@@ -409,12 +457,22 @@ pub fn run_throughput(
     }
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
+    let model_sha256 = backend
+        .model_path()
+        .map(|p| {
+            super::digest::sha256_file(&p)
+                .with_context(|| format!("cannot read the model {} to digest it", p.display()))
+        })
+        .transpose()?;
     let config = ThroughputConfig {
         model: backend.model_name(),
         seed: opts.seed,
         warmup,
         max_tokens,
         temperature,
+        model_sha256,
+        domino_commit: env!("DOMINO_COMMIT").to_string(),
+        llama_cpp: crate::runtime::LLAMA_CPP_VERSION.to_string(),
     };
     check_or_write_config(&out_dir.join("throughput_run.json"), &config, opts.resume)?;
     let path = out_dir.join("throughput.jsonl");
