@@ -85,8 +85,11 @@
 
 pub mod earley;
 pub mod persist;
+pub mod token_constraint;
 pub mod tree;
 pub mod trie;
+
+pub use token_constraint::TokenConstraint;
 
 use crate::grammar::ir;
 use crate::hash::Fnv1a;
