@@ -255,6 +255,55 @@ fn concurrent_requests_all_finish_valid() {
     );
 }
 
+/// Continuous batching: two busy slots are decoded in the same forward passes, and what a
+/// slot generates does not depend on its neighbour (greedy: the same text alone and beside
+/// another request).
+#[test]
+fn slots_share_forward_passes_and_do_not_change_each_others_output() {
+    let s = Server::start(&["--parallel", "2"]);
+    let request = |prompt: &str, max_tokens: u32| {
+        chat(
+            prompt,
+            json!({"temperature": 0.0, "max_tokens": max_tokens}),
+        )
+    };
+    let text = |r: &server::Response| {
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let alone = text(&s.post("/v1/chat/completions", &request("Count from 1 to 10.", 24)));
+    let counter = |m: &str, name: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix(&format!("domino_{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {m}"))
+    };
+    let before = s.get("/metrics").body;
+    let (beside, _) = std::thread::scope(|scope| {
+        let a = scope
+            .spawn(|| text(&s.post("/v1/chat/completions", &request("Count from 1 to 10.", 24))));
+        let b = scope.spawn(|| {
+            text(&s.post(
+                "/v1/chat/completions",
+                &request("Write a short poem about the sea.", 48),
+            ))
+        });
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!(beside, alone, "a neighbour changed a greedy output");
+    let after = s.get("/metrics").body;
+    let passes = counter(&after, "batch_passes_total") - counter(&before, "batch_passes_total");
+    let sequences =
+        counter(&after, "batch_sequences_total") - counter(&before, "batch_sequences_total");
+    assert!(
+        sequences > passes,
+        "no forward pass served both slots ({sequences} slot-passes in {passes} passes)"
+    );
+}
+
 #[test]
 fn a_full_queue_answers_503_and_a_disconnect_frees_the_slot() {
     let s = Server::start(&["--parallel", "1", "--queue", "0", "--timeout", "0"]);

@@ -28,7 +28,9 @@ use super::draft_model::DraftModel;
 use super::draft_policy::{DraftPolicy, DraftSource, DraftTuner};
 use super::opportunistic::Chooser;
 use super::sequence::{self, ChoiceRule, Sequence};
-use super::{Control, GenerationRequest, GenerationResult, Observer, Sampler, TokenEvent};
+use super::{
+    Control, GenerationRequest, GenerationResult, Observer, Sampler, SamplingConfig, TokenEvent,
+};
 use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::grammar::{CompileOptions, GrammarError, GrammarSource};
 use crate::runtime::{LlamaGrammar, Model, Session};
@@ -303,6 +305,24 @@ impl Decoder {
         }
     }
 
+    /// The choice rule of llama.cpp's grammar sampler for one request, owning everything it
+    /// uses (a server slot's run); `None` for other methods.
+    pub fn llama_grammar_rule(
+        &self,
+        model: &Model,
+        sampling: &SamplingConfig,
+    ) -> anyhow::Result<Option<ChoiceRule<'static>>> {
+        let Kind::LlamaGrammar { gbnf, root } = &self.kind else {
+            return Ok(None);
+        };
+        Ok(Some(ChoiceRule::LlamaGrammar {
+            grammar: LlamaGrammar::new(model, gbnf, root)?,
+            sampler: Sampler::new(sampling.clone()),
+            mask: TokenSet::new(model.vocabulary().len()),
+            stats: Default::default(),
+        }))
+    }
+
     /// One generation from `request.prompt` in `session`, calling `on_token(id, bytes)` for
     /// each output token as soon as it is chosen (an error from it stops generation).
     pub fn generate(
@@ -355,14 +375,14 @@ impl Decoder {
                 let opts = opts.clone();
                 let mut constraint = self.constraint(model)?.expect("engine kind");
                 let rule = ChoiceRule::Engine {
-                    constraint: &mut constraint,
+                    constraint: (&mut constraint).into(),
                     chooser: Chooser::new(
                         request.sampling.clone(),
                         vocab.len(),
                         opts.opportunistic,
                     ),
-                    drafts: &mut self.drafts,
-                    tuner: &mut self.tuner,
+                    drafts: (&mut self.drafts).into(),
+                    tuner: (&mut self.tuner).into(),
                     opts: opts.clone(),
                 };
                 let seq = Sequence::new(vocab, request, rule)?;

@@ -69,7 +69,7 @@ pub mod sequence;
 
 pub use constrained::EngineDecodeOptions;
 pub use sampler::{Sampler, SamplingConfig, log_softmax_at};
-pub use sequence::{ChoiceRule, Sequence};
+pub use sequence::{ChoiceRule, Held, Sequence, SequenceRun};
 
 use crate::runtime::Session;
 use crate::vocab::TokenId;

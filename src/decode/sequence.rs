@@ -12,10 +12,53 @@ use super::{
     TokenEvent, TokenSource, log_softmax_at,
 };
 use crate::engine::Constraint;
-use crate::runtime::{LlamaGrammar, LogitsAt, Session};
+use crate::runtime::{LlamaGrammar, LogitsAt, SequenceContext, Session};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// A value a [`ChoiceRule`] uses: borrowed from its caller (who keeps it afterwards — the
+/// REPL's constraint, a decoder's draft counts), or owned (a server slot's run, which lives
+/// as long as the request and outlives no caller's frame).
+pub enum Held<'c, T: ?Sized> {
+    Borrowed(&'c mut T),
+    Owned(Box<T>),
+}
+
+impl<T: ?Sized> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Held::Borrowed(r) => r,
+            Held::Owned(b) => b,
+        }
+    }
+}
+
+impl<T: ?Sized> std::ops::DerefMut for Held<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        match self {
+            Held::Borrowed(r) => r,
+            Held::Owned(b) => b,
+        }
+    }
+}
+
+impl<'c, T: ?Sized> From<&'c mut T> for Held<'c, T> {
+    fn from(r: &'c mut T) -> Self {
+        Held::Borrowed(r)
+    }
+}
+
+impl<T> Held<'_, T> {
+    /// The value, when owned.
+    pub fn into_owned(self) -> Option<T> {
+        match self {
+            Held::Owned(b) => Some(*b),
+            Held::Borrowed(_) => None,
+        }
+    }
+}
 
 /// How a sequence chooses each token from the model's logits.
 pub enum ChoiceRule<'c> {
@@ -25,10 +68,10 @@ pub enum ChoiceRule<'c> {
     /// and draft policy (`opts.draft`), or forced text appended without the model
     /// (`opts.template`).
     Engine {
-        constraint: &'c mut Constraint,
+        constraint: Held<'c, Constraint>,
         chooser: Chooser,
-        drafts: &'c mut DraftModel,
-        tuner: &'c mut DraftTuner,
+        drafts: Held<'c, DraftModel>,
+        tuner: Held<'c, DraftTuner>,
         opts: EngineDecodeOptions,
     },
     /// llama.cpp's grammar sampler, used as llama.cpp's tools use it: sample from the raw
@@ -64,7 +107,7 @@ impl ChoiceRule<'_> {
                 chooser,
                 ..
             } => chooser
-                .choose(logits, *constraint, known_allowed)
+                .choose(logits, &mut **constraint, known_allowed)
                 .ok_or_else(|| anyhow::anyhow!("internal error: the grammar allows no token here")),
             ChoiceRule::LlamaGrammar {
                 grammar,
@@ -410,21 +453,27 @@ impl<'c> Sequence<'c> {
         }
     }
 
-    /// The result, with the statistics closed at `decode_start`.
-    fn finish(mut self, finish_reason: FinishReason, decode_start: Instant) -> GenerationResult {
+    /// The result, with the statistics closed at `decode_start`, and the rule (with what it
+    /// learned: draft counts, the draft policy's measurements).
+    fn finish(
+        mut self,
+        finish_reason: FinishReason,
+        decode_start: Instant,
+    ) -> (GenerationResult, ChoiceRule<'c>) {
         let c = self.rule.choice_stats();
         self.stats.finish_decode(self.tokens.len(), decode_start);
         self.stats.masks_computed = c.masks_computed;
         self.stats.mask_us_total = c.mask_us_total;
         self.stats.interventions = c.interventions;
-        GenerationResult {
+        let result = GenerationResult {
             tokens: self.tokens,
             bytes: self.bytes,
             logprobs: self.logprobs,
             intervened: self.intervened,
             finish_reason,
             stats: self.stats,
-        }
+        };
+        (result, self.rule)
     }
 }
 
@@ -440,76 +489,235 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-/// Decode `batch`, with logits at batch indices `need_from..` (at least the last one).
-fn decode_batch(
-    session: &mut Session<'_>,
-    batch: &[TokenId],
-    need_from: usize,
-    positions: &mut Vec<usize>,
-) -> anyhow::Result<()> {
-    let last = batch.len() - 1;
+/// Which logits a decode of `len` tokens needs: batch indices `need_from..` (at least the
+/// last one). `positions` is scratch space for the index list.
+pub fn logits_from(need_from: usize, len: usize, positions: &mut Vec<usize>) -> LogitsAt<'_> {
+    let last = len - 1;
     if need_from >= last {
-        session.decode(batch, LogitsAt::Last)?;
+        LogitsAt::Last
     } else if need_from == 0 {
-        session.decode(batch, LogitsAt::All)?;
+        LogitsAt::All
     } else {
         positions.clear();
         positions.extend(need_from..=last);
-        session.decode(batch, LogitsAt::Positions(positions))?;
+        LogitsAt::Positions(positions)
     }
-    Ok(())
 }
 
 /// Run `seq` to the end in `session`: the prompt (appended to whatever the session holds),
 /// then one step per forward pass (see the module doc of [`crate::decode`]).
 pub fn run(
     session: &mut Session<'_>,
-    mut seq: Sequence<'_>,
+    seq: Sequence<'_>,
     control: &Control,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<GenerationResult> {
-    let opts = seq.engine_opts();
-    seq.stop = StopMatcher::new(control.stop_strings());
-    let n_ctx = session.n_ctx();
+    let mut run = SequenceRun::new(seq, control);
     let mut positions = Vec::new();
-    let mut draft = Vec::with_capacity(opts.draft);
-    let mut guesses = Vec::with_capacity(opts.draft);
-
-    // The prompt, plus (template) the forced text the output starts with.
-    let start = Instant::now();
-    let mut batch: Vec<TokenId> = std::mem::take(&mut seq.prompt);
-    let n_prompt = batch.len();
-    if opts.template {
-        let room = n_ctx.saturating_sub(session.n_past() + batch.len());
-        seq.append_forced(&mut batch, room, observer)?;
-    }
-    let need_from = if seq.want_logprobs {
-        n_prompt - 1
-    } else {
-        batch.len() - 1
-    };
-    decode_batch(session, &batch, need_from, &mut positions)?;
-    seq.stats.forward_passes += 1;
-    for (i, lp) in seq.logprobs.iter_mut().enumerate() {
-        *lp = log_softmax_at(session.logits(n_prompt - 1 + i), batch[n_prompt + i]);
-    }
-    seq.stats.prompt_ms = ms_since(start);
-
-    let decode_start = Instant::now();
-    // Batch index of the logits for the next position.
-    let mut logits_at = batch.len() - 1;
-    // A token already chosen (at a rejected draft position) but not yet output.
-    let mut pending: Option<Choice> = None;
-    let finish_reason = 'steps: loop {
-        if let Some(reason) = seq.stop_before_step(control) {
-            break reason;
+    while let Some(need_from) = run.next(session, control, observer)? {
+        let len = run.batch().len();
+        let pass_start = Instant::now();
+        session.decode(run.batch(), logits_from(need_from, len, &mut positions))?;
+        if run.times_passes() {
+            // Reading the last logits waits for an asynchronous (GPU) backend.
+            let _ = session.try_logits(len - 1);
+            run.observe_pass(ms_since(pass_start));
         }
-        let choice = match pending.take() {
+    }
+    Ok(run.finish())
+}
+
+/// Where a [`SequenceRun`] is between two forward passes.
+enum Phase {
+    /// Nothing decoded yet: the prompt is next.
+    Prompt,
+    /// The prompt (of this many tokens, then forced text) was decoded.
+    PromptDecoded { n_prompt: usize },
+    /// A step's batch (`n_fixed` tokens — the chosen one and forced text — then drafts) was
+    /// decoded; the drafts are verified next.
+    StepDecoded { n_fixed: usize },
+    /// Ended for this reason.
+    Done(FinishReason),
+}
+
+/// One generation as a state machine over forward passes, so that whoever owns the context
+/// decides how passes are made: [`run`] decodes each batch in a [`Session`] of its own; the
+/// server decodes the batches of several runs together in one pass of a shared context
+/// (continuous batching). Between two passes, [`SequenceRun::next`] does exactly what one
+/// iteration of the loop does: verify the drafts of the last pass, choose and output a
+/// token, and lay out the next batch (the token, forced text, drafts).
+pub struct SequenceRun<'c> {
+    seq: Sequence<'c>,
+    opts: EngineDecodeOptions,
+    phase: Phase,
+    /// The batch of the next (or latest) pass.
+    batch: Vec<TokenId>,
+    draft: Vec<TokenId>,
+    guesses: Vec<DraftGuess>,
+    /// Index of the first output token the latest batch's forced text produced.
+    first_forced_out: usize,
+    /// Batch index of the logits for the next position.
+    logits_at: usize,
+    /// A token already chosen (at a rejected draft position) but not yet output.
+    pending: Option<Choice>,
+    prompt_start: Instant,
+    decode_start: Instant,
+}
+
+impl<'c> SequenceRun<'c> {
+    /// A run of `seq` under `control`'s stop strings.
+    pub fn new(mut seq: Sequence<'c>, control: &Control) -> Self {
+        let opts = seq.engine_opts();
+        seq.stop = StopMatcher::new(control.stop_strings());
+        SequenceRun {
+            seq,
+            draft: Vec::with_capacity(opts.draft),
+            guesses: Vec::with_capacity(opts.draft),
+            opts,
+            phase: Phase::Prompt,
+            batch: Vec::new(),
+            first_forced_out: 0,
+            logits_at: 0,
+            pending: None,
+            prompt_start: Instant::now(),
+            decode_start: Instant::now(),
+        }
+    }
+
+    /// The tokens of the pass [`SequenceRun::next`] asked for.
+    pub fn batch(&self) -> &[TokenId] {
+        &self.batch
+    }
+
+    /// Whether the latest batch is a pass whose duration the draft policy's cost model
+    /// learns from (`[token, drafts…]`); report it with [`SequenceRun::observe_pass`].
+    pub fn times_passes(&mut self) -> bool {
+        matches!(self.phase, Phase::StepDecoded { n_fixed: 1 }) && self.seq.tuner().is_some()
+    }
+
+    /// The duration of the latest pass, when it ran for this sequence alone.
+    pub fn observe_pass(&mut self, ms: f64) {
+        let len = self.batch.len();
+        if let Some(tuner) = self.seq.tuner() {
+            tuner.cost.observe(len, ms);
+        }
+    }
+
+    /// Advance to the next forward pass: `Some(need_from)` when [`SequenceRun::batch`] is to be
+    /// decoded in `ctx` with logits at batch indices `need_from..`; `None` when the
+    /// generation has ended ([`SequenceRun::finish`]). `ctx` holds the logits of the
+    /// previous pass and is truncated where drafts were rejected.
+    pub fn next(
+        &mut self,
+        ctx: &mut dyn SequenceContext,
+        control: &Control,
+        observer: &mut dyn Observer,
+    ) -> anyhow::Result<Option<usize>> {
+        let seq = &mut self.seq;
+        match self.phase {
+            Phase::Done(_) => return Ok(None),
+            Phase::Prompt => {
+                // The prompt, plus (template) the forced text the output starts with.
+                self.prompt_start = Instant::now();
+                self.batch = std::mem::take(&mut seq.prompt);
+                let n_prompt = self.batch.len();
+                if self.opts.template {
+                    let room = ctx.n_ctx().saturating_sub(ctx.n_past() + self.batch.len());
+                    seq.append_forced(&mut self.batch, room, observer)?;
+                }
+                self.phase = Phase::PromptDecoded { n_prompt };
+                let need_from = if seq.want_logprobs {
+                    n_prompt - 1
+                } else {
+                    self.batch.len() - 1
+                };
+                return Ok(Some(need_from));
+            }
+            Phase::PromptDecoded { n_prompt } => {
+                seq.stats.forward_passes += 1;
+                for (i, lp) in seq.logprobs.iter_mut().enumerate() {
+                    *lp = log_softmax_at(ctx.logits(n_prompt - 1 + i), self.batch[n_prompt + i]);
+                }
+                seq.stats.prompt_ms = ms_since(self.prompt_start);
+                self.decode_start = Instant::now();
+                self.logits_at = self.batch.len() - 1;
+                self.pending = None;
+            }
+            Phase::StepDecoded { n_fixed } => {
+                seq.stats.forward_passes += 1;
+                if seq.want_logprobs {
+                    for (i, &t) in self.batch.iter().enumerate().take(n_fixed).skip(1) {
+                        seq.logprobs[self.first_forced_out + i - 1] =
+                            log_softmax_at(ctx.logits(i - 1), t);
+                    }
+                }
+                seq.stats.draft_proposed += self.draft.len();
+                self.logits_at = self.batch.len() - 1;
+                // Verify the drafts in order.
+                for (j, &d) in self.draft.iter().enumerate() {
+                    let unverified = self.draft.len() - j;
+                    if let Some(reason) = seq.stop_after_token(control) {
+                        ctx.truncate(ctx.n_past() - unverified)?;
+                        self.phase = Phase::Done(reason);
+                        return Ok(None);
+                    }
+                    let choice = seq.choose_at(ctx.logits(n_fixed - 1 + j), Some(d))?;
+                    let accepted = choice.token == d;
+                    if let Some(tuner) = seq.tuner() {
+                        tuner.observe_outcome(j, self.guesses[j], accepted);
+                    }
+                    if accepted {
+                        seq.accept(
+                            d,
+                            choice.logprob,
+                            choice.raw_argmax,
+                            choice.intervened,
+                            TokenSource::Draft,
+                            observer,
+                        )?;
+                        seq.stats.draft_accepted += 1;
+                    } else {
+                        // The model's own token at the first disagreement; drop the rest.
+                        crate::log!(
+                            2,
+                            "draft rejected: proposed {:?}, chose {:?}",
+                            String::from_utf8_lossy(seq.vocab.bytes(d)),
+                            String::from_utf8_lossy(seq.vocab.bytes(choice.token))
+                        );
+                        ctx.truncate(ctx.n_past() - unverified)?;
+                        self.pending = Some(choice);
+                        break;
+                    }
+                }
+            }
+        }
+        match self.step(ctx, control, observer)? {
+            Ok(need_from) => Ok(Some(need_from)),
+            Err(reason) => {
+                self.phase = Phase::Done(reason);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Choose and output a token, then lay out the next batch: `Ok(need_from)`, or
+    /// `Err(reason)` when the generation ends here.
+    fn step(
+        &mut self,
+        ctx: &mut dyn SequenceContext,
+        control: &Control,
+        observer: &mut dyn Observer,
+    ) -> anyhow::Result<Result<usize, FinishReason>> {
+        let seq = &mut self.seq;
+        if let Some(reason) = seq.stop_before_step(control) {
+            return Ok(Err(reason));
+        }
+        let choice = match self.pending.take() {
             Some(p) => p,
-            None => seq.choose_at(session.logits(logits_at), None)?,
+            None => seq.choose_at(ctx.logits(self.logits_at), None)?,
         };
         if seq.vocab.is_eog(choice.token) {
-            break FinishReason::Eos;
+            return Ok(Err(FinishReason::Eos));
         }
         let token = choice.token;
         seq.accept(
@@ -521,99 +729,68 @@ pub fn run(
             observer,
         )?;
         if let Some(reason) = seq.stop_after_token(control) {
-            break reason;
+            return Ok(Err(reason));
         }
 
         // The next batch: the token, forced text (template), drafts.
-        batch.clear();
-        batch.push(token);
-        let first_forced_out = seq.tokens.len();
-        if opts.template {
-            let room = n_ctx.saturating_sub(session.n_past() + batch.len());
-            seq.append_forced(&mut batch, room, observer)?;
+        let n_ctx = ctx.n_ctx();
+        self.batch.clear();
+        self.batch.push(token);
+        self.first_forced_out = seq.tokens.len();
+        if self.opts.template {
+            let room = n_ctx.saturating_sub(ctx.n_past() + self.batch.len());
+            seq.append_forced(&mut self.batch, room, observer)?;
             if let Some(reason) = seq.stop_after_token(control) {
-                break reason;
+                return Ok(Err(reason));
             }
         }
-        let n_fixed = batch.len();
-        if session.n_past() + n_fixed > n_ctx {
+        let n_fixed = self.batch.len();
+        if ctx.n_past() + n_fixed > n_ctx {
             crate::log!(1, "context full ({n_ctx} positions): stopping");
-            break FinishReason::Length;
+            return Ok(Err(FinishReason::Length));
         }
-        let room = opts
+        let room = self
+            .opts
             .draft
             .min(seq.max_tokens - seq.tokens.len())
-            .min(n_ctx - session.n_past() - n_fixed);
+            .min(n_ctx - ctx.n_past() - n_fixed);
         if room > 0 {
-            seq.propose(room, &mut draft, &mut guesses);
+            seq.propose(room, &mut self.draft, &mut self.guesses);
         } else {
-            draft.clear();
-            guesses.clear();
+            self.draft.clear();
+            self.guesses.clear();
         }
-        batch.extend_from_slice(&draft);
-        let need_from = if seq.want_logprobs && n_fixed > 1 {
+        self.batch.extend_from_slice(&self.draft);
+        self.phase = Phase::StepDecoded { n_fixed };
+        Ok(Ok(if seq.want_logprobs && n_fixed > 1 {
             0
-        } else if !draft.is_empty() {
+        } else if !self.draft.is_empty() {
             n_fixed - 1
         } else {
-            batch.len() - 1
-        };
-        let pass_start = Instant::now();
-        decode_batch(session, &batch, need_from, &mut positions)?;
-        if n_fixed == 1
-            && let Some(tuner) = seq.tuner()
-        {
-            // `[token, drafts…]` with logits at every position: the pass the cost model is
-            // about. Reading the last logits waits for an asynchronous (GPU) backend.
-            let _ = session.try_logits(batch.len() - 1);
-            tuner.cost.observe(batch.len(), ms_since(pass_start));
-        }
-        seq.stats.forward_passes += 1;
-        if seq.want_logprobs {
-            for (i, &t) in batch.iter().enumerate().take(n_fixed).skip(1) {
-                seq.logprobs[first_forced_out + i - 1] = log_softmax_at(session.logits(i - 1), t);
-            }
-        }
-        seq.stats.draft_proposed += draft.len();
-        logits_at = batch.len() - 1;
+            self.batch.len() - 1
+        }))
+    }
 
-        // Verify the drafts in order.
-        for (j, &d) in draft.iter().enumerate() {
-            let unverified = draft.len() - j;
-            if let Some(reason) = seq.stop_after_token(control) {
-                session.truncate(session.n_past() - unverified)?;
-                break 'steps reason;
-            }
-            let choice = seq.choose_at(session.logits(n_fixed - 1 + j), Some(d))?;
-            let accepted = choice.token == d;
-            if let Some(tuner) = seq.tuner() {
-                tuner.observe_outcome(j, guesses[j], accepted);
-            }
-            if accepted {
-                seq.accept(
-                    d,
-                    choice.logprob,
-                    choice.raw_argmax,
-                    choice.intervened,
-                    TokenSource::Draft,
-                    observer,
-                )?;
-                seq.stats.draft_accepted += 1;
-            } else {
-                // The model's own token at the first disagreement; drop the rest.
-                crate::log!(
-                    2,
-                    "draft rejected: proposed {:?}, chose {:?}",
-                    String::from_utf8_lossy(seq.vocab.bytes(d)),
-                    String::from_utf8_lossy(seq.vocab.bytes(choice.token))
-                );
-                session.truncate(session.n_past() - unverified)?;
-                pending = Some(choice);
-                break;
-            }
-        }
-    };
-    Ok(seq.finish(finish_reason, decode_start))
+    /// Whether the generation has ended.
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done(_))
+    }
+
+    /// The result (call once [`SequenceRun::next`] returned `None`; a run stopped early —
+    /// an error in its context — ends as cancelled).
+    pub fn finish(self) -> GenerationResult {
+        self.finish_with_rule().0
+    }
+
+    /// [`SequenceRun::finish`], handing back the choice rule too (an owned rule's draft counts
+    /// outlive the run).
+    pub fn finish_with_rule(self) -> (GenerationResult, ChoiceRule<'c>) {
+        let reason = match self.phase {
+            Phase::Done(r) => r,
+            _ => FinishReason::Cancelled,
+        };
+        self.seq.finish(reason, self.decode_start)
+    }
 }
 
 #[cfg(test)]

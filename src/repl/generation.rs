@@ -130,14 +130,14 @@ pub fn generate(
     let rule = match constraint {
         None => ChoiceRule::Free(Sampler::new(config.sampling.clone())),
         Some(constraint) => ChoiceRule::Engine {
-            constraint,
+            constraint: constraint.into(),
             chooser: Chooser::new(
                 config.sampling.clone(),
                 vocab.len(),
                 config.sampling.is_greedy(),
             ),
-            drafts: &mut drafts,
-            tuner: &mut tuner,
+            drafts: (&mut drafts).into(),
+            tuner: (&mut tuner).into(),
             opts: EngineDecodeOptions::default(),
         },
     };

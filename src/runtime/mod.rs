@@ -27,12 +27,14 @@ pub mod device;
 mod grammar;
 mod model;
 mod session;
+mod shared;
 
 pub use grammar::LlamaGrammar;
 
 pub use device::{Device, Offload};
 pub use model::{ChatMessage, Model, ModelOptions, load_vocabulary};
-pub use session::{LogitsAt, Session, SessionOptions, physical_cores};
+pub use session::{LogitsAt, SequenceContext, Session, SessionOptions, physical_cores};
+pub use shared::{BatchPart, SharedSession, Slot};
 
 use llama_cpp_2::llama_backend::LlamaBackend;
 use std::path::PathBuf;

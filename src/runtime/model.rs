@@ -8,7 +8,7 @@
 //! which `llama_vocab_is_eog` holds is an end-of-generation token.
 
 use super::device::{CpuReason, Offload, gpu_devices};
-use super::{RuntimeError, Session, SessionOptions, backend};
+use super::{RuntimeError, Session, SessionOptions, SharedSession, backend};
 use crate::vocab::{TokenId, Tokenize, Vocabulary};
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
@@ -331,6 +331,16 @@ impl Model {
     /// A new context (KV cache) over this model.
     pub fn session(&self, options: SessionOptions) -> Result<Session<'_>, RuntimeError> {
         Session::new(self, options)
+    }
+
+    /// A context whose KV cache holds `n_seq` sequences decoded together (server slots
+    /// with continuous batching); `options.n_ctx` is split evenly between them.
+    pub fn shared_session(
+        &self,
+        options: SessionOptions,
+        n_seq: usize,
+    ) -> Result<SharedSession<'_>, RuntimeError> {
+        SharedSession::new(self, options, n_seq)
     }
 }
 

@@ -65,6 +65,65 @@ pub fn physical_cores() -> u32 {
     }
 }
 
+/// Create a llama context over `model`, one at a time: llama.cpp may write to the model while
+/// creating a context (see llama-cpp-2's `new_context`).
+pub(super) fn create_context<'m>(
+    model: &'m Model,
+    params: LlamaContextParams,
+    n_ctx: u32,
+) -> Result<LlamaContext<'m>, RuntimeError> {
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = CREATING.lock().unwrap_or_else(|e| e.into_inner());
+    model
+        .llama()
+        .new_context(super::backend()?, params)
+        .map_err(|e| RuntimeError::ContextFailed(format!("{e} (n_ctx = {n_ctx})")))
+}
+
+/// What the generation loop needs from the context of the one sequence it runs: its
+/// positions, the logits of its latest decode (by index within what it decoded), and
+/// rollback of its tail. A [`Session`] is one; so is one slot of a
+/// [`super::SharedSession`], where several sequences share each forward pass.
+pub trait SequenceContext {
+    /// Positions this sequence holds in the KV cache.
+    fn n_past(&self) -> usize;
+    /// Positions available to this sequence.
+    fn n_ctx(&self) -> usize;
+    /// The logits at index `i` of this sequence's latest decode, if they were requested
+    /// (and no truncate ran since).
+    fn try_logits(&self, i: usize) -> Option<&[f32]>;
+    /// Keep the first `n` positions of this sequence and remove the rest.
+    fn truncate(&mut self, n: usize) -> Result<(), RuntimeError>;
+
+    /// The logits at index `i` of the latest decode.
+    ///
+    /// # Panics
+    /// When the latest decode did not ask for logits at `i` (a bug in the caller).
+    fn logits(&self, i: usize) -> &[f32] {
+        match self.try_logits(i) {
+            Some(l) => l,
+            None => panic!(
+                "no logits at batch index {i}: the latest decode did not request them (or truncate ran since)"
+            ),
+        }
+    }
+}
+
+impl SequenceContext for Session<'_> {
+    fn n_past(&self) -> usize {
+        Session::n_past(self)
+    }
+    fn n_ctx(&self) -> usize {
+        Session::n_ctx(self)
+    }
+    fn try_logits(&self, i: usize) -> Option<&[f32]> {
+        Session::try_logits(self, i)
+    }
+    fn truncate(&mut self, n: usize) -> Result<(), RuntimeError> {
+        Session::truncate(self, n)
+    }
+}
+
 /// Which positions of a batch get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogitsAt<'a> {
@@ -123,14 +182,7 @@ impl<'m> Session<'m> {
             .with_n_ubatch(options.n_ctx.min(512))
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32);
-        // llama.cpp may write to the model while creating a context (see llama-cpp-2's
-        // `new_context`): never create two at once.
-        static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let _guard = CREATING.lock().unwrap_or_else(|e| e.into_inner());
-        let ctx = model
-            .llama()
-            .new_context(super::backend()?, params)
-            .map_err(|e| RuntimeError::ContextFailed(format!("{e} (n_ctx = {})", options.n_ctx)))?;
+        let ctx = create_context(model, params, options.n_ctx)?;
         // llama.cpp may round the context size; a batch may never exceed n_batch.
         let n_ctx = ctx.n_ctx().min(ctx.n_batch()) as usize;
         Ok(Session {

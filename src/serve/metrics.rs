@@ -29,6 +29,12 @@ pub struct Metrics {
     pub processing: AtomicU64,
     /// Requests waiting for a slot.
     pub queued: AtomicU64,
+    /// Forward passes of the shared context (one per step, all busy slots together).
+    pub batch_passes: AtomicU64,
+    /// Slots served by those passes, summed (÷ passes = slots per pass).
+    pub batch_sequences: AtomicU64,
+    /// Tokens decoded by those passes (prompts, chosen tokens, forced text, drafts).
+    pub batch_tokens: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -102,6 +108,24 @@ impl Metrics {
             g,
             "Generation slots (--parallel).",
             slots.to_string(),
+        );
+        metric(
+            "batch_passes_total",
+            c,
+            "Forward passes of the shared context (continuous batching: one per step for all busy slots).",
+            get(&self.batch_passes).to_string(),
+        );
+        metric(
+            "batch_sequences_total",
+            c,
+            "Slots decoded in those passes, summed (divided by the passes: slots per pass).",
+            get(&self.batch_sequences).to_string(),
+        );
+        metric(
+            "batch_tokens_total",
+            c,
+            "Tokens decoded in those passes (prompts, chosen tokens, forced text, drafts).",
+            get(&self.batch_tokens).to_string(),
         );
         metric(
             "prompt_tokens_total",

@@ -99,8 +99,9 @@ pub fn run(config: ServeConfig) -> anyhow::Result<()> {
     }
     let model = Arc::new(config.model.load()?);
     let slot_ctx = (config.model.ctx as usize / config.parallel).max(16);
+    // One context for all slots: llama.cpp splits it evenly between their sequences.
     let options = SessionOptions {
-        n_ctx: slot_ctx as u32,
+        n_ctx: (slot_ctx * config.parallel) as u32,
         ..config.model.session_options()
     };
     let metrics = Arc::new(Metrics::default());

@@ -1,26 +1,34 @@
-//! The generation slots: worker threads that own llama.cpp contexts, fed from one bounded
-//! queue.
+//! The generation slots: one thread that owns one llama.cpp context holding a sequence per
+//! slot, fed from one bounded queue, decoding every busy slot's tokens together in one
+//! forward pass per step (continuous batching).
 //!
 //! llama.cpp objects must stay on the thread that uses them (a context is not `Send` across
-//! an `.await`), so each slot is a plain `std::thread` holding one [`Session`] over the one
-//! loaded [`Model`] (weights shared, one KV cache per slot, `--ctx-size / --parallel`
-//! positions each, as llama-server splits its context). The HTTP side turns a request into
-//! a [`Job`] and [`Pool::submit`]s it; a free slot takes it from the queue, runs it through
-//! decode's generation loop, and streams [`Event`]s back over the job's own channel. A
-//! full queue refuses the job at once (503 with `Retry-After`).
+//! an `.await`), so the slots live on one plain `std::thread` with one [`SharedSession`] over
+//! the one loaded [`Model`]: one KV cache, `--ctx-size / --parallel` positions per slot as
+//! llama-server splits its context, llama.cpp's sequence id = the slot's index. The HTTP side
+//! turns a request into a [`Job`] and [`Pool::submit`]s it.
 //!
-//! Slots run side by side, each with its own forward passes: this is *not* continuous
-//! batching (one context, one sequence id per slot, one batch per step across slots), which
-//! needs multi-sequence support in the runtime; the README says so.
+//! **A step.** Free slots take waiting jobs (a new request joins the running batch at the next
+//! step; the thread sleeps only when no slot is busy). Every busy slot's [`SequenceRun`] then
+//! advances to its next pass — verifying the drafts of the last one, choosing and streaming a
+//! token, laying out its next tokens (the token, forced text, drafts; a new job's prompt) —
+//! and the parts of all slots go through llama.cpp in ONE batch. Drafts of several slots are
+//! verified in that same pass. Each slot reads its logits by index within its own part, so
+//! what a slot generates is the same loop as `domino generate` runs ([`sequence::run`] drives
+//! the same [`SequenceRun`] over a context of its own). A full queue refuses the job at once
+//! (503 with `Retry-After`).
 //!
-//! Each job runs through decode's one loop ([`sequence::run`]) with an observer that
-//! streams its text and a [`Control`] that holds the stop strings and the job's cancel flag.
 //! A job ends early, with what it has produced so far, when a stop string appears (the text
 //! before it is kept, the stop string is not sent), when `--timeout` passes (the observer
 //! raises the flag; the partial result is flagged `Finish::Timeout`), or when the client
 //! goes away (the HTTP side's [`CancelOnDrop`] raises the flag: the slot is freed at the
-//! loop's next step). A panic inside a job is caught, answered
-//! 500, and the slot goes on with a cleared context.
+//! next step). A panic while advancing one slot is caught and answered 500; that slot's
+//! sequence is cleared and the others go on. A failed forward pass fails the jobs in it.
+//!
+//! Draft counts are learned per grammar across jobs: a job starts from a copy of its grammar's
+//! counts and writes its own back when it ends (concurrent jobs of one grammar: the last to
+//! end wins). The draft policy's cost model does not learn from shared passes (their time is
+//! not one slot's); it keeps what it knows.
 
 use super::error::ApiError;
 use super::metrics::Metrics;
@@ -29,11 +37,11 @@ use crate::decode::draft_policy::{DraftPolicy, DraftTuner};
 use crate::decode::methods::{Decoder, DecoderConfig, Method};
 use crate::decode::opportunistic::Chooser;
 use crate::decode::{
-    ChoiceRule, Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationStats,
-    Sampler, SamplingConfig, Sequence, TokenEvent, Utf8Stream, sequence,
+    ChoiceRule, Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationResult,
+    GenerationStats, Held, Sampler, SamplingConfig, Sequence, SequenceRun, TokenEvent, Utf8Stream,
 };
 use crate::engine::{CompiledGrammar, Constraint, Options};
-use crate::runtime::{Model, Session, SessionOptions};
+use crate::runtime::{BatchPart, LogitsAt, Model, SessionOptions, SharedSession};
 use crate::vocab::TokenId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -162,8 +170,9 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Start `slots` worker threads over `model`, each with a context of `options`, and a
-    /// queue of at most `capacity` waiting jobs. Fails if a context cannot be created.
+    /// Start the slots' thread: one context of `options` (its positions split evenly between
+    /// `slots` sequences) over `model`, and a queue of at most `capacity` waiting jobs. Fails
+    /// if the context cannot be created.
     pub fn start(
         model: Arc<Model>,
         options: SessionOptions,
@@ -179,22 +188,17 @@ impl Pool {
             metrics,
         });
         let (started_tx, started_rx) = std::sync::mpsc::channel();
-        for slot in 0..pool.slots {
-            let (pool, model, options, started) = (
-                pool.clone(),
-                model.clone(),
-                options.clone(),
-                started_tx.clone(),
-            );
-            std::thread::Builder::new()
-                .name(format!("domino-slot-{slot}"))
-                .spawn(move || pool.serve_slot(&model, options, started))?;
+        let worker = pool.clone();
+        std::thread::Builder::new()
+            .name("domino-slots".into())
+            .spawn(move || worker.serve_slots(&model, options, started_tx))?;
+        match started_rx.recv() {
+            Ok(Ok(())) => Ok(pool),
+            Ok(Err(e)) => Err(anyhow::anyhow!("cannot start the generation slots: {e}")),
+            Err(_) => Err(anyhow::anyhow!(
+                "cannot start the generation slots: the thread ended"
+            )),
         }
-        drop(started_tx);
-        for started in started_rx {
-            started.map_err(|e| anyhow::anyhow!("cannot start a generation slot: {e}"))?;
-        }
-        Ok(pool)
     }
 
     pub fn slots(&self) -> usize {
@@ -218,7 +222,9 @@ impl Pool {
         Ok(())
     }
 
-    fn next_job(&self) -> Job {
+    /// The next waiting job for a free slot: wait for one when `block`, else `None` when
+    /// the queue is empty.
+    fn next_job(&self, block: bool) -> Option<Job> {
         let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(job) = queue.jobs.pop_front() {
@@ -226,7 +232,10 @@ impl Pool {
                 self.metrics
                     .queued
                     .store(queue.waiting(self.slots) as u64, Ordering::Relaxed);
-                return job;
+                return Some(job);
+            }
+            if !block {
+                return None;
             }
             queue = self.ready.wait(queue).unwrap_or_else(|p| p.into_inner());
         }
@@ -238,13 +247,14 @@ impl Pool {
         queue.busy_slots = queue.busy_slots.saturating_sub(1);
     }
 
-    fn serve_slot(
+    /// The slots' thread (see the module doc).
+    fn serve_slots(
         &self,
         model: &Model,
         options: SessionOptions,
         started: std::sync::mpsc::Sender<Result<(), String>>,
     ) {
-        let mut session = match model.session(options) {
+        let mut shared = match model.shared_session(options, self.slots) {
             Ok(s) => {
                 let _ = started.send(Ok(()));
                 s
@@ -256,90 +266,204 @@ impl Pool {
         };
         drop(started);
         let mut learned = Learned::default();
+        let mut active: Vec<Option<Active>> = (0..self.slots).map(|_| None).collect();
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); self.slots];
+        let mut ready: Vec<(usize, usize)> = Vec::with_capacity(self.slots);
         loop {
-            let job = self.next_job();
-            if job.events.is_closed() || job.cancel.load(Ordering::Relaxed) {
-                self.metrics
-                    .requests_cancelled
-                    .fetch_add(1, Ordering::Relaxed);
-                self.release_slot();
+            // Free slots take waiting jobs; sleep only when no slot is busy.
+            for slot in 0..self.slots {
+                if active[slot].is_some() {
+                    continue;
+                }
+                let idle = active.iter().all(Option::is_none);
+                let Some(job) = self.next_job(idle) else {
+                    break;
+                };
+                if job.events.is_closed() || job.cancel.load(Ordering::Relaxed) {
+                    self.metrics
+                        .requests_cancelled
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.release_slot();
+                    continue;
+                }
+                match Active::start(job, model, &mut learned) {
+                    Ok(a) => {
+                        self.metrics.processing.fetch_add(1, Ordering::Relaxed);
+                        active[slot] = Some(a);
+                    }
+                    Err((job, e)) => {
+                        self.metrics.requests_failed.fetch_add(1, Ordering::Relaxed);
+                        self.release_slot();
+                        let _ = job.events.send(Event::Failed(e));
+                    }
+                }
+            }
+
+            // Every busy slot advances to its next pass (or ends).
+            ready.clear();
+            for slot in 0..self.slots {
+                let Some(a) = active[slot].as_mut() else {
+                    continue;
+                };
+                let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    a.advance(&mut shared, slot)
+                }));
+                match step {
+                    Ok(Ok(Some(need_from))) => ready.push((slot, need_from)),
+                    Ok(Ok(None)) => {
+                        let a = active[slot].take().expect("busy slot");
+                        self.end(a.finish(&mut learned), &mut shared, slot);
+                    }
+                    Ok(Err(e)) => {
+                        let a = active[slot].take().expect("busy slot");
+                        self.end(Err((a.job, e)), &mut shared, slot);
+                    }
+                    Err(panic) => {
+                        let a = active[slot].take().expect("busy slot");
+                        let e = ApiError::internal(format!(
+                            "the generation panicked: {}",
+                            panic_text(&*panic)
+                        ));
+                        self.end(Err((a.job, e)), &mut shared, slot);
+                    }
+                }
+            }
+            if ready.is_empty() {
                 continue;
             }
-            self.metrics.processing.fetch_add(1, Ordering::Relaxed);
-            session.clear();
-            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_job(&mut session, &mut learned, &job)
-            }));
-            let event = match run {
-                Ok(Ok(outcome)) => {
-                    self.metrics.record(&outcome.stats);
-                    match outcome.finish {
-                        Finish::Cancelled => {
-                            self.metrics
-                                .requests_cancelled
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                        Finish::Timeout => {
-                            self.metrics
-                                .requests_timed_out
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                        _ => {}
+
+            // One forward pass for every slot that has tokens.
+            for &(slot, need_from) in &ready {
+                let len = active[slot].as_ref().expect("ready slot").run.batch().len();
+                positions[slot].clear();
+                positions[slot].extend(need_from..len);
+            }
+            let parts: Vec<BatchPart<'_>> = ready
+                .iter()
+                .map(|&(slot, need_from)| {
+                    let tokens = active[slot].as_ref().expect("ready slot").run.batch();
+                    BatchPart {
+                        seq: slot,
+                        tokens,
+                        logits: logits_at(need_from, tokens.len(), &positions[slot]),
                     }
-                    Event::Done(outcome)
+                })
+                .collect();
+            self.metrics.batch_passes.fetch_add(1, Ordering::Relaxed);
+            self.metrics
+                .batch_sequences
+                .fetch_add(parts.len() as u64, Ordering::Relaxed);
+            let tokens: usize = parts.iter().map(|p| p.tokens.len()).sum();
+            self.metrics
+                .batch_tokens
+                .fetch_add(tokens as u64, Ordering::Relaxed);
+            if let Err(e) = shared.decode(&parts) {
+                drop(parts);
+                let e = ApiError::internal(format!("llama.cpp could not decode: {e}"));
+                for &(slot, _) in &ready {
+                    let a = active[slot].take().expect("ready slot");
+                    self.end(Err((a.job, e.clone())), &mut shared, slot);
                 }
-                Ok(Err(e)) => {
-                    self.metrics.requests_failed.fetch_add(1, Ordering::Relaxed);
-                    Event::Failed(e)
-                }
-                Err(panic) => {
-                    self.metrics.requests_failed.fetch_add(1, Ordering::Relaxed);
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown panic".into());
-                    Event::Failed(ApiError::internal(format!(
-                        "the generation panicked: {what}"
-                    )))
-                }
-            };
-            session.clear();
-            self.metrics.processing.fetch_sub(1, Ordering::Relaxed);
-            self.release_slot();
-            let _ = job.events.send(event);
+            }
         }
+    }
+
+    /// A job ended (or failed): its answer, its metrics, its slot freed and cleared.
+    fn end(
+        &self,
+        outcome: Result<(Job, Outcome), (Job, ApiError)>,
+        shared: &mut SharedSession<'_>,
+        slot: usize,
+    ) {
+        shared.clear_seq(slot);
+        self.metrics.processing.fetch_sub(1, Ordering::Relaxed);
+        let (job, event) = match outcome {
+            Ok((job, outcome)) => {
+                self.metrics.record(&outcome.stats);
+                match outcome.finish {
+                    Finish::Cancelled => {
+                        self.metrics
+                            .requests_cancelled
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    Finish::Timeout => {
+                        self.metrics
+                            .requests_timed_out
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+                (job, Event::Done(outcome))
+            }
+            Err((job, e)) => {
+                self.metrics.requests_failed.fetch_add(1, Ordering::Relaxed);
+                (job, Event::Failed(e))
+            }
+        };
+        self.release_slot();
+        let _ = job.events.send(event);
     }
 }
 
-/// What a slot keeps learning across jobs: draft counts per grammar, and the draft policy's
-/// cost model per policy.
+/// The logits a part of `len` tokens needs from index `need_from` on (as
+/// [`crate::decode::sequence::logits_from`] decides), `positions` holding `need_from..len`.
+fn logits_at(need_from: usize, len: usize, positions: &[usize]) -> LogitsAt<'_> {
+    let last = len - 1;
+    if need_from >= last {
+        LogitsAt::Last
+    } else if need_from == 0 {
+        LogitsAt::All
+    } else {
+        LogitsAt::Positions(positions)
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// What the slots keep learning across jobs: draft counts per grammar, and the draft policy's
+/// cost model per policy. A job works on copies and writes them back when it ends.
 #[derive(Default)]
 struct Learned {
     drafts: HashMap<u64, DraftModel>,
     tuners: Vec<DraftTuner>,
 }
 
-/// Draft counts of at most this many grammars are kept per slot (then they start afresh).
+/// Draft counts of at most this many grammars are kept (then they start afresh).
 const MAX_DRAFT_MODELS: usize = 64;
 
 impl Learned {
-    fn parts(&mut self, key: u64, policy: DraftPolicy) -> (&mut DraftModel, &mut DraftTuner) {
+    /// Copies of the draft counts of grammar `key` and of the tuner of `policy`.
+    fn take(&mut self, key: u64, policy: DraftPolicy) -> (DraftModel, DraftTuner) {
+        let drafts = self
+            .drafts
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| DraftModel::new(key));
+        let tuner = self
+            .tuners
+            .iter()
+            .find(|t| t.policy == policy)
+            .cloned()
+            .unwrap_or_else(|| DraftTuner::new(policy));
+        (drafts, tuner)
+    }
+
+    /// A job's counts and tuner, kept for the next jobs.
+    fn give_back(&mut self, key: u64, drafts: DraftModel, tuner: DraftTuner) {
         if !self.drafts.contains_key(&key) && self.drafts.len() >= MAX_DRAFT_MODELS {
             self.drafts.clear();
         }
-        let drafts = self
-            .drafts
-            .entry(key)
-            .or_insert_with(|| DraftModel::new(key));
-        let index = match self.tuners.iter().position(|t| t.policy == policy) {
-            Some(i) => i,
-            None => {
-                self.tuners.push(DraftTuner::new(policy));
-                self.tuners.len() - 1
-            }
-        };
-        (drafts, &mut self.tuners[index])
+        self.drafts.insert(key, drafts);
+        match self.tuners.iter_mut().find(|t| t.policy == tuner.policy) {
+            Some(t) => *t = tuner,
+            None => self.tuners.push(tuner),
+        }
     }
 }
 
@@ -404,48 +528,74 @@ impl TextTracker {
     }
 }
 
-fn run_job(
-    session: &mut Session<'_>,
-    learned: &mut Learned,
-    job: &Job,
-) -> Result<Outcome, ApiError> {
-    let request = GenerationRequest {
-        prompt: job.prompt.clone(),
-        max_tokens: job.max_tokens,
-        sampling: job.sampling.clone(),
-        logprobs: job.logprobs,
-    };
-    let control = Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
-    let mut tracker = TextTracker::new(job.stop.clone());
-    let mut stop_word = None;
-    let mut timed_out = false;
-    let result = {
-        let mut observer = |event: &TokenEvent<'_>| -> anyhow::Result<()> {
-            let (delta, stop) = tracker.push(event.token, event.bytes);
-            if stop.is_some() {
-                stop_word = stop;
+/// A job in a slot: its run of the generation loop and the text it has streamed.
+struct Active {
+    job: Job,
+    run: SequenceRun<'static>,
+    tracker: TextTracker,
+    stop_word: Option<String>,
+    timed_out: bool,
+    /// The grammar whose draft counts the run learns (engine jobs).
+    draft_key: Option<u64>,
+}
+
+impl Active {
+    /// Build the job's choice rule and run; on failure the job comes back with its error.
+    fn start(job: Job, model: &Model, learned: &mut Learned) -> Result<Active, (Job, ApiError)> {
+        match Self::rule(&job, model, learned) {
+            Ok((rule, draft_key)) => {
+                let request = GenerationRequest {
+                    prompt: job.prompt.clone(),
+                    max_tokens: job.max_tokens,
+                    sampling: job.sampling.clone(),
+                    logprobs: job.logprobs,
+                };
+                match Sequence::new(model.vocabulary(), &request, rule) {
+                    Ok(seq) => {
+                        let run = {
+                            let control =
+                                Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
+                            SequenceRun::new(seq, &control)
+                        };
+                        Ok(Active {
+                            tracker: TextTracker::new(job.stop.clone()),
+                            job,
+                            run,
+                            stop_word: None,
+                            timed_out: false,
+                            draft_key,
+                        })
+                    }
+                    Err(e) => {
+                        let e = ApiError::from_anyhow(&e, "prompt");
+                        Err((job, e))
+                    }
+                }
             }
-            if !delta.is_empty() && job.events.send(Event::Delta(delta)).is_err() {
-                job.cancel.store(true, Ordering::Relaxed);
+            Err(e) => {
+                let e = ApiError::from_anyhow(&e, "prompt");
+                Err((job, e))
             }
-            if job.deadline.is_some_and(|d| Instant::now() >= d) {
-                timed_out = true;
-                job.cancel.store(true, Ordering::Relaxed);
-            }
-            Ok(())
-        };
-        let model = session.model();
-        let vocab = model.vocabulary();
+        }
+    }
+
+    /// The job's choice rule, owning what it uses, and the draft-count key (engine jobs).
+    fn rule(
+        job: &Job,
+        model: &Model,
+        learned: &mut Learned,
+    ) -> anyhow::Result<(ChoiceRule<'static>, Option<u64>)> {
         let d = &job.decode;
         match &job.constraint {
-            JobConstraint::None => {
-                let rule = ChoiceRule::Free(Sampler::new(request.sampling.clone()));
-                Sequence::new(vocab, &request, rule)
-                    .and_then(|seq| sequence::run(session, seq, &control, &mut observer))
+            JobConstraint::None => Ok((ChoiceRule::Free(Sampler::new(job.sampling.clone())), None)),
+            JobConstraint::LlamaGrammar(config) => {
+                let rule = Decoder::new(config, model)?
+                    .llama_grammar_rule(model, &job.sampling)?
+                    .ok_or_else(|| anyhow::anyhow!("internal error: not a llama.cpp grammar"))?;
+                Ok((rule, None))
             }
-            JobConstraint::LlamaGrammar(config) => Decoder::new(config, model)
-                .and_then(|mut decoder| decoder.run(session, &request, &control, &mut observer)),
             JobConstraint::Engine { grammar, key } => {
+                let vocab = model.vocabulary();
                 let lookahead = if d.method == Method::Naive {
                     Some(0)
                 } else {
@@ -455,60 +605,103 @@ fn run_job(
                     lookahead,
                     ..Options::default()
                 };
-                let opts = EngineDecodeOptions {
-                    opportunistic: d.opportunistic,
-                    draft: d.draft,
-                    draft_threshold: d.draft_threshold,
-                    template: d.method == Method::Template,
+                let constraint = Constraint::new(grammar, &vocab, options)?;
+                let (drafts, tuner) = learned.take(*key, d.draft_policy);
+                let rule = ChoiceRule::Engine {
+                    constraint: Held::Owned(Box::new(constraint)),
+                    chooser: Chooser::new(job.sampling.clone(), vocab.len(), d.opportunistic),
+                    drafts: Held::Owned(Box::new(drafts)),
+                    tuner: Held::Owned(Box::new(tuner)),
+                    opts: EngineDecodeOptions {
+                        opportunistic: d.opportunistic,
+                        draft: d.draft,
+                        draft_threshold: d.draft_threshold,
+                        template: d.method == Method::Template,
+                    },
                 };
-                let (drafts, tuner) = learned.parts(*key, d.draft_policy);
-                Constraint::new(grammar, &vocab, options)
-                    .map_err(anyhow::Error::new)
-                    .and_then(|mut constraint| {
-                        let rule = ChoiceRule::Engine {
-                            constraint: &mut constraint,
-                            chooser: Chooser::new(
-                                request.sampling.clone(),
-                                vocab.len(),
-                                d.opportunistic,
-                            ),
-                            drafts,
-                            tuner,
-                            opts,
-                        };
-                        let seq = Sequence::new(vocab.clone(), &request, rule)?;
-                        sequence::run(session, seq, &control, &mut observer)
-                    })
+                Ok((rule, Some(*key)))
             }
         }
-    };
-    let result = result.map_err(|e| ApiError::from_anyhow(&e, "prompt"))?;
-    let finish = match result.finish_reason {
-        FinishReason::Eos => Finish::Eos,
-        FinishReason::Length => Finish::Length,
-        FinishReason::GrammarEnd => Finish::GrammarEnd,
-        FinishReason::Stop => Finish::Stop(
-            stop_word
-                .clone()
-                .or_else(|| job.stop.first().cloned())
-                .unwrap_or_default(),
-        ),
-        FinishReason::Cancelled if timed_out => Finish::Timeout,
-        FinishReason::Cancelled => Finish::Cancelled,
-    };
-    if stop_word.is_none() {
-        let tail = tracker.finish();
-        if !tail.is_empty() {
-            let _ = job.events.send(Event::Delta(tail));
-        }
     }
-    Ok(Outcome {
-        text: tracker.text,
-        tokens: result.tokens,
-        logprobs: result.logprobs,
-        finish,
-        stats: result.stats,
-    })
+
+    /// Advance the run to its next pass in slot `slot` of `shared`: `Some(need_from)` when
+    /// its batch is to be decoded, `None` when it has ended.
+    fn advance(
+        &mut self,
+        shared: &mut SharedSession<'_>,
+        slot: usize,
+    ) -> Result<Option<usize>, ApiError> {
+        let Active {
+            job,
+            run,
+            tracker,
+            stop_word,
+            timed_out,
+            ..
+        } = self;
+        let control = Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
+        let mut observer = |event: &TokenEvent<'_>| -> anyhow::Result<()> {
+            let (delta, stop) = tracker.push(event.token, event.bytes);
+            if stop.is_some() {
+                *stop_word = stop;
+            }
+            if !delta.is_empty() && job.events.send(Event::Delta(delta)).is_err() {
+                job.cancel.store(true, Ordering::Relaxed);
+            }
+            if job.deadline.is_some_and(|d| Instant::now() >= d) {
+                *timed_out = true;
+                job.cancel.store(true, Ordering::Relaxed);
+            }
+            Ok(())
+        };
+        run.next(&mut shared.slot(slot), &control, &mut observer)
+            .map_err(|e| ApiError::from_anyhow(&e, "prompt"))
+    }
+
+    /// The ended run's outcome; its draft counts go back to `learned`.
+    fn finish(self, learned: &mut Learned) -> Result<(Job, Outcome), (Job, ApiError)> {
+        let Active {
+            job,
+            run,
+            mut tracker,
+            stop_word,
+            timed_out,
+            draft_key,
+        } = self;
+        let (result, rule): (GenerationResult, _) = run.finish_with_rule();
+        if let (Some(key), ChoiceRule::Engine { drafts, tuner, .. }) = (draft_key, rule)
+            && let (Some(drafts), Some(tuner)) = (drafts.into_owned(), tuner.into_owned())
+        {
+            learned.give_back(key, drafts, tuner);
+        }
+        let finish = match result.finish_reason {
+            FinishReason::Eos => Finish::Eos,
+            FinishReason::Length => Finish::Length,
+            FinishReason::GrammarEnd => Finish::GrammarEnd,
+            FinishReason::Stop => Finish::Stop(
+                stop_word
+                    .clone()
+                    .or_else(|| job.stop.first().cloned())
+                    .unwrap_or_default(),
+            ),
+            FinishReason::Cancelled if timed_out => Finish::Timeout,
+            FinishReason::Cancelled => Finish::Cancelled,
+        };
+        if stop_word.is_none() {
+            let tail = tracker.finish();
+            if !tail.is_empty() {
+                let _ = job.events.send(Event::Delta(tail));
+            }
+        }
+        let outcome = Outcome {
+            text: tracker.text,
+            tokens: result.tokens,
+            logprobs: result.logprobs,
+            finish,
+            stats: result.stats,
+        };
+        Ok((job, outcome))
+    }
 }
 
 #[cfg(test)]
