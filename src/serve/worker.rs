@@ -271,6 +271,7 @@ impl Pool {
         let mut ready: Vec<(usize, usize)> = Vec::with_capacity(self.slots);
         loop {
             // Free slots take waiting jobs; sleep only when no slot is busy.
+            #[allow(clippy::needless_range_loop)] // `active` is read whole inside the loop
             for slot in 0..self.slots {
                 if active[slot].is_some() {
                     continue;
@@ -291,7 +292,8 @@ impl Pool {
                         self.metrics.processing.fetch_add(1, Ordering::Relaxed);
                         active[slot] = Some(a);
                     }
-                    Err((job, e)) => {
+                    Err(failed) => {
+                        let (job, e) = *failed;
                         self.metrics.requests_failed.fetch_add(1, Ordering::Relaxed);
                         self.release_slot();
                         let _ = job.events.send(Event::Failed(e));
@@ -301,6 +303,7 @@ impl Pool {
 
             // Every busy slot advances to its next pass (or ends).
             ready.clear();
+            #[allow(clippy::needless_range_loop)] // an ended job is taken out of `active[slot]`
             for slot in 0..self.slots {
                 let Some(a) = active[slot].as_mut() else {
                     continue;
@@ -312,7 +315,7 @@ impl Pool {
                     Ok(Ok(Some(need_from))) => ready.push((slot, need_from)),
                     Ok(Ok(None)) => {
                         let a = active[slot].take().expect("busy slot");
-                        self.end(a.finish(&mut learned), &mut shared, slot);
+                        self.end(Ok(a.finish(&mut learned)), &mut shared, slot);
                     }
                     Ok(Err(e)) => {
                         let a = active[slot].take().expect("busy slot");
@@ -528,6 +531,9 @@ impl TextTracker {
     }
 }
 
+/// A job that could not start, with the reason.
+type ApiErrorFor = Box<(Job, ApiError)>;
+
 /// A job in a slot: its run of the generation loop and the text it has streamed.
 struct Active {
     job: Job,
@@ -540,41 +546,31 @@ struct Active {
 }
 
 impl Active {
-    /// Build the job's choice rule and run; on failure the job comes back with its error.
-    fn start(job: Job, model: &Model, learned: &mut Learned) -> Result<Active, (Job, ApiError)> {
-        match Self::rule(&job, model, learned) {
-            Ok((rule, draft_key)) => {
-                let request = GenerationRequest {
-                    prompt: job.prompt.clone(),
-                    max_tokens: job.max_tokens,
-                    sampling: job.sampling.clone(),
-                    logprobs: job.logprobs,
-                };
-                match Sequence::new(model.vocabulary(), &request, rule) {
-                    Ok(seq) => {
-                        let run = {
-                            let control =
-                                Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
-                            SequenceRun::new(seq, &control)
-                        };
-                        Ok(Active {
-                            tracker: TextTracker::new(job.stop.clone()),
-                            job,
-                            run,
-                            stop_word: None,
-                            timed_out: false,
-                            draft_key,
-                        })
-                    }
-                    Err(e) => {
-                        let e = ApiError::from_anyhow(&e, "prompt");
-                        Err((job, e))
-                    }
-                }
-            }
+    /// Build the job's choice rule and run.
+    fn start(job: Job, model: &Model, learned: &mut Learned) -> Result<Active, ApiErrorFor> {
+        let built = Self::rule(&job, model, learned).and_then(|(rule, draft_key)| {
+            let request = GenerationRequest {
+                prompt: job.prompt.clone(),
+                max_tokens: job.max_tokens,
+                sampling: job.sampling.clone(),
+                logprobs: job.logprobs,
+            };
+            let seq = Sequence::new(model.vocabulary(), &request, rule)?;
+            let control = Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
+            Ok((SequenceRun::new(seq, &control), draft_key))
+        });
+        match built {
+            Ok((run, draft_key)) => Ok(Active {
+                tracker: TextTracker::new(job.stop.clone()),
+                job,
+                run,
+                stop_word: None,
+                timed_out: false,
+                draft_key,
+            }),
             Err(e) => {
-                let e = ApiError::from_anyhow(&e, "prompt");
-                Err((job, e))
+                let error = ApiError::from_anyhow(&e, "prompt");
+                Err(Box::new((job, error)))
             }
         }
     }
@@ -659,7 +655,7 @@ impl Active {
     }
 
     /// The ended run's outcome; its draft counts go back to `learned`.
-    fn finish(self, learned: &mut Learned) -> Result<(Job, Outcome), (Job, ApiError)> {
+    fn finish(self, learned: &mut Learned) -> (Job, Outcome) {
         let Active {
             job,
             run,
@@ -700,7 +696,7 @@ impl Active {
             finish,
             stats: result.stats,
         };
-        Ok((job, outcome))
+        (job, outcome)
     }
 }
 
