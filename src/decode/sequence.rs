@@ -11,7 +11,7 @@ use super::{
     Control, FinishReason, GenerationRequest, GenerationResult, GenerationStats, Observer, Sampler,
     TokenEvent, TokenSource, log_softmax_at,
 };
-use crate::engine::Constraint;
+use crate::engine::TokenConstraint;
 use crate::runtime::{LlamaGrammar, LogitsAt, Session};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ pub enum ChoiceRule<'c> {
     /// and draft policy (`opts.draft`), or forced text appended without the model
     /// (`opts.template`).
     Engine {
-        constraint: &'c mut Constraint,
+        constraint: &'c mut dyn TokenConstraint,
         chooser: Chooser,
         drafts: &'c mut DraftModel,
         tuner: &'c mut DraftTuner,
@@ -64,7 +64,7 @@ impl ChoiceRule<'_> {
                 chooser,
                 ..
             } => chooser
-                .choose(logits, *constraint, known_allowed)
+                .choose(logits, constraint, known_allowed)
                 .ok_or_else(|| anyhow::anyhow!("internal error: the grammar allows no token here")),
             ChoiceRule::LlamaGrammar {
                 grammar,
@@ -389,7 +389,7 @@ impl<'c> Sequence<'c> {
         } = &mut self.rule
         {
             propose_draft(
-                constraint,
+                &mut **constraint,
                 drafts,
                 &self.vocab,
                 room,
