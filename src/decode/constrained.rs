@@ -47,7 +47,7 @@
 
 use super::draft_model::DraftModel;
 use super::draft_policy::{DraftGuess, DraftSource};
-use crate::engine::Constraint;
+use crate::engine::TokenConstraint;
 use crate::vocab::{TokenId, Vocabulary};
 
 /// How the engine is used in the loop.
@@ -74,8 +74,28 @@ impl Default for EngineDecodeOptions {
     }
 }
 
+/// A constraint a generation can drive: the engine's plain [`Constraint`](crate::engine::Constraint)
+/// or any boxed [`TokenConstraint`] (triggered, healed), so callers that hold either pass it
+/// as they hold it.
+pub trait AsDynConstraint {
+    /// The constraint as the decode loop drives it.
+    fn as_dyn(&mut self) -> &mut dyn TokenConstraint;
+}
+
+impl AsDynConstraint for crate::engine::Constraint {
+    fn as_dyn(&mut self) -> &mut dyn TokenConstraint {
+        self
+    }
+}
+
+impl AsDynConstraint for Box<dyn TokenConstraint> {
+    fn as_dyn(&mut self) -> &mut dyn TokenConstraint {
+        &mut **self
+    }
+}
+
 /// The tokenizer's first token of the forced text, when it is allowed here.
-fn forced_token(constraint: &mut Constraint, vocab: &Vocabulary) -> Option<TokenId> {
+fn forced_token(constraint: &mut dyn TokenConstraint, vocab: &Vocabulary) -> Option<TokenId> {
     let forced = constraint.forced_bytes();
     let text = valid_utf8_prefix(&forced);
     if text.is_empty() {
@@ -91,7 +111,7 @@ fn forced_token(constraint: &mut Constraint, vocab: &Vocabulary) -> Option<Token
 /// the grammar's forced text; the draft stops at an end-of-generation token, a token the
 /// grammar refuses, or a context it has already proposed from.
 pub(crate) fn propose_draft(
-    constraint: &mut Constraint,
+    constraint: &mut dyn TokenConstraint,
     drafts: &DraftModel,
     vocab: &Vocabulary,
     room: usize,
@@ -160,7 +180,7 @@ pub(crate) fn valid_utf8_prefix(b: &[u8]) -> &str {
 mod tests {
     use super::*;
 
-    use crate::engine::{CompiledGrammar, Options};
+    use crate::engine::{CompiledGrammar, Constraint, Options};
     use crate::grammar::{CompileOptions, GrammarSource};
     use std::sync::Arc;
 

@@ -27,7 +27,7 @@ use super::constrained::EngineDecodeOptions;
 use super::draft_model::DraftModel;
 use super::draft_policy::{DraftPolicy, DraftSource, DraftTuner};
 use super::opportunistic::Chooser;
-use super::sequence::{self, ChoiceRule, Sequence};
+use super::sequence::{self, ChoiceRule, Held, Sequence};
 use super::{
     Control, GenerationRequest, GenerationResult, Observer, Sampler, SamplingConfig, TokenEvent,
 };
@@ -375,7 +375,7 @@ impl Decoder {
                 let opts = opts.clone();
                 let mut constraint = self.constraint(model)?.expect("engine kind");
                 let rule = ChoiceRule::Engine {
-                    constraint: (&mut constraint).into(),
+                    constraint: Held::Borrowed(&mut constraint),
                     chooser: Chooser::new(
                         request.sampling.clone(),
                         vocab.len(),

@@ -67,7 +67,7 @@ pub mod opportunistic;
 pub mod sampler;
 pub mod sequence;
 
-pub use constrained::EngineDecodeOptions;
+pub use constrained::{AsDynConstraint, EngineDecodeOptions};
 pub use sampler::{Sampler, SamplingConfig, log_softmax_at};
 pub use sequence::{ChoiceRule, Held, Sequence, SequenceRun};
 

@@ -28,11 +28,12 @@
 
 use super::sampler::{argmax, argmax_masked};
 use super::{Sampler, SamplingConfig};
-use crate::engine::Constraint;
+use crate::engine::{Constraint, TokenConstraint};
 use crate::vocab::{TokenId, TokenSet};
 use std::time::Instant;
 
-/// What a chooser needs from a constraint (implemented by [`Constraint`]; tests use toys).
+/// What a chooser needs from a constraint (implemented by [`Constraint`] and every
+/// [`TokenConstraint`]; tests use toys).
 pub trait AllowedTokens {
     /// Whether one token is allowed now.
     fn allows(&mut self, t: TokenId) -> bool;
@@ -46,6 +47,15 @@ impl AllowedTokens for Constraint {
     }
     fn compute_mask(&mut self, out: &mut TokenSet) {
         Constraint::compute_mask(self, out)
+    }
+}
+
+impl AllowedTokens for &mut dyn TokenConstraint {
+    fn allows(&mut self, t: TokenId) -> bool {
+        TokenConstraint::allows(&mut **self, t)
+    }
+    fn compute_mask(&mut self, out: &mut TokenSet) {
+        TokenConstraint::compute_mask(&mut **self, out)
     }
 }
 

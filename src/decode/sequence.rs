@@ -11,7 +11,7 @@ use super::{
     Control, FinishReason, GenerationRequest, GenerationResult, GenerationStats, Observer, Sampler,
     TokenEvent, TokenSource, log_softmax_at,
 };
-use crate::engine::Constraint;
+use crate::engine::TokenConstraint;
 use crate::runtime::{LlamaGrammar, LogitsAt, SequenceContext, Session};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use std::sync::Arc;
@@ -68,7 +68,7 @@ pub enum ChoiceRule<'c> {
     /// and draft policy (`opts.draft`), or forced text appended without the model
     /// (`opts.template`).
     Engine {
-        constraint: Held<'c, Constraint>,
+        constraint: Held<'c, dyn TokenConstraint + 'c>,
         chooser: Chooser,
         drafts: Held<'c, DraftModel>,
         tuner: Held<'c, DraftTuner>,
@@ -106,9 +106,14 @@ impl ChoiceRule<'_> {
                 constraint,
                 chooser,
                 ..
-            } => chooser
-                .choose(logits, &mut **constraint, known_allowed)
-                .ok_or_else(|| anyhow::anyhow!("internal error: the grammar allows no token here")),
+            } => {
+                let mut c: &mut dyn TokenConstraint = &mut **constraint;
+                chooser
+                    .choose(logits, &mut c, known_allowed)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("internal error: the grammar allows no token here")
+                    })
+            }
             ChoiceRule::LlamaGrammar {
                 grammar,
                 sampler,
@@ -432,7 +437,7 @@ impl<'c> Sequence<'c> {
         } = &mut self.rule
         {
             propose_draft(
-                constraint,
+                &mut **constraint,
                 drafts,
                 &self.vocab,
                 room,

@@ -18,15 +18,15 @@
 //! last one when generation stopped without another decode; [`feed`] reuses the longest
 //! common prefix of the cache and a new prompt ([`reuse_prefix`]), so asking again costs only the new tokens.
 
+use crate::decode::AsDynConstraint;
 use crate::decode::draft_model::DraftModel;
 use crate::decode::draft_policy::DraftTuner;
 use crate::decode::opportunistic::Chooser;
-use crate::decode::sequence::{self, ChoiceRule, Sequence};
+use crate::decode::sequence::{self, ChoiceRule, Held, Sequence};
 use crate::decode::{
     Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationResult,
     GenerationStats, Sampler, SamplingConfig, TokenEvent,
 };
-use crate::engine::Constraint;
 use crate::runtime::{LogitsAt, Session};
 use crate::vocab::TokenId;
 use std::sync::atomic::AtomicBool;
@@ -104,10 +104,10 @@ pub fn reuse_prefix(session: &mut Session<'_>, tokens: &[TokenId]) -> anyhow::Re
 
 /// Generate after `prompt`, constrained by `constraint` when given (it is advanced by every
 /// generated token; a caller that wants to keep its start state passes a clone).
-pub fn generate(
+pub fn generate<C: AsDynConstraint + ?Sized>(
     session: &mut Session<'_>,
     prompt: &[TokenId],
-    constraint: Option<&mut Constraint>,
+    constraint: Option<&mut C>,
     config: &GenConfig,
     cancel: &AtomicBool,
     on_token: &mut dyn FnMut(&TokenEvent<'_>) -> anyhow::Result<()>,
@@ -130,7 +130,7 @@ pub fn generate(
     let rule = match constraint {
         None => ChoiceRule::Free(Sampler::new(config.sampling.clone())),
         Some(constraint) => ChoiceRule::Engine {
-            constraint: constraint.into(),
+            constraint: Held::Borrowed(constraint.as_dyn()),
             chooser: Chooser::new(
                 config.sampling.clone(),
                 vocab.len(),
