@@ -255,6 +255,75 @@ fn concurrent_requests_all_finish_valid() {
     );
 }
 
+/// `top_logprobs` (chat), `logprobs: n` (completions) and `n_probs` (llama-server) list the
+/// unmasked model's most likely tokens per position, best first; greedy picks the first.
+#[test]
+fn top_logprobs_list_the_most_likely_tokens_best_first() {
+    let s = Server::start(&[]);
+    let r = s.post(
+        "/v1/chat/completions",
+        &chat(
+            "Say hello.",
+            json!({"temperature": 0.0, "max_tokens": 6, "logprobs": true, "top_logprobs": 3}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let content = r.json()["choices"][0]["logprobs"]["content"].clone();
+    let items = content.as_array().unwrap();
+    assert!(!items.is_empty(), "{content}");
+    for item in items {
+        let top = item["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3, "{item}");
+        let lps: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(
+            lps.windows(2).all(|w| w[0] >= w[1]),
+            "not best first: {item}"
+        );
+        assert!(lps.iter().all(|&lp| lp <= 0.0), "{item}");
+        assert_eq!(
+            item["token"], top[0]["token"],
+            "greedy takes the most likely: {item}"
+        );
+        assert_eq!(item["logprob"], top[0]["logprob"], "{item}");
+    }
+
+    let r = s.post(
+        "/v1/completions",
+        &json!({"prompt": "The capital of France is", "max_tokens": 3, "temperature": 0.0, "logprobs": 2}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lp = r.json()["choices"][0]["logprobs"].clone();
+    let top = lp["top_logprobs"].as_array().unwrap();
+    assert_eq!(top.len(), lp["tokens"].as_array().unwrap().len(), "{lp}");
+    assert!(
+        top.iter()
+            .all(|t| t.as_object().unwrap().len() <= 2 && !t.as_object().unwrap().is_empty()),
+        "{lp}"
+    );
+
+    let r = s.post(
+        "/completion",
+        &json!({"prompt": "The capital of France is", "n_predict": 3, "temperature": 0.0, "n_probs": 4}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let probs = r.json()["completion_probabilities"].clone();
+    for p in probs.as_array().unwrap() {
+        assert_eq!(p["top_logprobs"].as_array().unwrap().len(), 4, "{p}");
+        assert_eq!(p["id"], p["top_logprobs"][0]["id"], "{p}");
+    }
+
+    let too_many = s.post(
+        "/v1/chat/completions",
+        &chat("Hi", json!({"logprobs": true, "top_logprobs": 21})),
+    );
+    assert_eq!(error_of(&too_many, 400)["param"], "top_logprobs");
+    let without = s.post(
+        "/v1/chat/completions",
+        &chat("Hi", json!({"top_logprobs": 2})),
+    );
+    assert_eq!(error_of(&without, 400)["param"], "top_logprobs");
+}
+
 /// Continuous batching: two busy slots are decoded in the same forward passes, and what a
 /// slot generates does not depend on its neighbour (greedy: the same text alone and beside
 /// another request).

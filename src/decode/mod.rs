@@ -68,7 +68,7 @@ pub mod sampler;
 pub mod sequence;
 
 pub use constrained::{AsDynConstraint, EngineDecodeOptions};
-pub use sampler::{Sampler, SamplingConfig, log_softmax_at};
+pub use sampler::{Sampler, SamplingConfig, log_softmax_at, top_log_softmax};
 pub use sequence::{ChoiceRule, Held, Sequence, SequenceRun};
 
 use crate::runtime::Session;
@@ -168,6 +168,9 @@ pub struct GenerationResult {
     pub bytes: Vec<u8>,
     /// Per-token log-probabilities (empty unless the request asked for them).
     pub logprobs: Vec<f32>,
+    /// Per token, the unmasked model's most likely tokens there with their log-probabilities
+    /// (empty unless [`Sequence::with_top_logprobs`] asked for them).
+    pub top_logprobs: Vec<Vec<(TokenId, f32)>>,
     /// Per token: the constraint blocked the model's favourite (the unmasked argmax).
     pub intervened: Vec<bool>,
     pub finish_reason: FinishReason,

@@ -347,6 +347,36 @@ pub fn log_softmax_at(logits: &[f32], token: TokenId) -> f32 {
     let Some(&x) = logits.get(token.index()) else {
         return f32::NEG_INFINITY;
     };
+    let (m, ln_sum) = log_sum_exp(logits);
+    (x - m) - ln_sum
+}
+
+/// The `n` most likely tokens under `logits` with their log-probabilities, most likely first
+/// (equal logits: the lower id first). What OpenAI's `top_logprobs` and llama-server's
+/// `n_probs` list: the unmasked model's alternatives at that position.
+pub fn top_log_softmax(logits: &[f32], n: usize) -> Vec<(TokenId, f32)> {
+    if n == 0 || logits.is_empty() {
+        return Vec::new();
+    }
+    // A bounded buffer sorted best first: one pass, O(V · n) in the worst case, n ≤ 20.
+    let mut best: Vec<(usize, f32)> = Vec::with_capacity(n + 1);
+    for (i, &x) in logits.iter().enumerate() {
+        if best.len() == n && x <= best[n - 1].1 {
+            continue;
+        }
+        let at = best.partition_point(|&(_, y)| y >= x);
+        best.insert(at, (i, x));
+        best.truncate(n);
+    }
+    let (m, ln_sum) = log_sum_exp(logits);
+    best.into_iter()
+        .map(|(i, x)| (TokenId(i as u32), (x - m) - ln_sum))
+        .collect()
+}
+
+/// `ln Σ exp(logits)` as `(m, ln Σ exp(logits - m))` with `m` the maximum (stable; the two
+/// parts are kept apart so `(x - m) - ln_sum` rounds as it always has).
+fn log_sum_exp(logits: &[f32]) -> (f32, f32) {
     let m = max_value(logits);
     let mut lanes = [0.0f32; 16];
     let chunks = logits.chunks_exact(16);
@@ -358,12 +388,25 @@ pub fn log_softmax_at(logits: &[f32], token: TokenId) -> f32 {
     }
     let mut sum: f64 = lanes.iter().map(|&v| v as f64).sum();
     sum += rest.iter().map(|&v| ((v - m).exp()) as f64).sum::<f64>();
-    (x - m) - sum.ln() as f32
+    (m, sum.ln() as f32)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_log_softmax_lists_the_most_likely_tokens_first_with_their_log_probabilities() {
+        let logits = [1.0, 3.0, 2.0, 3.0, -1.0];
+        let top = top_log_softmax(&logits, 3);
+        let ids: Vec<u32> = top.iter().map(|(t, _)| t.0).collect();
+        assert_eq!(ids, vec![1, 3, 2], "equal logits: lower id first");
+        for (t, lp) in &top {
+            assert!((lp - log_softmax_at(&logits, *t)).abs() < 1e-6);
+        }
+        assert_eq!(top_log_softmax(&logits, 0), vec![]);
+        assert_eq!(top_log_softmax(&logits, 9).len(), 5);
+    }
 
     fn set(universe: usize, ids: &[u32]) -> TokenSet {
         let mut s = TokenSet::new(universe);

@@ -9,7 +9,7 @@ use super::opportunistic::{ChoiceStats, Chooser};
 use super::sampler::argmax;
 use super::{
     Control, FinishReason, GenerationRequest, GenerationResult, GenerationStats, Observer, Sampler,
-    TokenEvent, TokenSource, log_softmax_at,
+    TokenEvent, TokenSource, log_softmax_at, top_log_softmax,
 };
 use crate::engine::TokenConstraint;
 use crate::runtime::{LlamaGrammar, LogitsAt, SequenceContext, Session};
@@ -244,6 +244,9 @@ pub struct Sequence<'c> {
     tokens: Vec<TokenId>,
     bytes: Vec<u8>,
     logprobs: Vec<f32>,
+    /// How many alternatives to list per token ([`Sequence::with_top_logprobs`]).
+    top_n: usize,
+    top_logprobs: Vec<Vec<(TokenId, f32)>>,
     intervened: Vec<bool>,
     stats: GenerationStats,
 }
@@ -291,12 +294,22 @@ impl<'c> Sequence<'c> {
             tokens: Vec::new(),
             bytes: Vec::new(),
             logprobs: Vec::new(),
+            top_n: 0,
+            top_logprobs: Vec::new(),
             intervened: Vec::new(),
             stats: GenerationStats {
                 prompt_tokens: request.prompt.len(),
                 ..Default::default()
             },
         })
+    }
+
+    /// Also list, per output token, the `n` most likely tokens of the unmasked model at that
+    /// position with their log-probabilities ([`GenerationResult::top_logprobs`]; OpenAI's
+    /// `top_logprobs`, llama-server's `n_probs`). Needs the request's `logprobs`.
+    pub fn with_top_logprobs(mut self, n: usize) -> Self {
+        self.top_n = if self.want_logprobs { n } else { 0 };
+        self
     }
 
     fn engine_opts(&self) -> EngineDecodeOptions {
@@ -343,13 +356,17 @@ impl<'c> Sequence<'c> {
     /// Output `t`: commit it to the rule, record it, report it.
     fn accept(
         &mut self,
-        t: TokenId,
-        logprob: Option<f32>,
-        raw_argmax: Option<TokenId>,
-        intervened: bool,
+        choice: Choice,
         source: TokenSource,
         observer: &mut dyn Observer,
     ) -> anyhow::Result<()> {
+        let Choice {
+            token: t,
+            logprob,
+            raw_argmax,
+            intervened,
+            top,
+        } = choice;
         self.rule.commit(t, &self.vocab)?;
         let piece = self.vocab.bytes(t);
         let before = self.bytes.len();
@@ -358,6 +375,9 @@ impl<'c> Sequence<'c> {
         self.stopped = self.stop.matched(&self.bytes, before);
         if self.want_logprobs {
             self.logprobs.push(logprob.unwrap_or(f32::NAN));
+        }
+        if self.top_n > 0 {
+            self.top_logprobs.push(top);
         }
         self.intervened.push(intervened);
         observer.on_token(&TokenEvent {
@@ -384,6 +404,7 @@ impl<'c> Sequence<'c> {
             logprob: self.want_logprobs.then(|| log_softmax_at(logits, token)),
             raw_argmax: argmax(logits),
             intervened: self.rule.choice_stats().interventions > before,
+            top: top_log_softmax(logits, self.top_n),
         })
     }
 
@@ -415,7 +436,7 @@ impl<'c> Sequence<'c> {
             if n >= room || self.full() || self.vocab.is_eog(t) || !allowed {
                 break;
             }
-            self.accept(t, None, None, false, TokenSource::Forced, observer)?;
+            self.accept(Choice::forced(t), TokenSource::Forced, observer)?;
             batch.push(t);
             n += 1;
         }
@@ -474,6 +495,7 @@ impl<'c> Sequence<'c> {
             tokens: self.tokens,
             bytes: self.bytes,
             logprobs: self.logprobs,
+            top_logprobs: self.top_logprobs,
             intervened: self.intervened,
             finish_reason,
             stats: self.stats,
@@ -488,6 +510,22 @@ struct Choice {
     logprob: Option<f32>,
     raw_argmax: Option<TokenId>,
     intervened: bool,
+    /// The unmasked model's most likely tokens there ([`Sequence::with_top_logprobs`]).
+    top: Vec<(TokenId, f32)>,
+}
+
+impl Choice {
+    /// Forced text's token: not chosen from logits (its log-probabilities come from a later
+    /// pass).
+    fn forced(token: TokenId) -> Choice {
+        Choice {
+            token,
+            logprob: None,
+            raw_argmax: None,
+            intervened: false,
+            top: Vec::new(),
+        }
+    }
 }
 
 fn ms_since(t: Instant) -> f64 {
@@ -640,8 +678,12 @@ impl<'c> SequenceRun<'c> {
             }
             Phase::PromptDecoded { n_prompt } => {
                 seq.stats.forward_passes += 1;
-                for (i, lp) in seq.logprobs.iter_mut().enumerate() {
-                    *lp = log_softmax_at(ctx.logits(n_prompt - 1 + i), self.batch[n_prompt + i]);
+                for i in 0..seq.logprobs.len() {
+                    let logits = ctx.logits(n_prompt - 1 + i);
+                    seq.logprobs[i] = log_softmax_at(logits, self.batch[n_prompt + i]);
+                    if seq.top_n > 0 {
+                        seq.top_logprobs[i] = top_log_softmax(logits, seq.top_n);
+                    }
                 }
                 seq.stats.prompt_ms = ms_since(self.prompt_start);
                 self.decode_start = Instant::now();
@@ -652,8 +694,12 @@ impl<'c> SequenceRun<'c> {
                 seq.stats.forward_passes += 1;
                 if seq.want_logprobs {
                     for (i, &t) in self.batch.iter().enumerate().take(n_fixed).skip(1) {
-                        seq.logprobs[self.first_forced_out + i - 1] =
-                            log_softmax_at(ctx.logits(i - 1), t);
+                        let logits = ctx.logits(i - 1);
+                        seq.logprobs[self.first_forced_out + i - 1] = log_softmax_at(logits, t);
+                        if seq.top_n > 0 {
+                            seq.top_logprobs[self.first_forced_out + i - 1] =
+                                top_log_softmax(logits, seq.top_n);
+                        }
                     }
                 }
                 seq.stats.draft_proposed += self.draft.len();
@@ -672,14 +718,7 @@ impl<'c> SequenceRun<'c> {
                         tuner.observe_outcome(j, self.guesses[j], accepted);
                     }
                     if accepted {
-                        seq.accept(
-                            d,
-                            choice.logprob,
-                            choice.raw_argmax,
-                            choice.intervened,
-                            TokenSource::Draft,
-                            observer,
-                        )?;
+                        seq.accept(choice, TokenSource::Draft, observer)?;
                         seq.stats.draft_accepted += 1;
                     } else {
                         // The model's own token at the first disagreement; drop the rest.
@@ -725,14 +764,7 @@ impl<'c> SequenceRun<'c> {
             return Ok(Err(FinishReason::Eos));
         }
         let token = choice.token;
-        seq.accept(
-            token,
-            choice.logprob,
-            choice.raw_argmax,
-            choice.intervened,
-            TokenSource::Sampled,
-            observer,
-        )?;
+        seq.accept(choice, TokenSource::Sampled, observer)?;
         if let Some(reason) = seq.stop_after_token(control) {
             return Ok(Err(reason));
         }

@@ -206,17 +206,25 @@ pub fn usage(prompt_tokens: usize, outcome: &Outcome) -> Value {
     json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion})
 }
 
-/// Chat `logprobs.content`: each token with its log-probability. `top_logprobs` lists are
-/// empty: the generation loop does not report alternatives yet.
+/// Chat `logprobs.content`: each token with its log-probability and the `top_logprobs` most
+/// likely tokens at its position (the unmasked model's: a constraint may have chosen a token
+/// that is not among them).
 fn logprobs_content(model: &Model, outcome: &Outcome) -> Value {
     let vocab = model.vocabulary();
+    let entry = |t: TokenId, lp: f32| {
+        let bytes = vocab.bytes(t);
+        json!({"token": String::from_utf8_lossy(bytes), "logprob": lp, "bytes": bytes})
+    };
     let items: Vec<Value> = outcome
         .tokens
         .iter()
         .zip(&outcome.logprobs)
-        .map(|(&t, &lp)| {
-            let bytes = vocab.bytes(t);
-            json!({"token": String::from_utf8_lossy(bytes), "logprob": lp, "bytes": bytes, "top_logprobs": []})
+        .enumerate()
+        .map(|(i, (&t, &lp))| {
+            let mut item = entry(t, lp);
+            let top = outcome.top_logprobs.get(i).map_or(&[][..], Vec::as_slice);
+            item["top_logprobs"] = top.iter().map(|&(a, alp)| entry(a, alp)).collect();
+            item
         })
         .collect();
     json!({"content": items})
@@ -288,6 +296,22 @@ pub async fn completions(
         (tool_mode != ToolMode::None).then(|| tools::instructions(&request.tools, &tool_mode));
     let prompt = prompt_tokens(&state.model, &request, tool_text)?;
     let logprobs = request.logprobs.unwrap_or(false);
+    let top_logprobs = match request.top_logprobs {
+        None => 0,
+        Some(n) if n > 20 => {
+            return Err(ApiError::bad_request(format!(
+                "top_logprobs is {n}: at most 20 alternatives per token"
+            ))
+            .with_param("top_logprobs"));
+        }
+        Some(n) if n > 0 && !logprobs => {
+            return Err(
+                ApiError::bad_request("top_logprobs needs \"logprobs\": true")
+                    .with_param("top_logprobs"),
+            );
+        }
+        Some(n) => n as usize,
+    };
     let plan = Plan {
         prompt,
         max_tokens: request.max_completion_tokens.or(request.max_tokens),
@@ -299,6 +323,7 @@ pub async fn completions(
             request.seed,
         )?,
         logprobs,
+        top_logprobs,
         stop: request::stop_strings(&request.stop)?,
         constraint,
         domino: request.domino.clone(),

@@ -112,11 +112,23 @@ fn plan(state: &AppState, r: &CompletionRequest, llama: bool) -> Result<Plan, Ap
         Some(r.max_tokens.unwrap_or(16))
     };
     let wants_logprobs = if llama { r.n_probs } else { r.logprobs };
+    let (limit, param) = if llama {
+        (100, "n_probs")
+    } else {
+        (20, "logprobs")
+    };
+    if let Some(n) = wants_logprobs.filter(|&n| n > limit) {
+        return Err(ApiError::bad_request(format!(
+            "{param} is {n}: at most {limit} alternatives per token"
+        ))
+        .with_param(param));
+    }
     Ok(Plan {
         prompt: prompt_tokens(&state.model, &r.prompt, llama)?,
         max_tokens,
         sampling: request::sampling(r.temperature, r.top_p, r.top_k, r.min_p, r.seed)?,
         logprobs: wants_logprobs.is_some_and(|n| n > 0),
+        top_logprobs: wants_logprobs.unwrap_or(0) as usize,
         stop: request::stop_strings(&r.stop)?,
         constraint,
         domino: r.domino.clone(),
@@ -159,7 +171,20 @@ pub async fn openai(state: Arc<AppState>, body: axum::body::Bytes) -> Result<Res
             offsets.push(at);
             at += t.len();
         }
-        json!({"tokens": tokens, "token_logprobs": outcome.logprobs, "top_logprobs": null, "text_offset": offsets})
+        // Per position, the most likely tokens' texts and log-probabilities (OpenAI's shape:
+        // one object per token, text → log-probability).
+        let top: Vec<Value> = outcome
+            .top_logprobs
+            .iter()
+            .map(|alts| {
+                let mut m = serde_json::Map::new();
+                for &(a, lp) in alts {
+                    m.entry(token_text(&state.model, a)).or_insert(json!(lp));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        json!({"tokens": tokens, "token_logprobs": outcome.logprobs, "top_logprobs": top, "text_offset": offsets})
     } else {
         Value::Null
     };
@@ -254,13 +279,20 @@ fn llama_final(
     }
     if probs && !outcome.logprobs.is_empty() {
         let vocab = state.model.vocabulary();
+        let entry = |t: TokenId, lp: f32| {
+            let bytes = vocab.bytes(t);
+            json!({"id": t.0, "token": String::from_utf8_lossy(bytes), "bytes": bytes, "logprob": lp})
+        };
         body["completion_probabilities"] = outcome
             .tokens
             .iter()
             .zip(&outcome.logprobs)
-            .map(|(&t, &lp)| {
-                let bytes = vocab.bytes(t);
-                json!({"id": t.0, "token": String::from_utf8_lossy(bytes), "bytes": bytes, "logprob": lp, "top_logprobs": []})
+            .enumerate()
+            .map(|(i, (&t, &lp))| {
+                let mut item = entry(t, lp);
+                let top = outcome.top_logprobs.get(i).map_or(&[][..], Vec::as_slice);
+                item["top_logprobs"] = top.iter().map(|&(a, alp)| entry(a, alp)).collect();
+                item
             })
             .collect();
     }

@@ -211,6 +211,8 @@ pub struct Plan {
     pub max_tokens: Option<usize>,
     pub sampling: SamplingConfig,
     pub logprobs: bool,
+    /// Alternatives listed per token (needs `logprobs`).
+    pub top_logprobs: usize,
     pub stop: Vec<String>,
     pub constraint: Option<NamedConstraint>,
     pub domino: DominoOptions,
@@ -277,6 +279,7 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
         max_tokens,
         sampling: plan.sampling,
         logprobs: plan.logprobs,
+        top_logprobs: plan.top_logprobs,
         stop: plan.stop,
         constraint,
         decode: settings,

@@ -81,6 +81,8 @@ pub struct Job {
     pub max_tokens: usize,
     pub sampling: SamplingConfig,
     pub logprobs: bool,
+    /// Alternatives listed per token (OpenAI `top_logprobs`, llama-server `n_probs`).
+    pub top_logprobs: usize,
     /// Stop strings: generation ends before the first of them.
     pub stop: Vec<String>,
     pub constraint: JobConstraint,
@@ -118,6 +120,8 @@ pub struct Outcome {
     pub tokens: Vec<TokenId>,
     /// Per-token log-probabilities, when asked for and the generation ran to its end.
     pub logprobs: Vec<f32>,
+    /// Per token, the most likely tokens there and their log-probabilities (when asked for).
+    pub top_logprobs: Vec<Vec<(TokenId, f32)>>,
     pub finish: Finish,
     pub stats: GenerationStats,
 }
@@ -555,7 +559,8 @@ impl Active {
                 sampling: job.sampling.clone(),
                 logprobs: job.logprobs,
             };
-            let seq = Sequence::new(model.vocabulary(), &request, rule)?;
+            let seq = Sequence::new(model.vocabulary(), &request, rule)?
+                .with_top_logprobs(job.top_logprobs);
             let control = Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
             Ok((SequenceRun::new(seq, &control), draft_key))
         });
@@ -693,6 +698,7 @@ impl Active {
             text: tracker.text,
             tokens: result.tokens,
             logprobs: result.logprobs,
+            top_logprobs: result.top_logprobs,
             finish,
             stats: result.stats,
         };
