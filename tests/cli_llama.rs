@@ -337,3 +337,19 @@ fn help_has_headings_and_llama_spellings() {
         assert!(help.contains(s), "--help lacks {s}:\n{help}");
     }
 }
+
+/// A context whose KV cache cannot fit in memory is refused with the reason and what to
+/// change, before llama.cpp tries (and before the kernel kills the process).
+#[test]
+fn a_context_too_large_for_memory_is_a_clear_error() {
+    let out = generate()
+        .args(["-c", "2000000000", "-n", "2", "Hi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("KV cache") && stderr.contains("lower -c/--ctx-size"),
+        "{stderr}"
+    );
+}

@@ -72,12 +72,54 @@ pub(super) fn create_context<'m>(
     params: LlamaContextParams,
     n_ctx: u32,
 ) -> Result<LlamaContext<'m>, RuntimeError> {
+    // A KV cache larger than the memory the system has left would be refused by llama.cpp
+    // with no reason given — or, worse, overcommitted and end in the kernel killing us: say
+    // so before trying. (Only for a model on the CPU: an offloaded KV cache lives on the GPU.)
+    let kv = kv_cache_bytes(model, n_ctx);
+    if model.offload().layers == 0
+        && let Some(available) = memory_available()
+        && kv > available
+    {
+        return Err(RuntimeError::ContextFailed(format!(
+            "a context of {n_ctx} positions needs about {:.2} GiB for its KV cache, but only {:.2} GiB of memory is available: lower -c/--ctx-size",
+            gib(kv),
+            gib(available)
+        )));
+    }
     static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = CREATING.lock().unwrap_or_else(|e| e.into_inner());
     model
         .llama()
         .new_context(super::backend()?, params)
-        .map_err(|e| RuntimeError::ContextFailed(format!("{e} (n_ctx = {n_ctx})")))
+        .map_err(|e| {
+            // llama.cpp only answers "null": say what the likely cause costs.
+            RuntimeError::ContextFailed(format!(
+                "llama.cpp refused a context of {n_ctx} positions ({e}); its KV cache alone needs about {:.2} GiB — lower -c/--ctx-size (or free memory), run with -vv to see llama.cpp's log",
+                gib(kv)
+            ))
+        })
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// The memory the system can still give (Linux `MemAvailable`), if known.
+fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// About how many bytes a KV cache of `n_ctx` positions takes for `model` (16-bit keys and
+/// values, grouped-query heads counted).
+fn kv_cache_bytes(model: &Model, n_ctx: u32) -> u64 {
+    let m = model.llama();
+    let (layers, embd) = (m.n_layer() as u64, m.n_embd().max(0) as u64);
+    let (heads, kv_heads) = (m.n_head().max(1) as u64, m.n_head_kv() as u64);
+    let kv_embd = embd * kv_heads.max(1) / heads;
+    n_ctx as u64 * layers * kv_embd * 2 * 2
 }
 
 /// What the generation loop needs from the context of the one sequence it runs: its
