@@ -379,6 +379,7 @@ fn masks_equal_the_reference_on_random_walks() {
     let mut checked = 0;
     let mut in_region = 0;
     let mut boundary_tokens = 0;
+    let mut left_mid_token = 0;
     for (name, spec) in specs(&vocab) {
         let reference = Reference::new(&spec);
         for walk in 0..60 {
@@ -434,6 +435,9 @@ fn masks_equal_the_reference_on_random_walks() {
                     .unwrap_or_else(|e| panic!("{name}: commit {}: {e}", show(&vocab, t)));
                 if before != c.current_region() && vocab.bytes(t).len() > 1 {
                     boundary_tokens += 1;
+                    if before.is_some() && c.num_configurations() == 1 {
+                        left_mid_token += 1;
+                    }
                 }
                 committed.push(t);
                 if vocab.is_eog(t) {
@@ -471,6 +475,13 @@ fn masks_equal_the_reference_on_random_walks() {
     }
     assert!(checked > 3000, "only {checked} masks checked");
     assert!(in_region > 500, "only {in_region} in-region steps");
+    eprintln!(
+        "{checked} masks, {in_region} in regions, {boundary_tokens} boundary tokens, {left_mid_token} leaving a region"
+    );
+    assert!(
+        left_mid_token > 10,
+        "only {left_mid_token} tokens left a region inside them"
+    );
     assert!(
         boundary_tokens > 50,
         "only {boundary_tokens} multi-byte boundary tokens"
@@ -687,4 +698,116 @@ fn smollm2_reasoning_then_json() {
     let mut want = TokenSet::new(vocab.len());
     plain.compute_mask(&mut want);
     assert!(mask == want, "right after the trigger: the JSON mask");
+}
+
+/// Mask cost in free text vs inside a region on SmolLM2, against a plain JSON-schema
+/// constraint over the same tokens (printed; run with
+/// `cargo test -p domino-engine --test triggered -- --ignored --nocapture bench`).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn bench_free_vs_region_masks_smollm2() {
+    use std::time::{Duration, Instant};
+    let vocab = smollm2();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"const": "get_weather"},
+            "arguments": {"type": "object", "properties": {
+                "city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city", "days"]}
+        },
+        "required": ["name", "arguments"]
+    });
+    let thought = "Let me think about the weather in Paris over the next few days, then answer. ";
+    let doc = r#"{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}"#;
+    let after = "\nI called the weather tool for you.";
+    let toks = |s: &str| vocab.tokenize(s).unwrap();
+    let us = |d: Duration, n: usize| d.as_secs_f64() * 1e6 / n.max(1) as f64;
+    for cache in [64usize << 20, 0] {
+        let opts = Options {
+            lookahead: None,
+            mask_cache_bytes: cache,
+        };
+        let g = CompiledGrammar::new(
+            GrammarSource::JsonSchema(schema.clone())
+                .compile(&Default::default())
+                .unwrap(),
+        )
+        .unwrap();
+        let mut mask = TokenSet::new(vocab.len());
+        // Plain constraint over the document (pass 0 builds trees; pass 1 is timed).
+        let mut plain = Duration::ZERO;
+        for pass in 0..2 {
+            let mut c = Constraint::new(&g, &vocab, opts.clone()).unwrap();
+            for &t in &toks(doc) {
+                let t0 = Instant::now();
+                c.compute_mask(&mut mask);
+                if pass == 1 {
+                    plain += t0.elapsed();
+                }
+                c.commit(t).unwrap();
+            }
+        }
+        for (mode, trigger) in [
+            (AfterRegion::End, "</think>"),
+            (AfterRegion::Free, "<tool_call>"),
+        ] {
+            let spec = Arc::new(TriggerSpec {
+                regions: vec![Region {
+                    trigger: Trigger::Text(trigger.as_bytes().to_vec()),
+                    grammar: g.clone(),
+                    name: "call".into(),
+                }],
+                after: mode,
+                min_regions: 0,
+                max_regions: None,
+            });
+            let (mut free, mut region, mut first) =
+                (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+            let (mut nf, mut nr) = (0, 0);
+            let mut text = format!("{thought}{trigger}{doc}");
+            if mode == AfterRegion::Free {
+                text.push_str(after);
+            }
+            let all = toks(&text);
+            // Clones share the free-mask cache: pass 0 fills it (a new spec's one-time cost),
+            // pass 1 is a later request over the same spec.
+            let template = TriggeredConstraint::new(spec.clone(), &vocab, opts.clone()).unwrap();
+            let mut cold_free = Duration::ZERO;
+            for pass in 0..2 {
+                let mut c = template.clone();
+                for (i, &t) in all.iter().enumerate() {
+                    let inside = c.current_region().is_some();
+                    let t0 = Instant::now();
+                    c.compute_mask(&mut mask);
+                    let d = t0.elapsed();
+                    if i == 0 && pass == 0 {
+                        first = d;
+                    }
+                    if pass == 0 && !inside {
+                        cold_free += d;
+                    }
+                    if pass == 1 {
+                        if inside {
+                            region += d;
+                            nr += 1;
+                        } else {
+                            free += d;
+                            nf += 1;
+                        }
+                    }
+                    c.commit(t).unwrap();
+                }
+            }
+            eprintln!(
+                "mask cache {:>8} B, {mode:?} mode: plain JSON {:.2} µs/mask; free text {:.2} µs/mask ({nf} masks); inside the region {:.2} µs/mask ({nr} masks); a new spec's free masks: first {:.0} µs, all {:.0} µs",
+                cache,
+                us(plain, toks(doc).len()),
+                us(free, nf),
+                us(region, nr),
+                us(first, 1),
+                us(cold_free, 1),
+            );
+        }
+    }
 }

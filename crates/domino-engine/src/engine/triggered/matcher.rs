@@ -16,6 +16,9 @@ pub(crate) struct Matcher {
     next: Vec<u32>,
     /// The region whose trigger ends in each state (`u32::MAX`: none).
     matched: Vec<u32>,
+    /// A byte trie of the triggers' proper non-empty suffixes: children, and whether a
+    /// suffix ends at the node.
+    suffixes: Vec<(Vec<(u8, u32)>, bool)>,
 }
 
 pub(crate) const START: u32 = 0;
@@ -67,13 +70,56 @@ impl Matcher {
                 queue.push_back(t as usize);
             }
         }
-        Matcher { next, matched }
+        let mut suffixes: Vec<(Vec<(u8, u32)>, bool)> = vec![(Vec::new(), false)];
+        for &(_, bytes) in patterns {
+            for k in 1..bytes.len() {
+                let mut s = 0usize;
+                for &b in &bytes[k..] {
+                    s = match suffixes[s].0.iter().find(|(c, _)| *c == b) {
+                        Some(&(_, t)) => t as usize,
+                        None => {
+                            let t = suffixes.len() as u32;
+                            suffixes[s].0.push((b, t));
+                            suffixes.push((Vec::new(), false));
+                            t as usize
+                        }
+                    };
+                }
+                suffixes[s].1 = true;
+            }
+        }
+        Matcher {
+            next,
+            matched,
+            suffixes,
+        }
     }
 
     /// The state after one more byte of free text (only for non-match states).
     #[inline]
     pub(crate) fn step(&self, s: u32, b: u8) -> u32 {
         self.next[s as usize * 256 + b as usize]
+    }
+
+    /// Whether these bytes could complete a trigger from SOME state: they contain a whole
+    /// trigger, or begin with a proper non-empty suffix of one (the rest of a trigger begun
+    /// before them). Bytes for which this is false are plain free text from every state.
+    pub(crate) fn may_complete(&self, bytes: &[u8]) -> bool {
+        let mut s = 0usize;
+        for &b in bytes {
+            match self.suffixes[s].0.iter().find(|(c, _)| *c == b) {
+                Some(&(_, t)) => s = t as usize,
+                None => break,
+            }
+            if self.suffixes[s].1 {
+                return true;
+            }
+        }
+        let mut s = START;
+        bytes.iter().any(|&b| {
+            s = self.step(s, b);
+            self.matched(s).is_some()
+        })
     }
 
     /// The region whose trigger has just been completed in state `s`, if any.
@@ -135,6 +181,22 @@ mod tests {
                 got,
                 brute(&patterns, &text),
                 "text {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            // `may_complete` is exactly "some state reaches a match inside these bytes".
+            let some_state = (0..m.matched.len() as u32)
+                .filter(|&s| m.matched(s).is_none())
+                .any(|s0| {
+                    let mut s = s0;
+                    text.iter().any(|&b| {
+                        s = m.step(s, b);
+                        m.matched(s).is_some()
+                    })
+                });
+            assert_eq!(
+                m.may_complete(&text),
+                some_state,
+                "{:?}",
                 String::from_utf8_lossy(&text)
             );
         }

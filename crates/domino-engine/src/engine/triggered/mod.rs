@@ -75,7 +75,7 @@ use crate::hash::Fnv1a;
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use matcher::{Matcher, START};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Where a configuration is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,11 +112,14 @@ enum Next {
     Old {
         cfg: Cfg,
     },
+    /// A region begun inside this piece; `fed` = the bytes its constraint took (one commit
+    /// each). Its tail twin is made only when it is installed (viability checks skip it).
     Fresh {
         region: usize,
         c: Box<Slot>,
         n: usize,
         spans: Vec<Span>,
+        fed: Vec<u8>,
     },
 }
 
@@ -181,6 +184,8 @@ struct Shared {
     tails: Vec<Option<Arc<CompiledGrammar>>>,
     /// Free-text masks (without EOG) by (matcher state, region count).
     free_masks: Mutex<HashMap<(u32, usize), Arc<TokenSet>>>,
+    /// See [`Shared::free_base`] (built on first use).
+    base: OnceLock<(TokenSet, Vec<TokenId>)>,
     /// Text tokens outside the free mask of the matcher's start state, by region count.
     trigger_tokens: Mutex<HashMap<usize, Arc<Vec<TokenId>>>>,
 }
@@ -201,18 +206,13 @@ impl Shared {
         self.spec.after == AfterRegion::Free
     }
 
+    /// A region's constraint at its start (its tail twin comes at install, see [`Next`]).
     fn fresh(&self, region: usize) -> Box<Slot> {
         let g = &self.spec.regions[region].grammar;
-        let new = |g: &Arc<CompiledGrammar>, opts: Options| {
-            Constraint::new(g, &self.vocab, opts).expect("Constraint::new does not fail")
-        };
-        let tail_opts = Options {
-            lookahead: None,
-            ..self.opts.clone()
-        };
         Box::new(Slot {
-            c: new(g, self.opts.clone()),
-            tail: self.tails[region].as_ref().map(|t| new(t, tail_opts)),
+            c: Constraint::new(g, &self.vocab, self.opts.clone())
+                .expect("Constraint::new does not fail"),
+            tail: None,
         })
     }
 
@@ -228,10 +228,11 @@ impl Shared {
             return v.clone();
         }
         let free = self.free_mask(START, n);
+        let (_, candidates) = self.base.get().expect("built by free_mask");
         let v: Arc<Vec<TokenId>> = Arc::new(
-            self.vocab
-                .text_tokens()
-                .map(|(t, _)| t)
+            candidates
+                .iter()
+                .copied()
                 .filter(|&t| !free.contains(t))
                 .collect(),
         );
@@ -324,6 +325,7 @@ impl Shared {
             c,
             n,
             spans,
+            fed: rest.to_vec(),
         });
     }
 
@@ -341,7 +343,29 @@ impl Shared {
         true
     }
 
-    /// The free-text mask of `(ac, n)` without EOG (cached).
+    /// What every free-text mask starts from (one pass over the vocabulary): every token
+    /// but EOG and the trigger tokens; and the text tokens that may complete a text trigger
+    /// from some matcher state (the only ones a free mask may have to drop).
+    fn free_base(&self) -> (TokenSet, Vec<TokenId>) {
+        let v = &self.vocab;
+        let mut base = TokenSet::new(v.len());
+        let mut candidates = Vec::new();
+        for i in 0..v.len() as u32 {
+            let t = TokenId(i);
+            if v.is_eog(t) || self.token_triggers.contains_key(&t) {
+                continue;
+            }
+            base.insert(t);
+            if !v.is_special(t) && self.matcher.may_complete(v.bytes(t)) {
+                candidates.push(t);
+            }
+        }
+        (base, candidates)
+    }
+
+    /// The free-text mask of `(ac, n)` without EOG (cached): the base minus the candidate
+    /// tokens that complete a trigger whose region refuses the rest, plus the trigger
+    /// tokens while a region may begin.
     fn free_mask(&self, ac: u32, n: usize) -> Arc<TokenSet> {
         let key = (ac, n);
         if let Some(m) = self
@@ -352,23 +376,15 @@ impl Shared {
         {
             return m.clone();
         }
-        let v = &self.vocab;
-        let mut m = TokenSet::new(v.len());
-        for (id, bytes) in v.text_tokens() {
-            if !self.token_triggers.contains_key(&id) && self.free_viable(ac, n, bytes) {
-                m.insert(id);
+        let (base, candidates) = self.base.get_or_init(|| self.free_base());
+        let mut m = base.clone();
+        for &t in candidates {
+            if !self.free_viable(ac, n, self.vocab.bytes(t)) {
+                m.remove(t);
             }
         }
-        for i in 0..v.len() as u32 {
-            let t = TokenId(i);
-            if v.is_eog(t) {
-                continue;
-            }
-            if self.token_triggers.contains_key(&t) {
-                if self.enabled(n) {
-                    m.insert(t);
-                }
-            } else if v.is_special(t) {
+        if self.enabled(n) {
+            for &t in self.token_triggers.keys() {
                 m.insert(t);
             }
         }
@@ -396,6 +412,8 @@ pub struct TriggeredConstraint {
     ended: bool,
     text_len: usize,
     history: Vec<Snapshot>,
+    /// Reused mask buffers (no allocation per mask).
+    scratch: Vec<TokenSet>,
 }
 
 impl std::fmt::Debug for TriggeredConstraint {
@@ -456,6 +474,7 @@ impl TriggeredConstraint {
             n_cap,
             tails,
             free_masks: Mutex::new(HashMap::new()),
+            base: OnceLock::new(),
             trigger_tokens: Mutex::new(HashMap::new()),
         });
         Ok(TriggeredConstraint {
@@ -469,6 +488,7 @@ impl TriggeredConstraint {
             ended: false,
             text_len: 0,
             history: Vec::new(),
+            scratch: Vec::new(),
         })
     }
 
@@ -546,6 +566,7 @@ impl TriggeredConstraint {
                                 c: sh.fresh(region),
                                 n: sh.bump(cfg.n),
                                 spans,
+                                fed: Vec::new(),
                             });
                         }
                     } else if special {
@@ -636,10 +657,24 @@ impl TriggeredConstraint {
                 Next::Old { cfg } => cfg,
                 Next::Fresh {
                     region,
-                    c,
+                    mut c,
                     n,
                     spans,
+                    fed,
                 } => {
+                    if let Some(g) = &sh.tails[region] {
+                        let opts = Options {
+                            lookahead: None,
+                            ..sh.opts.clone()
+                        };
+                        let mut t = Constraint::new(g, &sh.vocab, opts)
+                            .expect("Constraint::new does not fail");
+                        for b in &fed {
+                            t.commit_bytes(std::slice::from_ref(b))
+                                .expect("the tail grammar's prefixes include the region grammar's");
+                        }
+                        c.tail = Some(t);
+                    }
                     self.pool.push(*c);
                     let slot = self.pool.len() - 1;
                     Cfg {
@@ -713,11 +748,10 @@ impl TriggeredConstraint {
     /// configuration's part). Candidates for leaving: while the region's text is not a
     /// sentence, the tail twin's mask minus the region's; while it is, only the tokens the
     /// free text itself refuses (all others the free configuration already allows).
-    fn region_mask(&mut self, slot: usize, n: usize, out: &mut TokenSet, tmp: &mut TokenSet) {
+    fn region_mask(&mut self, slot: usize, n: usize, dst: &mut TokenSet) {
         let sh = self.shared.clone();
         let s = &mut self.pool[slot];
-        s.c.compute_mask(tmp);
-        out.union_with(tmp);
+        s.c.compute_mask(dst);
         if !sh.free_after() {
             return;
         }
@@ -725,22 +759,32 @@ impl TriggeredConstraint {
             sh.trigger_tokens(n)
                 .iter()
                 .copied()
-                .filter(|&t| !tmp.contains(t))
+                .filter(|&t| !dst.contains(t))
                 .collect()
         } else {
-            let mut with_tail = TokenSet::new(sh.vocab.len());
+            let mut with_tail = self.scratch.pop().unwrap_or_else(|| TokenSet::new(0));
             s.tail
                 .as_mut()
                 .expect("Free mode keeps a tail twin")
                 .compute_mask(&mut with_tail);
-            with_tail
-                .iter()
-                .filter(|&t| !tmp.contains(t) && !sh.vocab.is_special(t))
-                .collect()
+            let mut c = Vec::new();
+            for (w, (&a, &b)) in with_tail.words().iter().zip(dst.words()).enumerate() {
+                let mut d = a & !b;
+                while d != 0 {
+                    let t = TokenId((w * 64) as u32 + d.trailing_zeros());
+                    d &= d - 1;
+                    if !sh.vocab.is_special(t) {
+                        c.push(t);
+                    }
+                }
+            }
+            self.scratch.push(with_tail);
+            c
         };
+        let s = &mut self.pool[slot];
         for t in candidates {
-            if !out.contains(t) && sh.exits_inside(s, n, sh.vocab.bytes(t)) {
-                out.insert(t);
+            if sh.exits_inside(s, n, sh.vocab.bytes(t)) {
+                dst.insert(t);
             }
         }
     }
@@ -760,13 +804,29 @@ impl TokenConstraint for TriggeredConstraint {
         if self.ended {
             return;
         }
-        let mut tmp = TokenSet::new(sh.vocab.len());
+        // One configuration (the usual case) writes straight into `out`.
+        let single = self.configs.len() == 1;
+        let mut tmp = if single {
+            None
+        } else {
+            Some(self.scratch.pop().unwrap_or_else(|| TokenSet::new(0)))
+        };
         for k in 0..self.configs.len() {
             let Cfg { place, n, .. } = self.configs[k].clone();
-            match place {
-                Place::Free { ac } => out.union_with(&sh.free_mask(ac, n)),
-                Place::Region { slot, .. } => self.region_mask(slot, n, out, &mut tmp),
+            match (place, tmp.as_mut()) {
+                (Place::Free { ac }, None) => {
+                    out.words_mut().copy_from_slice(sh.free_mask(ac, n).words())
+                }
+                (Place::Free { ac }, Some(_)) => out.union_with(&sh.free_mask(ac, n)),
+                (Place::Region { slot, .. }, None) => self.region_mask(slot, n, out),
+                (Place::Region { slot, .. }, Some(tmp)) => {
+                    self.region_mask(slot, n, tmp);
+                    out.union_with(tmp);
+                }
             }
+        }
+        if let Some(tmp) = tmp {
+            self.scratch.push(tmp);
         }
         for &e in sh.vocab.eog_tokens() {
             out.remove(e);
