@@ -39,9 +39,12 @@
 //! when the rest of its bytes is viable there. Region grammars see their own text only, from
 //! their initial state, so:
 //! - **Free text.** The mask is a function of the matcher state and the (saturated) region
-//!   count alone, computed once over the vocabulary (one matcher walk per token; the few
-//!   tokens that complete a trigger are checked against the region grammar) and cached.
-//!   A free-text mask then costs one copy of a bitset.
+//!   count alone. One pass over the vocabulary finds the few tokens that can complete a
+//!   trigger from *some* matcher state (they contain a trigger, or begin with a proper
+//!   suffix of one); every other token is free text from every state. The mask of a state
+//!   is then "everything but EOG" minus the candidates that complete a trigger there into
+//!   text the region grammar refuses, computed once per state and cached: a free-text mask
+//!   costs one copy of a bitset. EOG is added per the language.
 //! - **Inside region `i`.** The region's [`Constraint`] mask (same cost as a plain
 //!   constraint), minus its EOG. In `Free` mode, plus the tokens that leave the region
 //!   inside the token (after at least one of its bytes; leaving before it is the free
@@ -55,6 +58,54 @@
 //! With a finite lookahead `k` ([`Options::lookahead`]) the tokens lying wholly inside a
 //! region obey `k` (the region's own mask); tokens that cross a region boundary are checked
 //! with every split (k = ∞) on both sides. Every `k` is sound.
+//!
+//! # Sharing
+//! Clones share the free-text masks and candidate lists (and, like every [`Constraint`],
+//! the region grammars' trees and mask caches): build one constraint per spec and clone it
+//! for each generation. A new spec costs one pass over the vocabulary (about 1 ms for 49k
+//! tokens) on its first mask.
+//!
+//! # Example
+//! ```
+//! use std::sync::Arc;
+//! use domino_engine::engine::{
+//!     AfterRegion, CompiledGrammar, Options, Region, TokenConstraint, Trigger, TriggerSpec,
+//!     TriggeredConstraint,
+//! };
+//! use domino_engine::grammar::GrammarSource;
+//! use domino_engine::vocab::{TokenId, Vocabulary};
+//!
+//! // Think freely, then a number after `</think>`.
+//! let ir = GrammarSource::Regex("[0-9]+".into()).compile(&Default::default()).unwrap();
+//! let spec = Arc::new(TriggerSpec {
+//!     regions: vec![Region {
+//!         trigger: Trigger::Text(b"</think>".to_vec()),
+//!         grammar: CompiledGrammar::new(ir).unwrap(),
+//!         name: "answer".into(),
+//!     }],
+//!     after: AfterRegion::End,
+//!     min_regions: 1,
+//!     max_regions: None,
+//! });
+//! // Tokens: 0 "hmm", 1 "</think>", 2 ">4", 3 "</", 4 "think", 5 "2", 6 ">x", 7 = EOG.
+//! let words = ["hmm", "</think>", ">4", "</", "think", "2", ">x", ""];
+//! let vocab = Arc::new(Vocabulary::new(
+//!     words.iter().map(|w| w.as_bytes().to_vec()).collect(),
+//!     vec![false; 8],
+//!     vec![TokenId(7)],
+//! ));
+//! let mut c = TriggeredConstraint::new(spec, &vocab, Options::default()).unwrap();
+//! assert!(c.allows(TokenId(0)) && !c.allows(TokenId(7))); // free text; a region is required
+//! c.commit(TokenId(3)).unwrap();
+//! c.commit(TokenId(4)).unwrap(); // "</think": one byte short of the trigger
+//! assert!(c.allows(TokenId(0))); // "</thinkhmm" is still free text
+//! assert!(c.allows(TokenId(2))); // `>4` completes the trigger and begins the number
+//! assert!(!c.allows(TokenId(6))); // `>x` would complete it into a non-number
+//! c.commit(TokenId(2)).unwrap();
+//! assert_eq!(c.current_region(), Some(0));
+//! assert_eq!(c.region_spans(), vec![(0, 8, None)]);
+//! assert!(c.allows(TokenId(7)) && c.allows(TokenId(5)) && !c.allows(TokenId(0)));
+//! ```
 //!
 //! # State and rollback
 //! A configuration is free text (matcher state, region count) or a region (index, region
