@@ -737,6 +737,7 @@ fn bench_free_vs_region_masks_smollm2() {
         let mut mask = TokenSet::new(vocab.len());
         // Plain constraint over the document (pass 0 builds trees; pass 1 is timed).
         let mut plain = Duration::ZERO;
+        let mut plain_commit = Duration::ZERO;
         for pass in 0..2 {
             let mut c = Constraint::new(&g, &vocab, opts.clone()).unwrap();
             for &t in &toks(doc) {
@@ -745,7 +746,11 @@ fn bench_free_vs_region_masks_smollm2() {
                 if pass == 1 {
                     plain += t0.elapsed();
                 }
+                let t0 = Instant::now();
                 c.commit(t).unwrap();
+                if pass == 1 {
+                    plain_commit += t0.elapsed();
+                }
             }
         }
         for (mode, trigger) in [
@@ -765,6 +770,7 @@ fn bench_free_vs_region_masks_smollm2() {
             let (mut free, mut region, mut first) =
                 (Duration::ZERO, Duration::ZERO, Duration::ZERO);
             let (mut nf, mut nr) = (0, 0);
+            let mut region_commit = Duration::ZERO;
             let mut text = format!("{thought}{trigger}{doc}");
             if mode == AfterRegion::Free {
                 text.push_str(after);
@@ -796,9 +802,18 @@ fn bench_free_vs_region_masks_smollm2() {
                             nf += 1;
                         }
                     }
+                    let t0 = Instant::now();
                     c.commit(t).unwrap();
+                    if pass == 1 && inside {
+                        region_commit += t0.elapsed();
+                    }
                 }
             }
+            eprintln!(
+                "    commits: plain JSON {:.2} µs, inside the region {:.2} µs",
+                us(plain_commit, toks(doc).len()),
+                us(region_commit, nr)
+            );
             eprintln!(
                 "mask cache {:>8} B, {mode:?} mode: plain JSON {:.2} µs/mask; free text {:.2} µs/mask ({nf} masks); inside the region {:.2} µs/mask ({nr} masks); a new spec's free masks: first {:.0} µs, all {:.0} µs",
                 cache,
