@@ -37,6 +37,9 @@ ws     ::= [ \n]?
 "#;
 /// Accepting and able to go on: leaving it mid-token is possible.
 const DIGITS: &str = r#"root ::= [0-9]+"#;
+/// A sentence (`12`) that goes on into a non-sentence (`12.`): the tail twin cannot help
+/// there, the trie walk does.
+const DECIMAL: &str = r#"root ::= [0-9]+ ( "." [0-9]+ )?"#;
 const LETTERS: &str = r#"root ::= [a-z]+ ( "<" [a-z]* )?"#;
 /// Accepts the empty text: a region may end right at its trigger.
 const MAYBE_X: &str = r#"root ::= "x"*"#;
@@ -88,6 +91,13 @@ fn toy_vocab() -> Arc<Vocabulary> {
         "<c",
         "xy<a>",
         "a><tool>",
+        "1.",
+        ".5",
+        "2.3<",
+        "5.x",
+        ".",
+        "3.4",
+        "7>",
     ] {
         words.push(w.as_bytes().to_vec());
     }
@@ -324,7 +334,7 @@ fn specs(v: &Vocabulary) -> Vec<(&'static str, Arc<TriggerSpec>)> {
             "tools-shared-prefixes",
             spec(
                 vec![
-                    region(text("<tool>"), DIGITS, "digits"),
+                    region(text("<tool>"), DECIMAL, "decimal"),
                     region(text("<tag>"), JSON, "json"),
                     region(text("ol>"), LETTERS, "letters"),
                 ],
@@ -344,6 +354,20 @@ fn specs(v: &Vocabulary) -> Vec<(&'static str, Arc<TriggerSpec>)> {
                 AfterRegion::Free,
                 1,
                 Some(2),
+            ),
+        ),
+        (
+            // A number region that passes a sentence (`12`) and goes on (`12.`) while `.`
+            // itself triggers a letters region: exits from such states need the trie walk.
+            "number-then-dot-trigger",
+            spec(
+                vec![
+                    region(text("<tool>"), DECIMAL, "decimal"),
+                    region(text("."), LETTERS, "letters"),
+                ],
+                AfterRegion::Free,
+                0,
+                None,
             ),
         ),
         (
@@ -428,6 +452,7 @@ fn masks_equal_the_reference_on_random_walks() {
                     allowed[rng.below(allowed.len())]
                 };
                 if vocab.is_eog(t) && rng.below(3) != 0 && allowed.len() > 1 {
+                    masks.pop(); // the same state comes round again
                     continue;
                 }
                 let before = c.current_region();
@@ -940,4 +965,61 @@ fn smollm2_tool_call_masks_equal_the_reference() {
         "{} steps, {left_inside} tokens left the region inside them",
         toks.len()
     );
+}
+
+/// A region whose text was a sentence and is not any more (`12.`), while the other reading
+/// (the number ended at `12`, then `.` began a letters region) refuses digits: `5.x` is
+/// allowed only by completing the number, leaving it inside the token, and going on freely
+/// (`.` then begins the letters region, `x`).
+#[test]
+fn leaving_a_region_after_passing_a_sentence() {
+    let vocab = toy_vocab();
+    let id = |s: &str| {
+        TokenId(
+            (0..vocab.len())
+                .find(|&i| vocab.bytes(TokenId(i as u32)) == s.as_bytes())
+                .unwrap() as u32,
+        )
+    };
+    let spec = Arc::new(TriggerSpec {
+        regions: vec![
+            region(text("<tool>"), DECIMAL, "decimal"),
+            region(text("."), LETTERS, "letters"),
+        ],
+        after: AfterRegion::Free,
+        min_regions: 0,
+        max_regions: None,
+    });
+    let mut c = TriggeredConstraint::new(spec, &vocab, Options::default()).unwrap();
+    c.commit(id("<tool>")).unwrap();
+    c.commit(id("12")).unwrap();
+    assert_eq!(c.num_configurations(), 2, "in the number, or after it");
+    c.commit(id(".")).unwrap();
+    assert_eq!(
+        c.num_configurations(),
+        2,
+        "`12.` in the number, or `.` a trigger"
+    );
+    let mut mask = TokenSet::new(vocab.len());
+    c.compute_mask(&mut mask);
+    assert!(
+        mask.contains(id("5.x")),
+        "`5` ends the number, `.x` is free text"
+    );
+    assert!(mask.contains(id("3")) && mask.contains(id("ab")));
+    assert!(
+        !mask.contains(id("3.4")),
+        "`12.3` then `.4`: letters refuse `4`"
+    );
+    assert!(!mask.contains(id(".")) && mask.contains(id("1.")));
+    let reference = Reference::new(c.spec());
+    let states = ["<tool>", "12", "."]
+        .iter()
+        .fold(reference.start(), |st, w| {
+            reference.feed_token(&vocab, &st, id(w))
+        });
+    let want = reference.mask(&vocab, &states);
+    assert!(mask == want, "{}", diff(&mask, &want, &vocab));
+    c.commit(id("5.x")).unwrap();
+    assert_eq!(c.region_spans(), vec![(0, 6, Some(10)), (1, 11, None)]);
 }
