@@ -126,7 +126,6 @@ mod tail;
 
 pub use spec::{AfterRegion, Region, Trigger, TriggerSpec};
 
-use super::trie::VocabTrie;
 use super::{Constraint, EngineError, Options, TokenConstraint};
 use crate::hash::Fnv1a;
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
@@ -491,7 +490,9 @@ impl TriggeredConstraint {
     /// is a sentence, the deeper tokens whose rest is free text are added to `dst`.
     fn exit_walk(&mut self, slot: usize, n: usize, dst: &mut TokenSet) {
         let sh = self.shared.clone();
-        let trie = sh.trie.get_or_init(|| VocabTrie::new(&sh.vocab));
+        let trie = sh
+            .trie
+            .get_or_init(|| super::healing::shared_trie(&sh.vocab));
         let c = &mut self.pool[slot].c;
         let nodes = &trie.nodes;
         let mut stack: Vec<u32> = Vec::new();

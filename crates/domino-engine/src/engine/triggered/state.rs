@@ -137,7 +137,7 @@ pub(super) struct Shared {
     /// Per region, in `Free` mode: its grammar followed by anything ([`tail`](super::tail)).
     pub(super) tails: Vec<Option<Arc<CompiledGrammar>>>,
     /// The vocabulary trie (built on first use: region exits while a region is dirty).
-    pub(super) trie: OnceLock<VocabTrie>,
+    pub(super) trie: OnceLock<Arc<VocabTrie>>,
     /// Free-text masks (without EOG) by (matcher state, region count).
     pub(super) free_masks: Mutex<HashMap<(u32, usize), Arc<TokenSet>>>,
     /// See [`Shared::free_base`] (built on first use).
