@@ -63,6 +63,7 @@
 //!     ],
 //!     start: root,
 //!     warnings: vec![],
+//!     lexing: Default::default(),
 //! };
 //! let grammar = CompiledGrammar::new(g).unwrap();
 //! // Tokens: 0 "[", 1 "a", 2 "]", 3 "aa]", 4 "x", 5 = end of generation.
@@ -246,6 +247,8 @@ pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
     components: Vec<OnceLock<Arc<SubterminalTree>>>,
+    /// Greedy (Lark) lexing: one tree per scanner state instead (see [`tree`]).
+    states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
 }
 
@@ -273,6 +276,7 @@ impl TreeCache {
             components: (0..scanner.num_components())
                 .map(|_| OnceLock::new())
                 .collect(),
+            states: Default::default(),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
@@ -294,11 +298,48 @@ impl TreeCache {
         })
     }
 
+    /// The tree of a whole scanner state (greedy lexing), built on first use.
+    pub fn state_tree(&self, grammar: &CompiledGrammar, q: ScanState) -> Arc<SubterminalTree> {
+        if let Some(t) = self
+            .states
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&q)
+        {
+            return t.clone();
+        }
+        let t = Arc::new(SubterminalTree::build_state(
+            &grammar.scanner,
+            &grammar.follow,
+            &self.trie,
+            self.vocab_len,
+            q,
+        ));
+        self.states
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(q)
+            .or_insert(t)
+            .clone()
+    }
+
     /// Build every tree a constraint can need (the paper's offline setting): the component
     /// trees reachable from the start state through the states tokens end in. Returns the
     /// number of trees.
     pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
         let sc = &grammar.scanner;
+        if sc.is_greedy() {
+            let mut seen = std::collections::HashSet::from([Scanner::START]);
+            let mut queue = vec![Scanner::START];
+            while let Some(q) = queue.pop() {
+                for &e in self.state_tree(grammar, q).end_states() {
+                    if seen.insert(e) {
+                        queue.push(e);
+                    }
+                }
+            }
+            return seen.len();
+        }
         let mut seen = vec![false; self.components.len()];
         let mut queue: Vec<ComponentId> = Vec::new();
         let visit = |c: ComponentId, seen: &mut Vec<bool>, queue: &mut Vec<ComponentId>| {
@@ -333,7 +374,14 @@ impl TreeCache {
             trie_bytes: self.trie.memory_bytes(),
             ..Default::default()
         };
-        for t in self.components.iter().filter_map(|t| t.get()) {
+        let states = self.states.read().unwrap_or_else(|e| e.into_inner());
+        let state_trees = states.values().map(|t| &**t);
+        for t in self
+            .components
+            .iter()
+            .filter_map(|t| t.get().map(|t| &**t))
+            .chain(state_trees)
+        {
             s.trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();
@@ -529,6 +577,12 @@ impl Constraint {
         let cache = self.cache.clone();
         let scanner = &grammar.scanner;
         for c in &mut self.configs {
+            if scanner.is_greedy() {
+                cache
+                    .state_tree(&grammar, c.scan)
+                    .mask_into(scanner, &mut c.parser, k, out);
+                continue;
+            }
             // Every path of a component's tree starts by continuing or ending its terminal:
             // only components whose terminal the parser expects can contribute.
             for &comp in scanner.components(c.scan) {
@@ -770,6 +824,9 @@ fn config_accepts(scanner: &Scanner, c: &Config) -> bool {
         return c.parser.is_accepting();
     }
     scanner.accepting(c.scan).iter().any(|&t| {
+        if !scanner.may_end(c.scan, t, None) {
+            return false;
+        }
         let mut p = c.parser.clone();
         p.push(t) && p.is_accepting()
     })
@@ -814,6 +871,9 @@ fn step_config_marked(
     let fresh = scanner.next(Scanner::START, b);
     if fresh != DEAD {
         for &t in scanner.accepting(c.scan) {
+            if !scanner.may_end(c.scan, t, Some(b)) {
+                continue;
+            }
             let mut p = c.parser.clone();
             if p.push(t) && viable(scanner, &p, ScanState(fresh)) {
                 out.push((
@@ -859,6 +919,9 @@ fn token_walk(
         if fresh != DEAD && ins <= max_inside {
             for &t in scanner.accepting(q) {
                 if last.is_some_and(|l| !follow.can_follow(l, t)) {
+                    continue;
+                }
+                if !scanner.may_end(q, t, Some(b)) {
                     continue;
                 }
                 if parser.push(t) {

@@ -367,9 +367,42 @@ impl SubterminalTree {
         vocab_len: usize,
         component: ComponentId,
     ) -> Self {
-        let (t0, s0) = scanner.component(component);
+        Self::build(scanner, follow, trie, vocab_len, Err(component))
+    }
+
+    /// Build the tree of a whole scanner state `q` (greedy lexing: whether a lexeme may end
+    /// depends on every terminal still live in it, so trees cannot be shared per component).
+    /// Its root groups carry the live sets of the states tokens reach from `q`, and a
+    /// boundary is only recorded where [`Scanner::may_end`] allows the lexeme to end.
+    pub fn build_state(
+        scanner: &Scanner,
+        follow: &Follow,
+        trie: &VocabTrie,
+        vocab_len: usize,
+        q: ScanState,
+    ) -> Self {
+        Self::build(scanner, follow, trie, vocab_len, Ok(q))
+    }
+
+    /// `root`: `Ok(scanner state)` or `Err(component)`.
+    fn build(
+        scanner: &Scanner,
+        follow: &Follow,
+        trie: &VocabTrie,
+        vocab_len: usize,
+        root: Result<ScanState, ComponentId>,
+    ) -> Self {
+        let state_root = root.is_ok();
+        let (t0, s0) = match root {
+            Ok(q) => (TerminalId(0), q.0),
+            Err(c) => scanner.component(c),
+        };
         let dfa = scanner.terminal_dfa(t0);
         let root_live = scanner.singleton_live(t0);
+        debug_assert!(
+            !scanner.is_greedy() || state_root,
+            "greedy lexing needs state trees"
+        );
         let mut nodes = vec![BuildNode {
             terminal: TerminalId(0),
             inside: 0,
@@ -418,7 +451,7 @@ impl SubterminalTree {
             for ti in p0..p1 {
                 let (s, n) = threads[ti];
                 // The terminals that may end before this byte, and the continuation.
-                let (cont, accepting): (u32, &[TerminalId]) = if n == 0 {
+                let (cont, accepting): (u32, &[TerminalId]) = if n == 0 && !state_root {
                     let acc: &[TerminalId] = if dfa.is_accepting(s) {
                         std::slice::from_ref(&t0)
                     } else {
@@ -427,8 +460,9 @@ impl SubterminalTree {
                     (dfa.next(s, b), acc)
                 } else {
                     let c = scanner.next(ScanState(s), b);
-                    let ok =
-                        c != DEAD && scanner.followed_by(nodes[n as usize].terminal, ScanState(c));
+                    let ok = c != DEAD
+                        && (n == 0
+                            || scanner.followed_by(nodes[n as usize].terminal, ScanState(c)));
                     (if ok { c } else { DEAD }, scanner.accepting(ScanState(s)))
                 };
                 if cont != DEAD && !threads[p1..].contains(&(cont, n)) {
@@ -445,6 +479,11 @@ impl SubterminalTree {
                         continue;
                     }
                     if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
+                        continue;
+                    }
+                    // Greedy lexing: the lexeme may not end here (the next byte extends it,
+                    // or a literal wins the tie); always true otherwise.
+                    if state_root && !scanner.may_end(ScanState(s), t, Some(b)) {
                         continue;
                     }
                     let label = (t.0 << 1) | (pos == 0) as u32;
@@ -475,7 +514,7 @@ impl SubterminalTree {
             let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
-                    let live = if n == 0 {
+                    let live = if n == 0 && !state_root {
                         if !end_dfa_states.contains(&s) {
                             end_dfa_states.push(s);
                         }

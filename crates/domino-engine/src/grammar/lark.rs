@@ -668,6 +668,7 @@ impl<'a> Parser<'a> {
             start: RuleId(start_slot as u32),
             ignore,
             warnings,
+            lexing: crate::grammar::ir::Lexing::Greedy,
         })
     }
 }

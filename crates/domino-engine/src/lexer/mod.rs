@@ -38,6 +38,8 @@
 //! - Bytes are grouped into equivalence classes (bytes no terminal distinguishes), so the
 //!   transition table is `states × classes`.
 
+pub mod greedy;
+
 pub use crate::grammar::dfa::DEAD;
 use crate::grammar::dfa::{DfaError, TerminalDfa};
 use crate::grammar::ir;
@@ -189,6 +191,9 @@ pub struct Scanner {
     max_states: usize,
     /// Set when a state was refused for [`MAX_SCANNER_STATES`]; see [`Scanner::overflowed`].
     overflowed: AtomicBool,
+    /// Under [`ir::Lexing::Greedy`]: per terminal, whether it is a string literal (literals win
+    /// ties against regexes, see [`mod@greedy`]); `None` under [`ir::Lexing::Characters`].
+    literal: Option<Box<[bool]>>,
 }
 
 impl Scanner {
@@ -215,7 +220,16 @@ impl Scanner {
                 })?,
             );
         }
-        Self::build(dfas, may_follow, MAX_SCANNER_STATES)
+        let literal = (grammar.lexing == ir::Lexing::Greedy).then(|| {
+            grammar
+                .terminals
+                .iter()
+                .map(|t| t.literal.is_some())
+                .collect()
+        });
+        let mut sc = Self::build(dfas, may_follow, MAX_SCANNER_STATES)?;
+        sc.literal = literal;
+        Ok(sc)
     }
 
     /// Build from per-terminal DFAs (`TerminalId(i)` is `dfas[i]`).
@@ -287,6 +301,7 @@ impl Scanner {
             builder: Mutex::new(Builder::default()),
             max_states,
             overflowed: AtomicBool::new(false),
+            literal: None,
         };
         let start: Vec<ComponentId> = (0..nt).map(|t| ComponentId(sc.component_base[t])).collect();
         {

@@ -112,8 +112,12 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // With `%ignore`, ignored text may appear between any two terminals, so merging a
     // syntactic sequence or repetition into one terminal would forbid it there: only lexical
     // rules and leaves become terminals then.
+    // Under greedy (Lark) lexing the terminals ARE the lexer's lexemes: merging pieces into
+    // longer terminals would change where lexemes end, so nothing is promoted either.
     let opts = &LowerOptions {
-        promote: opts.promote && def.ignore.is_empty(),
+        promote: opts.promote
+            && def.ignore.is_empty()
+            && def.lexing == crate::grammar::ir::Lexing::Characters,
     };
     let mut warnings = def.warnings.clone();
     let n = def.rules.len();
@@ -232,6 +236,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             productions,
             start,
             warnings,
+            lexing: def.lexing,
         },
         def,
     )
