@@ -300,3 +300,83 @@ fn greedy_masks_equal_the_greedy_oracle_over_all_smollm2_tokens() {
     }
     assert!(checked >= 8, "only {checked} masks checked");
 }
+
+#[test]
+fn llguidance_dialect_is_supported_exactly_or_refused_by_name() {
+    // `{m,n}` on rules and terminals: exactly the bounded repetition.
+    let g = lark("start: item{2,3} \";\"\nitem: \"a\" | \"b\"\n");
+    let r = GreedyReference::new(g.grammar()).unwrap();
+    for (s, ok) in [
+        ("ab;", true),
+        ("aba;", true),
+        ("a;", false),
+        ("abab;", false),
+    ] {
+        assert_eq!(r.accepts(s.as_bytes()), ok, "{s}");
+    }
+    let g = lark("start: D{2} | X{,1} \"!\" | Y{3,}\nD: /[0-9]/\nX: \"x\"\nY: \"y\"\n");
+    let r = GreedyReference::new(g.grammar()).unwrap();
+    for (s, ok) in [
+        ("12", true),
+        ("1", false),
+        ("!", true),
+        ("x!", true),
+        ("yyy", true),
+        ("yy", false),
+        ("yyyyy", true),
+    ] {
+        assert_eq!(r.accepts(s.as_bytes()), ok, "{s}");
+    }
+    // `~ n` stays Lark's repetition.
+    assert!(
+        GrammarSource::Lark("start: \"a\" ~ 2\n".into())
+            .compile(&Default::default())
+            .is_ok()
+    );
+    // Refusals name the construct and its position.
+    for (text, needle, line, column) in [
+        ("start: %json { \"type\": \"integer\" }\n", "%json", 1, 8),
+        ("start: \"a\"\n%llguidance {}\n", "%llguidance", 2, 1),
+        (
+            "start: A\nA: %regex { \"substring_words\": \"a b\" }\n",
+            "%regex",
+            2,
+            4,
+        ),
+        ("start: <|end|> \"a\"\n", "special tokens", 1, 8),
+        ("start: \"a\" <[128000]>\n", "special tokens", 1, 12),
+        ("start: A\nA: /[a-z]+/ & /..../\n", "intersection", 2, 13),
+        ("start: A\nA: ~/ab/\n", "negation", 2, 4),
+        ("start: A\nA.2: \"a\"\n", "priority", 2, 2),
+        ("start: \"a\"{3,1}\n", "maximum below", 1, 8),
+    ] {
+        let e = GrammarSource::Lark(text.into())
+            .compile(&Default::default())
+            .unwrap_err();
+        assert!(e.message.contains(needle), "{text:?}: {e}");
+        assert_eq!(
+            e.location,
+            domino_engine::grammar::Location::LineColumn { line, column },
+            "{text:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn ignore_terminals_are_lexed_one_at_a_time() {
+    // With `%ignore` whitespace and `//` comments, the space before `/` ends (a merged
+    // `(WS|COMMENT)+` terminal would read ` /` as the start of a comment and reject this).
+    let g = lark(GRAMMARS[1].1);
+    let r = GreedyReference::new(g.grammar()).unwrap();
+    let vocab = synthetic_vocab();
+    for (text, ok) in [
+        ("x = a / b;", true),
+        ("x = a // b\n;", true),
+        ("x = a /b; // done", true),
+        ("if a then b;", true),
+        ("ifa then b;", false),
+    ] {
+        assert_eq!(r.accepts(text.as_bytes()), ok, "reference on {text:?}");
+        assert_eq!(engine_accepts(&g, &vocab, text), ok, "engine on {text:?}");
+    }
+}
