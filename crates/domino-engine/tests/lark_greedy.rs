@@ -380,3 +380,48 @@ fn ignore_terminals_are_lexed_one_at_a_time() {
         assert_eq!(engine_accepts(&g, &vocab, text), ok, "engine on {text:?}");
     }
 }
+
+#[test]
+fn split_blow_up_is_a_clear_error_not_a_hang() {
+    // GBNF (character-level): tokens of many `a`s split into "a" / "aa" / "aaa" pieces in
+    // exponentially many ways. The tree build stops at its work limit and the next commit
+    // reports the grammar part instead of hanging.
+    let g = CompiledGrammar::new(
+        GrammarSource::Gbnf(
+            "root ::= \"(\" root \")\" | root x | \"\"\nx ::= \"a\" | \"aa\" | \"aaa\"".into(),
+        )
+        .compile(&Default::default())
+        .unwrap(),
+    )
+    .unwrap();
+    let mut words: Vec<Vec<u8>> = (1..=40).map(|n| vec![b'a'; n]).collect();
+    words.push(b"(".to_vec());
+    words.push(Vec::new());
+    let n = words.len();
+    let vocab = Arc::new(Vocabulary::new(
+        words,
+        vec![false; n],
+        vec![TokenId(n as u32 - 1)],
+    ));
+    let mut c = Constraint::new(&g, &vocab, Options::default()).unwrap();
+    c.tree_cache().set_work_limit(200_000);
+    let t0 = std::time::Instant::now();
+    let mut mask = TokenSet::new(vocab.len());
+    c.compute_mask(&mut mask);
+    assert!(t0.elapsed().as_secs_f64() < 5.0);
+    let e = c.commit(TokenId(0)).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("took more than 200000 steps") && msg.contains("\"a\""),
+        "{msg}"
+    );
+    // With the default limit a small vocabulary is fine (the same grammar, short tokens).
+    let small = Arc::new(Vocabulary::new(
+        vec![b"a".to_vec(), b"aa".to_vec(), b"(".to_vec(), Vec::new()],
+        vec![false; 4],
+        vec![TokenId(3)],
+    ));
+    let mut c = Constraint::new(&g, &small, Options::default()).unwrap();
+    c.compute_mask(&mut mask);
+    c.commit(TokenId(1)).unwrap();
+}

@@ -118,6 +118,10 @@ pub enum EngineError {
     TokenOutOfRange(TokenId),
     /// The constraint already ended (an end-of-generation token was committed).
     Finished,
+    /// Building the subterminal tree of this grammar part (a terminal, or a scanner state's
+    /// terminals) took more than the work limit ([`tree::MAX_TREE_WORK`] by default): its
+    /// tokens split into too many terminal sequences.
+    TreeLimit { part: String, limit: u64 },
 }
 
 impl std::fmt::Display for EngineError {
@@ -145,6 +149,10 @@ impl std::fmt::Display for EngineError {
                 write!(f, "token id {} is outside the vocabulary", t.0)
             }
             EngineError::Finished => write!(f, "the constraint has already ended"),
+            EngineError::TreeLimit { part, limit } => write!(
+                f,
+                "building the token tree of {part} took more than {limit} steps: vocabulary tokens split into too many sequences of its terminals (overlapping short terminals repeated, e.g. \"a\" | \"aa\" in a loop); merge them into one terminal or make them distinct"
+            ),
         }
     }
 }
@@ -247,6 +255,10 @@ pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
     components: Vec<OnceLock<Arc<SubterminalTree>>>,
+    /// Work limit of one tree build (see [`TreeCache::set_work_limit`]).
+    work_limit: std::sync::atomic::AtomicU64,
+    /// The first grammar part whose tree hit the work limit (reported at the next commit).
+    overflow: Mutex<Option<String>>,
     /// Greedy (Lark) lexing: one tree per scanner state instead (see [`tree`]).
     states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
@@ -277,6 +289,8 @@ impl TreeCache {
                 .map(|_| OnceLock::new())
                 .collect(),
             states: Default::default(),
+            work_limit: std::sync::atomic::AtomicU64::new(tree::MAX_TREE_WORK),
+            overflow: Mutex::new(None),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
@@ -288,14 +302,53 @@ impl TreeCache {
         c: ComponentId,
     ) -> &Arc<SubterminalTree> {
         self.components[c.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build_component(
+            let t = SubterminalTree::build_component(
                 &grammar.scanner,
                 &grammar.follow,
                 &self.trie,
                 self.vocab_len,
                 c,
-            ))
+                self.work_limit(),
+            );
+            if t.overflowed() {
+                let name = &grammar
+                    .grammar
+                    .terminal(grammar.scanner.component(c).0)
+                    .name;
+                self.note_overflow(format!("terminal {name}"));
+            }
+            Arc::new(t)
         })
+    }
+
+    /// Set the most work one tree build may do (default [`tree::MAX_TREE_WORK`]); trees
+    /// already built are kept.
+    pub fn set_work_limit(&self, steps: u64) {
+        self.work_limit
+            .store(steps, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn work_limit(&self) -> u64 {
+        self.work_limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn note_overflow(&self, part: String) {
+        self.overflow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(part);
+    }
+
+    /// The error for a tree that hit the work limit, if one did.
+    pub fn overflow_error(&self) -> Option<EngineError> {
+        self.overflow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .map(|part| EngineError::TreeLimit {
+                part,
+                limit: self.work_limit(),
+            })
     }
 
     /// The tree of a whole scanner state (greedy lexing), built on first use.
@@ -314,7 +367,18 @@ impl TreeCache {
             &self.trie,
             self.vocab_len,
             q,
+            self.work_limit(),
         ));
+        if t.overflowed() {
+            let sc = &grammar.scanner;
+            let names: Vec<&str> = sc
+                .live_terminals(sc.live_set(q))
+                .iter()
+                .take(4)
+                .map(|&u| grammar.grammar.terminal(u).name.as_str())
+                .collect();
+            self.note_overflow(format!("the lexeme state of {}", names.join(" | ")));
+        }
         self.states
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -680,6 +744,9 @@ impl Constraint {
     /// grammar allows (never the reverse), so decoding stops with an error rather than
     /// silently losing minimal invasiveness.
     fn check_scanner_limit(&self) -> Result<(), EngineError> {
+        if let Some(e) = self.cache.overflow_error() {
+            return Err(e);
+        }
         if self.grammar.scanner.overflowed() {
             return Err(EngineError::Lexer(LexerError::TooManyStates(
                 crate::lexer::MAX_SCANNER_STATES,

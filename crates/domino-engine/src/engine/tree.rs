@@ -54,6 +54,16 @@ use crate::grammar::ir::{self, TerminalId};
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
 
+/// The default most work one tree build may do, in split-thread steps (one thread — a split
+/// in progress — advanced over one byte of the vocabulary trie, plus the threads it is
+/// compared with to drop duplicates; a 262k-token vocabulary over an ordinary grammar needs
+/// a few million). A grammar whose tokens split in
+/// exponentially many ways (`"a" | "aa" | "aaa"` repeated, under a vocabulary of long `a…`
+/// tokens) stops there: the tree is marked [`SubterminalTree::overflowed`] and the engine
+/// reports [`crate::engine::EngineError::TreeLimit`] naming the grammar part, instead of
+/// hanging. About a second of building at the default.
+pub const MAX_TREE_WORK: u64 = 100_000_000;
+
 /// Above this many terminals [`Follow::new`] does not build the `n × n` matrix.
 pub const FOLLOW_MAX_TERMINALS: usize = 20_000;
 
@@ -340,6 +350,9 @@ pub struct SubterminalTree {
     nodes: Vec<TreeNode>,
     children: Vec<u32>,
     groups: Vec<Group>,
+    /// The build stopped at its work limit: the tree is incomplete (masks from it may only
+    /// forbid more than the grammar does).
+    overflowed: bool,
 }
 
 /// Build-time node.
@@ -366,8 +379,9 @@ impl SubterminalTree {
         trie: &VocabTrie,
         vocab_len: usize,
         component: ComponentId,
+        work_limit: u64,
     ) -> Self {
-        Self::build(scanner, follow, trie, vocab_len, Err(component))
+        Self::build(scanner, follow, trie, vocab_len, Err(component), work_limit)
     }
 
     /// Build the tree of a whole scanner state `q` (greedy lexing: whether a lexeme may end
@@ -380,8 +394,9 @@ impl SubterminalTree {
         trie: &VocabTrie,
         vocab_len: usize,
         q: ScanState,
+        work_limit: u64,
     ) -> Self {
-        Self::build(scanner, follow, trie, vocab_len, Ok(q))
+        Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit)
     }
 
     /// `root`: `Ok(scanner state)` or `Err(component)`.
@@ -391,7 +406,10 @@ impl SubterminalTree {
         trie: &VocabTrie,
         vocab_len: usize,
         root: Result<ScanState, ComponentId>,
+        work_limit: u64,
     ) -> Self {
+        let mut work = 0u64;
+        let mut overflowed = false;
         let state_root = root.is_ok();
         let (t0, s0) = match root {
             Ok(q) => (TerminalId(0), q.0),
@@ -449,6 +467,12 @@ impl SubterminalTree {
             let b = tn.byte;
             let fresh = fresh_of[b as usize];
             for ti in p0..p1 {
+                // Work: this thread, plus the duplicate scans over this level's new threads.
+                work += 1 + (threads.len() - p1) as u64;
+                if work > work_limit {
+                    overflowed = true;
+                    break;
+                }
                 let (s, n) = threads[ti];
                 // The terminals that may end before this byte, and the continuation.
                 let (cont, accepting): (u32, &[TerminalId]) = if n == 0 && !state_root {
@@ -506,6 +530,9 @@ impl SubterminalTree {
                         threads.push((fresh, child));
                     }
                 }
+            }
+            if overflowed {
+                break;
             }
             if threads.len() == p1 {
                 i = tn.next as usize;
@@ -588,7 +615,13 @@ impl SubterminalTree {
             nodes: out_nodes,
             children,
             groups,
+            overflowed,
         }
+    }
+
+    /// Whether the build stopped at its work limit ([`MAX_TREE_WORK`]).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     pub(crate) fn parts(&self) -> (&[TreeNode], &[u32], &[Group]) {
@@ -608,6 +641,7 @@ impl SubterminalTree {
             nodes,
             children,
             groups,
+            overflowed: false,
         }
     }
 
