@@ -85,6 +85,7 @@
 //! ```
 
 pub mod earley;
+mod mask_cache;
 pub mod persist;
 pub mod token_constraint;
 pub mod tree;
@@ -97,6 +98,7 @@ use crate::hash::Fnv1a;
 use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
+use mask_cache::MaskCache;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tree::{Follow, SubterminalTree};
@@ -457,49 +459,6 @@ impl TreeCache {
     /// Forget cached masks (benchmarks use this to time the tree walk itself).
     pub fn clear_mask_cache(&self) {
         self.masks.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-}
-
-/// A bounded map (scanner state, parser fingerprint, k) → finished mask, approximating LRU
-/// with two generations: lookups promote from the old generation; when the young one is
-/// full the old one is dropped.
-struct MaskCache {
-    capacity: usize,
-    young: HashMap<(u32, u64, u32), Arc<TokenSet>>,
-    old: HashMap<(u32, u64, u32), Arc<TokenSet>>,
-}
-
-impl MaskCache {
-    fn new(capacity: usize) -> Self {
-        MaskCache {
-            capacity,
-            young: HashMap::new(),
-            old: HashMap::new(),
-        }
-    }
-
-    fn get(&mut self, key: &(u32, u64, u32)) -> Option<Arc<TokenSet>> {
-        if let Some(m) = self.young.get(key) {
-            return Some(m.clone());
-        }
-        let m = self.old.remove(key)?;
-        self.insert(*key, m.clone());
-        Some(m)
-    }
-
-    fn insert(&mut self, key: (u32, u64, u32), m: Arc<TokenSet>) {
-        if self.capacity == 0 {
-            return;
-        }
-        if self.young.len() >= self.capacity.div_ceil(2) {
-            self.old = std::mem::take(&mut self.young);
-        }
-        self.young.insert(key, m);
-    }
-
-    fn clear(&mut self) {
-        self.young.clear();
-        self.old.clear();
     }
 }
 
