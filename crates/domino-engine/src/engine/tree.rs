@@ -29,6 +29,20 @@
 //! terminals like a string body, present in many scanner states such as every prefix of
 //! every key literal) thus happen once.
 //!
+//! **Greedy (Lark) lexing** breaks this sharing: whether a lexeme may end before a byte
+//! depends on every terminal of the scanner state still growing ([`Scanner::may_end`]), not
+//! on one component. So a Lark grammar gets one tree per scanner state
+//! ([`SubterminalTree::build_state`]): the root walks the whole state, and a boundary is only
+//! recorded where the lexeme may end. Greedy lexing also removes the splits that made those
+//! trees large (an identifier cut into keyword + identifier pieces), so they stay small: the
+//! shipped Lark C grammar needs 45 trees of 4,256 nodes in all for its benchmark documents
+//! over SmolLM2's vocabulary (`eval/bench/lark.md`).
+//!
+//! # Work limit
+//! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
+//! beyond it the tree is marked overflowed and the engine reports an error naming the grammar
+//! part at the next commit (see [`crate::engine::EngineError::TreeLimit`]), never a hang.
+//!
 //! # Boundaries and lookahead
 //! A boundary at byte position 0 of a token ends the terminal that was in progress before
 //! the token; a boundary at position `1..len` is *inside* the token. Each node records how

@@ -11,10 +11,13 @@
 //!
 //! # Why
 //! The engine's subterminal trees ([`crate::engine`]) walk every vocabulary token through
-//! the scanner, so a byte step must be one table lookup. The scanner has **no lexer policy**
-//! (no maximal munch, no priorities): it only reports, per state, which terminals are still
-//! possible ([`Scanner::live_set`]) and which would accept if the terminal ended here
-//! ([`Scanner::accepting`]); the engine and the parser decide where terminals end.
+//! the scanner, so a byte step must be one table lookup. The automaton itself has **no lexer
+//! policy** (no maximal munch, no priorities): it only reports, per state, which terminals
+//! are still possible ([`Scanner::live_set`]) and which would accept if the terminal ended
+//! here ([`Scanner::accepting`]); the engine and the parser decide where terminals end. The
+//! one policy the scanner knows is a grammar's [`ir::Lexing`]: under greedy (Lark) lexing,
+//! [`Scanner::may_end`] says where a lexeme may end — the design note is in [`greedy`]; under
+//! character-level lexing (GBNF, regex, JSON Schema) it is always true.
 //!
 //! # Invariants
 //! - [`Scanner::START`] (state 0) is "between terminals": every terminal at its start state.
