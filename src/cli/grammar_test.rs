@@ -6,7 +6,8 @@
 //! optional `"expect": "accept"|"reject"` (or `true`/`false`)), or, when none of these is
 //! given, standard input read whole as one string (one final newline dropped, as `echo`
 //! adds it). No model or tokenizer is needed: strings are run byte by byte through the
-//! reference recognizer ([`crate::grammar::reference::ReferenceRecognizer`]), the exact,
+//! reference recognizer ([`crate::grammar::reference::ReferenceRecognizer`]; for Lark grammars
+//! [`crate::grammar::reference::GreedyReference`], Lark's greedy lexing), the exact,
 //! slow Earley oracle the engine's masks are tested against.
 //!
 //! Each string is one of: `accepted` (a sentence of the grammar), `rejected at byte N
@@ -29,7 +30,8 @@
 use crate::cli::args::{ConstraintArgs, OutputFormat};
 use crate::diag::UsageError;
 use crate::grammar::GrammarSource;
-use crate::grammar::reference::ReferenceRecognizer;
+use crate::grammar::ir::Lexing;
+use crate::grammar::reference::{GreedyReference, ReferenceRecognizer};
 use anyhow::Context;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -110,8 +112,72 @@ impl Verdict {
     }
 }
 
-/// Run `bytes` through the recognizer.
-pub fn verdict(rec: &ReferenceRecognizer, bytes: &[u8]) -> Verdict {
+/// The reference for a grammar's semantics: byte-level for GBNF, regex and JSON Schema; the
+/// greedy-lexing reference for Lark grammars (see `domino_engine::lexer::greedy`).
+pub enum Oracle {
+    Characters(ReferenceRecognizer),
+    Greedy(GreedyReference),
+}
+
+impl Oracle {
+    pub fn new(ir: &crate::grammar::ir::Grammar) -> Result<Self, crate::grammar::GrammarError> {
+        Ok(match ir.lexing {
+            Lexing::Characters => Oracle::Characters(ReferenceRecognizer::new(ir)?),
+            Lexing::Greedy => Oracle::Greedy(GreedyReference::new(ir)?),
+        })
+    }
+}
+
+/// Run `bytes` through the oracle.
+pub fn verdict(rec: &Oracle, bytes: &[u8]) -> Verdict {
+    match rec {
+        Oracle::Characters(r) => verdict_bytes(r, bytes),
+        Oracle::Greedy(g) => verdict_greedy(g, bytes),
+    }
+}
+
+/// Greedy lexing: whole-text questions only, so the rejected byte is found by bisection
+/// (viability is prefix-closed: a prefix of a viable prefix is viable).
+fn verdict_greedy(g: &GreedyReference, bytes: &[u8]) -> Verdict {
+    if g.accepts(bytes) {
+        return Verdict::Accepted;
+    }
+    if g.is_viable_prefix(bytes) {
+        return Verdict::Incomplete;
+    }
+    // Smallest k with bytes[..k] not viable; byte k - 1 is the one refused.
+    let (mut lo, mut hi) = (0usize, bytes.len());
+    if !g.is_viable_prefix(&[]) {
+        return rejected_at(bytes, 0);
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if g.is_viable_prefix(&bytes[..mid]) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    rejected_at(bytes, hi - 1)
+}
+
+/// The verdict "rejected at byte `n`" with its line and column.
+fn rejected_at(bytes: &[u8], n: usize) -> Verdict {
+    let before = &bytes[..n];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    Verdict::Rejected {
+        byte: n,
+        line,
+        column: n - line_start + 1,
+    }
+}
+
+/// Run `bytes` through the byte-level recognizer.
+fn verdict_bytes(rec: &ReferenceRecognizer, bytes: &[u8]) -> Verdict {
     let mut s = rec.start();
     let rejected_at = |n: usize| {
         let before = &bytes[..n];
@@ -271,7 +337,7 @@ pub fn run(args: TestArgs) -> anyhow::Result<()> {
     for w in &ir.warnings {
         eprintln!("warning: {w}");
     }
-    let rec = ReferenceRecognizer::new(&ir)?;
+    let rec = Oracle::new(&ir)?;
 
     let json_out = args.format == OutputFormat::Json;
     let mut out = std::io::stdout().lock();

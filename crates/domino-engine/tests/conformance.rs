@@ -20,7 +20,8 @@ use common::rng::Rng;
 use domino_engine::engine::{CompiledGrammar, Constraint, Options};
 use domino_engine::grammar::CompileOptions;
 use domino_engine::grammar::ir::Grammar;
-use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::grammar::ir::Lexing;
+use domino_engine::grammar::reference::{GreedyReference, ReferenceRecognizer};
 use domino_engine::vocab::{TokenId, TokenSet, Vocabulary};
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -30,8 +31,33 @@ fn cases_dir() -> PathBuf {
     common::workspace_root().join("tests/cases")
 }
 
-/// The reference recognizer's verdicts; returns the failures.
+/// The reference recognizer's verdicts (the greedy reference for Lark grammars, see
+/// `domino_engine::lexer::greedy`); returns the failures.
 fn check_reference(case: &Case, grammar: &Grammar) -> Vec<String> {
+    if grammar.lexing == Lexing::Greedy {
+        let rec = GreedyReference::new(grammar).unwrap_or_else(|e| panic!("{}: {e}", case.name()));
+        let mut failures = Vec::new();
+        for s in &case.accept {
+            if !rec.accepts(s.as_bytes()) {
+                failures.push(format!("greedy reference: should accept {s:?}"));
+            }
+            for i in 1..s.len() {
+                if !rec.is_viable_prefix(&s.as_bytes()[..i]) {
+                    failures.push(format!(
+                        "greedy reference: prefix {:?} of {s:?} should be viable",
+                        String::from_utf8_lossy(&s.as_bytes()[..i])
+                    ));
+                    break;
+                }
+            }
+        }
+        for s in &case.reject {
+            if rec.accepts(s.as_bytes()) {
+                failures.push(format!("greedy reference: should reject {s:?}"));
+            }
+        }
+        return failures;
+    }
     let rec = ReferenceRecognizer::new(grammar).unwrap_or_else(|e| panic!("{}: {e}", case.name()));
     let mut failures = Vec::new();
     for s in &case.accept {

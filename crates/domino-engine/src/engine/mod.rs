@@ -63,6 +63,7 @@
 //!     ],
 //!     start: root,
 //!     warnings: vec![],
+//!     lexing: Default::default(),
 //! };
 //! let grammar = CompiledGrammar::new(g).unwrap();
 //! // Tokens: 0 "[", 1 "a", 2 "]", 3 "aa]", 4 "x", 5 = end of generation.
@@ -85,6 +86,7 @@
 
 pub mod earley;
 pub mod healing;
+mod mask_cache;
 pub mod persist;
 pub mod token_constraint;
 pub mod tree;
@@ -100,6 +102,7 @@ use crate::hash::Fnv1a;
 use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
+use mask_cache::MaskCache;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tree::{Follow, SubterminalTree};
@@ -124,6 +127,10 @@ pub enum EngineError {
     /// A constraint specification no text can satisfy, or one naming unusable triggers
     /// (a triggered constraint's [`TriggerSpec`]).
     InvalidSpec(String),
+    /// Building the subterminal tree of this grammar part (a terminal, or a scanner state's
+    /// terminals) took more than the work limit ([`tree::MAX_TREE_WORK`] by default): its
+    /// tokens split into too many terminal sequences.
+    TreeLimit { part: String, limit: u64 },
 }
 
 impl std::fmt::Display for EngineError {
@@ -152,6 +159,10 @@ impl std::fmt::Display for EngineError {
             }
             EngineError::Finished => write!(f, "the constraint has already ended"),
             EngineError::InvalidSpec(m) => write!(f, "invalid constraint specification: {m}"),
+            EngineError::TreeLimit { part, limit } => write!(
+                f,
+                "building the token tree of {part} took more than {limit} steps: vocabulary tokens split into too many sequences of its terminals (overlapping short terminals repeated, e.g. \"a\" | \"aa\" in a loop); merge them into one terminal or make them distinct"
+            ),
         }
     }
 }
@@ -254,6 +265,12 @@ pub struct TreeCache {
     trie: VocabTrie,
     vocab_len: usize,
     components: Vec<OnceLock<Arc<SubterminalTree>>>,
+    /// Work limit of one tree build (see [`TreeCache::set_work_limit`]).
+    work_limit: std::sync::atomic::AtomicU64,
+    /// The first grammar part whose tree hit the work limit (reported at the next commit).
+    overflow: Mutex<Option<String>>,
+    /// Greedy (Lark) lexing: one tree per scanner state instead (see [`tree`]).
+    states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
 }
 
@@ -281,6 +298,9 @@ impl TreeCache {
             components: (0..scanner.num_components())
                 .map(|_| OnceLock::new())
                 .collect(),
+            states: Default::default(),
+            work_limit: std::sync::atomic::AtomicU64::new(tree::MAX_TREE_WORK),
+            overflow: Mutex::new(None),
             masks: Mutex::new(MaskCache::new(capacity)),
         }
     }
@@ -292,14 +312,89 @@ impl TreeCache {
         c: ComponentId,
     ) -> &Arc<SubterminalTree> {
         self.components[c.0 as usize].get_or_init(|| {
-            Arc::new(SubterminalTree::build_component(
+            let t = SubterminalTree::build_component(
                 &grammar.scanner,
                 &grammar.follow,
                 &self.trie,
                 self.vocab_len,
                 c,
-            ))
+                self.work_limit(),
+            );
+            if t.overflowed() {
+                let name = &grammar
+                    .grammar
+                    .terminal(grammar.scanner.component(c).0)
+                    .name;
+                self.note_overflow(format!("terminal {name}"));
+            }
+            Arc::new(t)
         })
+    }
+
+    /// Set the most work one tree build may do (default [`tree::MAX_TREE_WORK`]); trees
+    /// already built are kept.
+    pub fn set_work_limit(&self, steps: u64) {
+        self.work_limit
+            .store(steps, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn work_limit(&self) -> u64 {
+        self.work_limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn note_overflow(&self, part: String) {
+        self.overflow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(part);
+    }
+
+    /// The error for a tree that hit the work limit, if one did.
+    pub fn overflow_error(&self) -> Option<EngineError> {
+        self.overflow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .map(|part| EngineError::TreeLimit {
+                part,
+                limit: self.work_limit(),
+            })
+    }
+
+    /// The tree of a whole scanner state (greedy lexing), built on first use.
+    pub fn state_tree(&self, grammar: &CompiledGrammar, q: ScanState) -> Arc<SubterminalTree> {
+        if let Some(t) = self
+            .states
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&q)
+        {
+            return t.clone();
+        }
+        let t = Arc::new(SubterminalTree::build_state(
+            &grammar.scanner,
+            &grammar.follow,
+            &self.trie,
+            self.vocab_len,
+            q,
+            self.work_limit(),
+        ));
+        if t.overflowed() {
+            let sc = &grammar.scanner;
+            let names: Vec<&str> = sc
+                .live_terminals(sc.live_set(q))
+                .iter()
+                .take(4)
+                .map(|&u| grammar.grammar.terminal(u).name.as_str())
+                .collect();
+            self.note_overflow(format!("the lexeme state of {}", names.join(" | ")));
+        }
+        self.states
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(q)
+            .or_insert(t)
+            .clone()
     }
 
     /// Build every tree a constraint can need (the paper's offline setting): the component
@@ -307,6 +402,18 @@ impl TreeCache {
     /// number of trees.
     pub fn precompute_all(&self, grammar: &CompiledGrammar) -> usize {
         let sc = &grammar.scanner;
+        if sc.is_greedy() {
+            let mut seen = std::collections::HashSet::from([Scanner::START]);
+            let mut queue = vec![Scanner::START];
+            while let Some(q) = queue.pop() {
+                for &e in self.state_tree(grammar, q).end_states() {
+                    if seen.insert(e) {
+                        queue.push(e);
+                    }
+                }
+            }
+            return seen.len();
+        }
         let mut seen = vec![false; self.components.len()];
         let mut queue: Vec<ComponentId> = Vec::new();
         let visit = |c: ComponentId, seen: &mut Vec<bool>, queue: &mut Vec<ComponentId>| {
@@ -341,7 +448,14 @@ impl TreeCache {
             trie_bytes: self.trie.memory_bytes(),
             ..Default::default()
         };
-        for t in self.components.iter().filter_map(|t| t.get()) {
+        let states = self.states.read().unwrap_or_else(|e| e.into_inner());
+        let state_trees = states.values().map(|t| &**t);
+        for t in self
+            .components
+            .iter()
+            .filter_map(|t| t.get().map(|t| &**t))
+            .chain(state_trees)
+        {
             s.trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();
@@ -353,49 +467,6 @@ impl TreeCache {
     /// Forget cached masks (benchmarks use this to time the tree walk itself).
     pub fn clear_mask_cache(&self) {
         self.masks.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-}
-
-/// A bounded map (scanner state, parser fingerprint, k) → finished mask, approximating LRU
-/// with two generations: lookups promote from the old generation; when the young one is
-/// full the old one is dropped.
-struct MaskCache {
-    capacity: usize,
-    young: HashMap<(u32, u64, u32), Arc<TokenSet>>,
-    old: HashMap<(u32, u64, u32), Arc<TokenSet>>,
-}
-
-impl MaskCache {
-    fn new(capacity: usize) -> Self {
-        MaskCache {
-            capacity,
-            young: HashMap::new(),
-            old: HashMap::new(),
-        }
-    }
-
-    fn get(&mut self, key: &(u32, u64, u32)) -> Option<Arc<TokenSet>> {
-        if let Some(m) = self.young.get(key) {
-            return Some(m.clone());
-        }
-        let m = self.old.remove(key)?;
-        self.insert(*key, m.clone());
-        Some(m)
-    }
-
-    fn insert(&mut self, key: (u32, u64, u32), m: Arc<TokenSet>) {
-        if self.capacity == 0 {
-            return;
-        }
-        if self.young.len() >= self.capacity.div_ceil(2) {
-            self.old = std::mem::take(&mut self.young);
-        }
-        self.young.insert(key, m);
-    }
-
-    fn clear(&mut self) {
-        self.young.clear();
-        self.old.clear();
     }
 }
 
@@ -537,6 +608,12 @@ impl Constraint {
         let cache = self.cache.clone();
         let scanner = &grammar.scanner;
         for c in &mut self.configs {
+            if scanner.is_greedy() {
+                cache
+                    .state_tree(&grammar, c.scan)
+                    .mask_into(scanner, &mut c.parser, k, out);
+                continue;
+            }
             // Every path of a component's tree starts by continuing or ending its terminal:
             // only components whose terminal the parser expects can contribute.
             for &comp in scanner.components(c.scan) {
@@ -634,6 +711,9 @@ impl Constraint {
     /// grammar allows (never the reverse), so decoding stops with an error rather than
     /// silently losing minimal invasiveness.
     fn check_scanner_limit(&self) -> Result<(), EngineError> {
+        if let Some(e) = self.cache.overflow_error() {
+            return Err(e);
+        }
         if self.grammar.scanner.overflowed() {
             return Err(EngineError::Lexer(LexerError::TooManyStates(
                 crate::lexer::MAX_SCANNER_STATES,
@@ -778,6 +858,9 @@ fn config_accepts(scanner: &Scanner, c: &Config) -> bool {
         return c.parser.is_accepting();
     }
     scanner.accepting(c.scan).iter().any(|&t| {
+        if !scanner.may_end(c.scan, t, None) {
+            return false;
+        }
         let mut p = c.parser.clone();
         p.push(t) && p.is_accepting()
     })
@@ -822,6 +905,9 @@ fn step_config_marked(
     let fresh = scanner.next(Scanner::START, b);
     if fresh != DEAD {
         for &t in scanner.accepting(c.scan) {
+            if !scanner.may_end(c.scan, t, Some(b)) {
+                continue;
+            }
             let mut p = c.parser.clone();
             if p.push(t) && viable(scanner, &p, ScanState(fresh)) {
                 out.push((
@@ -867,6 +953,9 @@ fn token_walk(
         if fresh != DEAD && ins <= max_inside {
             for &t in scanner.accepting(q) {
                 if last.is_some_and(|l| !follow.can_follow(l, t)) {
+                    continue;
+                }
+                if !scanner.may_end(q, t, Some(b)) {
                     continue;
                 }
                 if parser.push(t) {

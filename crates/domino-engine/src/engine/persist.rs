@@ -32,6 +32,9 @@ pub enum PersistError {
     KeyMismatch,
     /// The file is truncated or inconsistent with the grammar it claims to be for.
     Corrupt(&'static str),
+    /// Lark grammars (greedy lexing) keep one tree per scanner state, which the file format
+    /// does not store yet.
+    GreedyLexing,
 }
 
 impl std::fmt::Display for PersistError {
@@ -43,6 +46,10 @@ impl std::fmt::Display for PersistError {
                 "tree cache file is for another grammar, vocabulary or version"
             ),
             PersistError::Corrupt(what) => write!(f, "tree cache file is corrupt ({what})"),
+            PersistError::GreedyLexing => write!(
+                f,
+                "tree cache files are not supported for Lark grammars (greedy lexing) yet"
+            ),
         }
     }
 }
@@ -133,6 +140,9 @@ impl TreeCache {
         vocab: &Vocabulary,
         path: &Path,
     ) -> Result<usize, PersistError> {
+        if grammar.scanner().is_greedy() {
+            return Err(PersistError::GreedyLexing);
+        }
         let mut w = Writer(Vec::new());
         w.u64(MAGIC);
         w.u32(VERSION);
@@ -227,6 +237,9 @@ impl TreeCache {
         vocab: &Vocabulary,
         path: &Path,
     ) -> Result<usize, PersistError> {
+        if grammar.scanner().is_greedy() {
+            return Err(PersistError::GreedyLexing);
+        }
         let bytes = std::fs::read(path).map_err(PersistError::Io)?;
         let body_len = bytes
             .len()

@@ -29,6 +29,20 @@
 //! terminals like a string body, present in many scanner states such as every prefix of
 //! every key literal) thus happen once.
 //!
+//! **Greedy (Lark) lexing** breaks this sharing: whether a lexeme may end before a byte
+//! depends on every terminal of the scanner state still growing ([`Scanner::may_end`]), not
+//! on one component. So a Lark grammar gets one tree per scanner state
+//! ([`SubterminalTree::build_state`]): the root walks the whole state, and a boundary is only
+//! recorded where the lexeme may end. Greedy lexing also removes the splits that made those
+//! trees large (an identifier cut into keyword + identifier pieces), so they stay small: the
+//! shipped Lark C grammar needs 45 trees of 4,256 nodes in all for its benchmark documents
+//! over SmolLM2's vocabulary (`eval/bench/lark.md`).
+//!
+//! # Work limit
+//! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
+//! beyond it the tree is marked overflowed and the engine reports an error naming the grammar
+//! part at the next commit (see [`crate::engine::EngineError::TreeLimit`]), never a hang.
+//!
 //! # Boundaries and lookahead
 //! A boundary at byte position 0 of a token ends the terminal that was in progress before
 //! the token; a boundary at position `1..len` is *inside* the token. Each node records how
@@ -53,6 +67,16 @@ use super::trie::VocabTrie;
 use crate::grammar::ir::{self, TerminalId};
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
+
+/// The default most work one tree build may do, in split-thread steps (one thread — a split
+/// in progress — advanced over one byte of the vocabulary trie, plus the threads it is
+/// compared with to drop duplicates; a 262k-token vocabulary over an ordinary grammar needs
+/// a few million). A grammar whose tokens split in
+/// exponentially many ways (`"a" | "aa" | "aaa"` repeated, under a vocabulary of long `a…`
+/// tokens) stops there: the tree is marked [`SubterminalTree::overflowed`] and the engine
+/// reports [`crate::engine::EngineError::TreeLimit`] naming the grammar part, instead of
+/// hanging. About a second of building at the default.
+pub const MAX_TREE_WORK: u64 = 100_000_000;
 
 /// Above this many terminals [`Follow::new`] does not build the `n × n` matrix.
 pub const FOLLOW_MAX_TERMINALS: usize = 20_000;
@@ -340,6 +364,9 @@ pub struct SubterminalTree {
     nodes: Vec<TreeNode>,
     children: Vec<u32>,
     groups: Vec<Group>,
+    /// The build stopped at its work limit: the tree is incomplete (masks from it may only
+    /// forbid more than the grammar does).
+    overflowed: bool,
 }
 
 /// Build-time node.
@@ -366,10 +393,48 @@ impl SubterminalTree {
         trie: &VocabTrie,
         vocab_len: usize,
         component: ComponentId,
+        work_limit: u64,
     ) -> Self {
-        let (t0, s0) = scanner.component(component);
+        Self::build(scanner, follow, trie, vocab_len, Err(component), work_limit)
+    }
+
+    /// Build the tree of a whole scanner state `q` (greedy lexing: whether a lexeme may end
+    /// depends on every terminal still live in it, so trees cannot be shared per component).
+    /// Its root groups carry the live sets of the states tokens reach from `q`, and a
+    /// boundary is only recorded where [`Scanner::may_end`] allows the lexeme to end.
+    pub fn build_state(
+        scanner: &Scanner,
+        follow: &Follow,
+        trie: &VocabTrie,
+        vocab_len: usize,
+        q: ScanState,
+        work_limit: u64,
+    ) -> Self {
+        Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit)
+    }
+
+    /// `root`: `Ok(scanner state)` or `Err(component)`.
+    fn build(
+        scanner: &Scanner,
+        follow: &Follow,
+        trie: &VocabTrie,
+        vocab_len: usize,
+        root: Result<ScanState, ComponentId>,
+        work_limit: u64,
+    ) -> Self {
+        let mut work = 0u64;
+        let mut overflowed = false;
+        let state_root = root.is_ok();
+        let (t0, s0) = match root {
+            Ok(q) => (TerminalId(0), q.0),
+            Err(c) => scanner.component(c),
+        };
         let dfa = scanner.terminal_dfa(t0);
         let root_live = scanner.singleton_live(t0);
+        debug_assert!(
+            !scanner.is_greedy() || state_root,
+            "greedy lexing needs state trees"
+        );
         let mut nodes = vec![BuildNode {
             terminal: TerminalId(0),
             inside: 0,
@@ -416,9 +481,15 @@ impl SubterminalTree {
             let b = tn.byte;
             let fresh = fresh_of[b as usize];
             for ti in p0..p1 {
+                // Work: this thread, plus the duplicate scans over this level's new threads.
+                work += 1 + (threads.len() - p1) as u64;
+                if work > work_limit {
+                    overflowed = true;
+                    break;
+                }
                 let (s, n) = threads[ti];
                 // The terminals that may end before this byte, and the continuation.
-                let (cont, accepting): (u32, &[TerminalId]) = if n == 0 {
+                let (cont, accepting): (u32, &[TerminalId]) = if n == 0 && !state_root {
                     let acc: &[TerminalId] = if dfa.is_accepting(s) {
                         std::slice::from_ref(&t0)
                     } else {
@@ -427,8 +498,9 @@ impl SubterminalTree {
                     (dfa.next(s, b), acc)
                 } else {
                     let c = scanner.next(ScanState(s), b);
-                    let ok =
-                        c != DEAD && scanner.followed_by(nodes[n as usize].terminal, ScanState(c));
+                    let ok = c != DEAD
+                        && (n == 0
+                            || scanner.followed_by(nodes[n as usize].terminal, ScanState(c)));
                     (if ok { c } else { DEAD }, scanner.accepting(ScanState(s)))
                 };
                 if cont != DEAD && !threads[p1..].contains(&(cont, n)) {
@@ -445,6 +517,11 @@ impl SubterminalTree {
                         continue;
                     }
                     if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
+                        continue;
+                    }
+                    // Greedy lexing: the lexeme may not end here (the next byte extends it,
+                    // or a literal wins the tie); always true otherwise.
+                    if state_root && !scanner.may_end(ScanState(s), t, Some(b)) {
                         continue;
                     }
                     let label = (t.0 << 1) | (pos == 0) as u32;
@@ -468,6 +545,9 @@ impl SubterminalTree {
                     }
                 }
             }
+            if overflowed {
+                break;
+            }
             if threads.len() == p1 {
                 i = tn.next as usize;
                 continue;
@@ -475,7 +555,7 @@ impl SubterminalTree {
             let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
-                    let live = if n == 0 {
+                    let live = if n == 0 && !state_root {
                         if !end_dfa_states.contains(&s) {
                             end_dfa_states.push(s);
                         }
@@ -549,7 +629,13 @@ impl SubterminalTree {
             nodes: out_nodes,
             children,
             groups,
+            overflowed,
         }
+    }
+
+    /// Whether the build stopped at its work limit ([`MAX_TREE_WORK`]).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     pub(crate) fn parts(&self) -> (&[TreeNode], &[u32], &[Group]) {
@@ -569,6 +655,7 @@ impl SubterminalTree {
             nodes,
             children,
             groups,
+            overflowed: false,
         }
     }
 

@@ -88,4 +88,6 @@ pub struct GrammarDef {
     pub ignore: Vec<Expr>,
     /// Non-fatal findings of the front end (e.g. schema keywords ignored under `--lenient`).
     pub warnings: Vec<String>,
+    /// The lexer policy the grammar's language is defined with (Lark: greedy).
+    pub lexing: crate::grammar::ir::Lexing,
 }

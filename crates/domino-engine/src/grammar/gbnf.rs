@@ -625,6 +625,7 @@ impl<'a> Parser<'a> {
             start: RuleId(start_slot as u32),
             ignore: Vec::new(),
             warnings,
+            lexing: Default::default(),
         })
     }
 }

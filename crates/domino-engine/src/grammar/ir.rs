@@ -10,9 +10,12 @@
 //! language `L(t) \ {ε}` of its regular expression, where `L(t)` is `L(hir)` intersected
 //! with every `constraints.and` language and minus every `constraints.and_not` language
 //! (JSON Schema's `pattern` with `maxLength`, keys that match a pattern but are no named
-//! property: regular, but not writable as one regular expression of reasonable size). There is **no lexer policy**: no maximal
+//! property: regular, but not writable as one regular expression of reasonable size). Under
+//! [`Lexing::Characters`] (GBNF, regex, JSON Schema) there is **no lexer policy**: no maximal
 //! munch, no priorities. A byte string is in `L(G)` if *any* split of it into terminal
-//! strings is a sentence of the productions. This is what makes masks minimally invasive.
+//! strings is a sentence of the productions. Under [`Lexing::Greedy`] (Lark) only the splits
+//! Lark's contextual lexer can produce count (longest match decided by the next byte, string
+//! literals before regexes): see [`crate::lexer`] for the precise rule.
 //!
 //! # Invariants (established by `lower`, relied on by the engine)
 //! 1. Every terminal's language contains a non-empty string; `ε` is never a terminal match
@@ -83,6 +86,19 @@ pub struct Production {
     pub rhs: Vec<Symbol>,
 }
 
+/// How a grammar's text is cut into terminals (see [`crate::lexer`] for the full rule).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Lexing {
+    /// No lexer policy (GBNF, regex, JSON Schema; llama.cpp's character-level semantics):
+    /// any split of the text into terminal strings counts.
+    #[default]
+    Characters,
+    /// Lark's and llguidance's lexer: a lexeme ends only where the next byte cannot extend
+    /// any terminal the parser allows there (longest match, decided by the next byte), and a
+    /// string-literal terminal wins a tie against a regex terminal matching the same text.
+    Greedy,
+}
+
 #[derive(Clone, Debug)]
 pub struct Grammar {
     pub terminals: Vec<Terminal>,
@@ -92,6 +108,8 @@ pub struct Grammar {
     pub start: NonterminalId,
     /// Non-fatal findings of lowering (unreachable rules, …), for `domino grammar check`.
     pub warnings: Vec<String>,
+    /// The lexer policy ([`Lexing::Characters`] unless the front end is Lark).
+    pub lexing: Lexing,
 }
 
 impl Grammar {

@@ -3,19 +3,28 @@
 //!
 //! Supported:
 //! - rules `name: alternatives` (lowercase names; a leading `?` or `!` and a `.priority`
-//!   are accepted and ignored) and terminals `NAME: ...` (UPPERCASE; [`RuleKind::Lexical`],
-//!   so each becomes exactly one terminal and must be regular);
+//!   are accepted and ignored: they choose between parses, not what is accepted) and
+//!   terminals `NAME: ...` (UPPERCASE; [`RuleKind::Lexical`], so each becomes exactly one
+//!   terminal and must be regular; a terminal priority `NAME.2` is refused);
 //! - string literals `"..."` with Python escapes and the `i` flag, character ranges
 //!   `"a".."z"`, regexes `/.../flags` (flags `i`, `s`, `m`, `x`, `u`, `l`);
 //! - `|` (also at the start of a continuation line), `( )`, `[ ]` (optional), postfix
-//!   `?` `*` `+`, `~ n` and `~ n..m`; aliases `-> name` are accepted and ignored;
+//!   `?` `*` `+`, `~ n` and `~ n..m`, llguidance's `{n}` `{m,n}` `{m,}` `{,n}` (on rules and
+//!   terminals alike); aliases `-> name` are accepted and ignored;
 //! - `%ignore EXPR`, `%import common.NAME` / `%import common (A, B)` for Lark's common
 //!   terminals (WS, WS_INLINE, NUMBER, INT, SIGNED_NUMBER, ESCAPED_STRING, CNAME, …, see
 //!   [`COMMON`]); `//` comments. The start rule is `start` unless another is asked for.
 //!
-//! Lark's own lexer (longest match, priorities) is *not* reproduced: the IR has no lexer
-//! policy, so the language is "any split into terminals", which is what constrained
-//! decoding needs. Other directives and templates are errors naming the construct.
+//! The language is defined by Lark's lexer: the grammar is marked
+//! [`crate::grammar::ir::Lexing::Greedy`] (longest match decided by the next byte, string
+//! literals before regexes; the rule is in [`crate::lexer::greedy`]), and lowering keeps every
+//! Lark terminal a terminal (no promotion). `intx;` is one identifier, never `int x;`.
+//!
+//! Refused with an error naming the construct and its line:column (`Unsupported`):
+//! llguidance's dialect extensions `%json { … }`, `%regex { … }`, `%llguidance { … }`,
+//! special tokens `<|name|>` / `<[id]>`, lexeme intersection `&` and negation `~A`; Lark's
+//! `%declare`, `%override`, `%extend`, templates and terminal priorities. Other directives
+//! are errors too. The user-facing page is `docs/lark-dialect.md`.
 //!
 //! # Invariants
 //! Same as [`super::gbnf`]: nesting is bounded by [`MAX_EXPR_DEPTH`] (a `Limit` error), and
@@ -55,6 +64,16 @@ pub const COMMON: &[(&str, &str)] = &[
     ("CPP_COMMENT", r"/\/\/[^\n]*/"),
     ("C_COMMENT", r"/\/\*([^*]|\*+[^*\/])*\*+\//"),
 ];
+
+/// The error for one of llguidance's directives we do not support.
+fn unsupported_directive(word: &str) -> String {
+    match word {
+        "json" => "inline JSON Schemas `%json { … }` (llguidance's Lark dialect) are not supported; give the schema as its own grammar (`--schema`)".into(),
+        "regex" => "`%regex { … }` (llguidance's Lark dialect) is not supported; write the terminal as a /regex/".into(),
+        "llguidance" => "`%llguidance { … }` headers are not supported (their options have no domino equivalent); remove the header".into(),
+        other => format!("directive `%{other}` is not supported (only %ignore and %import)"),
+    }
+}
 
 /// Parse Lark `text` with start rule `start`.
 pub fn parse(text: &str, start: &str) -> Result<GrammarDef, GrammarError> {
@@ -243,6 +262,11 @@ impl<'a> Parser<'a> {
                         .error("rule templates (`name{...}`) are not supported"));
                 }
                 if self.cur.peek() == Some('.') {
+                    if is_terminal_name(&name) {
+                        return Err(self.cur.error(format!(
+                            "terminal priority `{name}.N` is not supported: Lark grammars are lexed greedily (longest match, then string literals before regexes; see docs/lark-dialect.md), with no terminal priorities"
+                        )).with_kind(ErrorKind::Unsupported));
+                    }
                     self.cur.bump();
                     while self
                         .cur
@@ -354,6 +378,9 @@ impl<'a> Parser<'a> {
                 }
                 Ok(())
             }
+            "json" | "regex" | "llguidance" | "lark" | "declare" | "override" | "extend" => {
+                Err(error_at(span, unsupported_directive(&word)).with_kind(ErrorKind::Unsupported))
+            }
             other => Err(error_at(
                 span,
                 format!("directive `%{other}` is not supported (only %ignore and %import)"),
@@ -383,6 +410,26 @@ impl<'a> Parser<'a> {
             self.ws();
             match self.cur.peek() {
                 None | Some('|' | ')' | ']') => break,
+                Some('%')
+                    if self.cur.rest().starts_with("%json")
+                        || self.cur.rest().starts_with("%regex") =>
+                {
+                    let word = if self.cur.rest().starts_with("%json") {
+                        "json"
+                    } else {
+                        "regex"
+                    };
+                    return Err(self
+                        .cur
+                        .error(unsupported_directive(word))
+                        .with_kind(ErrorKind::Unsupported));
+                }
+                Some('&') => {
+                    return Err(self
+                        .cur
+                        .error("lexeme intersection `A & B` (llguidance's Lark dialect) is not supported; write one regex for the terminal")
+                        .with_kind(ErrorKind::Unsupported));
+                }
                 Some(_) if self.at_statement_start() => break,
                 Some('-') if self.cur.peek_at(1) == Some('>') => {
                     // Alias: `-> name`; ignored.
@@ -412,11 +459,52 @@ impl<'a> Parser<'a> {
                         self.cur.bump();
                         item = make_repeat(item, 0, Some(1), item_span)?;
                     }
+                    Some('{') => {
+                        // llguidance's `x{n}`, `x{m,n}`, `x{m,}` (and `x{,n}`).
+                        self.cur.bump();
+                        self.inline_ws();
+                        let lo = if self.cur.peek() == Some(',') {
+                            0
+                        } else {
+                            self.int()?
+                        };
+                        self.inline_ws();
+                        let hi = if self.cur.eat(",") {
+                            self.inline_ws();
+                            if self.cur.peek() == Some('}') {
+                                None
+                            } else {
+                                Some(self.int()?)
+                            }
+                        } else {
+                            Some(lo)
+                        };
+                        self.inline_ws();
+                        if !self.cur.eat("}") {
+                            return Err(self
+                                .cur
+                                .error("expected `}` to close a repetition `{m,n}`"));
+                        }
+                        if hi.is_some_and(|h| h < lo) {
+                            return Err(error_at(
+                                item_span,
+                                format!(
+                                    "repetition `{{{lo},{}}}` has its maximum below its minimum",
+                                    hi.unwrap_or(0)
+                                ),
+                            ));
+                        }
+                        item = make_repeat(item, lo, hi, item_span)?;
+                    }
                     _ => {
                         // `~ n` / `~ n..m` (may be preceded by spaces).
                         let save = self.cur.clone();
                         self.inline_ws();
-                        if self.cur.peek() == Some('~') {
+                        if self.cur.peek() == Some('~')
+                            && self.cur.rest()[1..]
+                                .trim_start_matches([' ', '\t'])
+                                .starts_with(|c: char| c.is_ascii_digit())
+                        {
                             self.cur.bump();
                             self.inline_ws();
                             let lo = self.int()?;
@@ -531,6 +619,14 @@ impl<'a> Parser<'a> {
                 let i = self.slot(&name, span);
                 Ok(Built::leaf(Expr::Ref(RuleId(i as u32))))
             }
+            Some('<') => Err(self
+                .cur
+                .error("special tokens (`<|name|>`, `<[id]>`, llguidance's Lark dialect) are not supported: a grammar here constrains text, not token ids")
+                .with_kind(ErrorKind::Unsupported)),
+            Some('~') => Err(self
+                .cur
+                .error("lexeme negation `~A` (llguidance's Lark dialect) is not supported; write one regex for the terminal")
+                .with_kind(ErrorKind::Unsupported)),
             Some(c) => Err(self.cur.error(format!(
                 "unexpected {c:?}: expected a string, /regex/, `(`, `[` or a name"
             ))),
@@ -668,6 +764,7 @@ impl<'a> Parser<'a> {
             start: RuleId(start_slot as u32),
             ignore,
             warnings,
+            lexing: crate::grammar::ir::Lexing::Greedy,
         })
     }
 }

@@ -21,6 +21,9 @@ use std::fmt::Write;
 
 /// Print a `GrammarDef` as GBNF (start rule first, named `root`).
 pub fn to_gbnf(def: &GrammarDef) -> Result<String, GrammarError> {
+    if def.lexing == super::ir::Lexing::Greedy {
+        return Err(greedy_error());
+    }
     if !def.ignore.is_empty() {
         return Err(GrammarError::whole(
             "grammars with %ignore cannot be printed as GBNF (GBNF has no ignore); print the lowered grammar instead",
@@ -44,7 +47,19 @@ pub fn to_gbnf(def: &GrammarDef) -> Result<String, GrammarError> {
 /// Print a lowered grammar as GBNF (terminals inlined). A grammar with constrained terminals
 /// (see [`crate::grammar::ir::Constraints`]) has no GBNF equivalent: an error.
 pub fn ir_to_gbnf(g: &Grammar) -> Result<String, GrammarError> {
+    if g.lexing == super::ir::Lexing::Greedy {
+        return Err(greedy_error());
+    }
     ir_to_text(g, false)
+}
+
+/// GBNF has llama.cpp's character-level semantics: a Lark grammar's greedy lexing (see
+/// [`crate::lexer::greedy`]) cannot be written in it, and printing it anyway would change
+/// its language (`intx;` would become `int x;`).
+fn greedy_error() -> GrammarError {
+    GrammarError::whole(
+        "a Lark grammar cannot be printed as GBNF: Lark's greedy lexing (longest match, keywords before identifiers) has no GBNF form, and llama.cpp's character-level GBNF would accept more (print the lowered grammar with `--to ir` to read it)",
+    )
 }
 
 /// Print a lowered grammar for reading (`domino grammar convert --to ir`): GBNF, except that
@@ -104,6 +119,9 @@ fn ir_to_text(g: &Grammar, annotate: bool) -> Result<String, GrammarError> {
         terms.push(name);
     }
     let mut out = String::new();
+    if g.lexing == super::ir::Lexing::Greedy {
+        out.push_str("# Lark grammar: its terminals are lexed greedily (longest match, string literals\n# before regexes), which this GBNF text does not say: it is NOT equivalent GBNF.\n");
+    }
     if !constrained.is_empty() {
         out.push_str("# Rules marked `-constrained` are intersections (`and`) and differences (`and not`) of\n# the languages below them: this text is NOT equivalent GBNF.\n");
     }
@@ -409,9 +427,12 @@ mod tests {
         let text = to_gbnf(&def).unwrap();
         let back = gbnf::parse(&text, "root").unwrap();
         same_language(&def, &back, &["ab1", "ABé.", "abcd1", "ab", "ab٣x", "Ab.x"]);
+        // Lark's greedy lexing has no GBNF form: refused, never printed with a wider language.
         let def = lark::parse("start: \"a\" B\nB: /[0-9]+/", "start").unwrap();
-        let back = gbnf::parse(&to_gbnf(&def).unwrap(), "root").unwrap();
-        same_language(&def, &back, &["a1", "a", "a12", "1"]);
+        assert!(to_gbnf(&def).unwrap_err().message.contains("greedy"));
+        let g = lower::lower(&def).unwrap();
+        assert!(ir_to_gbnf(&g).is_err());
+        assert!(ir_to_annotated_text(&g).unwrap().starts_with("# Lark"));
     }
 
     #[test]

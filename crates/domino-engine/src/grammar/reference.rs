@@ -184,7 +184,8 @@ impl TerminalAutomaton {
     }
 }
 
-/// A byte-level recognizer for `L(G)`. See the module doc.
+/// A byte-level recognizer for `L(G)` under character-level lexing. See the module doc (and
+/// [`GreedyReference`] for Lark's greedy lexing).
 pub struct ReferenceRecognizer {
     grammar: Grammar,
     automata: Vec<TerminalAutomaton>,
@@ -397,6 +398,155 @@ impl ReferenceRecognizer {
             s = self.feed(&s, b)?;
         }
         Some(s)
+    }
+}
+
+/// The reference for Lark grammars ([`crate::grammar::ir::Lexing::Greedy`]): tokenize
+/// greedily, then parse — written from the rule's definition, sharing no code with the
+/// engine's scanner or trees (see [`crate::lexer::greedy`] for the rule).
+///
+/// A search over lexings: from a lexeme start (Earley sets over *terminals*, one set per
+/// lexeme), run every terminal of the grammar byte by byte through its own automaton; at each
+/// end position `e` the lexeme may end as terminal `t` when `t` accepts, no terminal is still
+/// live one byte further (or `e` is the end of the text), and no string literal accepts when
+/// `t` is a regex; then the parser must take `t`, and lexing continues from `e`. A prefix is
+/// viable when some lexing leaves a lexeme in progress that a terminal the parser expects
+/// can still complete; a text is accepted when some lexing ends it on a lexeme boundary with
+/// the parser accepting. Exponential in the worst case; fine for tests' short strings.
+pub struct GreedyReference {
+    inner: ReferenceRecognizer,
+    literal: Vec<bool>,
+}
+
+impl GreedyReference {
+    pub fn new(grammar: &Grammar) -> Result<Self, GrammarError> {
+        Ok(GreedyReference {
+            inner: ReferenceRecognizer::new(grammar)?,
+            literal: grammar
+                .terminals
+                .iter()
+                .map(|t| t.literal.is_some())
+                .collect(),
+        })
+    }
+
+    fn start_sets(&self) -> Vec<Rc<ItemSet>> {
+        let seed = self.inner.prods_of[self.inner.grammar.start.0 as usize]
+            .iter()
+            .map(|&p| Item {
+                prod: p,
+                dot: 0,
+                origin: 0,
+            })
+            .collect();
+        vec![Rc::new(self.inner.close(&[], seed).0)]
+    }
+
+    /// The terminals the parser accepts next.
+    fn allowed(&self, sets: &[Rc<ItemSet>]) -> Vec<TerminalId> {
+        let mut out: Vec<TerminalId> = sets
+            .last()
+            .expect("at least one set")
+            .waiting
+            .keys()
+            .filter_map(|s| match s {
+                Symbol::Terminal(t) => Some(*t),
+                Symbol::Nonterminal(_) => None,
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The sets after pushing terminal `t` (`None` when the parser rejects it).
+    fn push(&self, sets: &[Rc<ItemSet>], t: TerminalId) -> Option<Vec<Rc<ItemSet>>> {
+        let ws = sets.last()?.waiting.get(&Symbol::Terminal(t))?;
+        let seed = ws
+            .iter()
+            .map(|w| Item {
+                dot: w.dot + 1,
+                ..*w
+            })
+            .collect();
+        let (items, _) = self.inner.close(sets, seed);
+        let mut out = sets.to_vec();
+        out.push(Rc::new(items));
+        Some(out)
+    }
+
+    fn parser_accepting(&self, sets: &[Rc<ItemSet>]) -> bool {
+        let last = sets.last().expect("at least one set");
+        last.items.iter().any(|item| {
+            item.origin == 0
+                && self.inner.next_symbol(item).is_none()
+                && self.inner.grammar.productions[item.prod as usize].lhs
+                    == self.inner.grammar.start
+        })
+    }
+
+    /// Some lexing of `w[start..]` from parser `sets` (see the type doc); `at_end`: the text
+    /// ends after `w` (acceptance) rather than continuing (viability).
+    fn explore(&self, sets: &[Rc<ItemSet>], w: &[u8], start: usize, at_end: bool) -> bool {
+        let allowed = self.allowed(sets);
+        if start == w.len() {
+            return self.parser_accepting(sets) || (!at_end && !allowed.is_empty());
+        }
+        let mut states: Vec<(TerminalId, u32)> = (0..self.literal.len())
+            .map(|t| (TerminalId(t as u32), START_STATE))
+            .collect();
+        for e in start + 1..=w.len() {
+            states = states
+                .into_iter()
+                .filter_map(|(t, s)| {
+                    let a = &self.inner.automata[t.0 as usize];
+                    let n = a.step(s, w[e - 1]);
+                    a.is_live(n).then_some((t, n))
+                })
+                .collect();
+            if states.is_empty() {
+                return false;
+            }
+            if e == w.len() && !at_end {
+                return states.iter().any(|(t, _)| allowed.contains(t));
+            }
+            if e < w.len() {
+                let b = w[e];
+                let extends = states.iter().any(|&(t, s)| {
+                    let a = &self.inner.automata[t.0 as usize];
+                    a.is_live(a.step(s, b))
+                });
+                if extends {
+                    continue;
+                }
+            }
+            let accepting: Vec<TerminalId> = states
+                .iter()
+                .filter(|&&(t, s)| self.inner.automata[t.0 as usize].accept[s as usize])
+                .map(|&(t, _)| t)
+                .collect();
+            let any_literal = accepting.iter().any(|t| self.literal[t.0 as usize]);
+            for &t in &accepting {
+                if any_literal && !self.literal[t.0 as usize] {
+                    continue;
+                }
+                if let Some(next) = self.push(sets, t) {
+                    if self.explore(&next, w, e, at_end) {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Is `w` a prefix of the greedy lexing of some text (see the type doc)?
+    pub fn is_viable_prefix(&self, w: &[u8]) -> bool {
+        self.explore(&self.start_sets(), w, 0, false)
+    }
+
+    /// Is `w` a sentence under greedy lexing?
+    pub fn accepts(&self, w: &[u8]) -> bool {
+        self.explore(&self.start_sets(), w, 0, true)
     }
 }
 

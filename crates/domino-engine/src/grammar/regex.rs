@@ -28,6 +28,7 @@ pub fn parse(pattern: &str) -> Result<GrammarDef, GrammarError> {
         start: RuleId(0),
         ignore: Vec::new(),
         warnings: Vec::new(),
+        lexing: Default::default(),
     })
 }
 

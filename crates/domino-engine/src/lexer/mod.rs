@@ -11,10 +11,13 @@
 //!
 //! # Why
 //! The engine's subterminal trees ([`crate::engine`]) walk every vocabulary token through
-//! the scanner, so a byte step must be one table lookup. The scanner has **no lexer policy**
-//! (no maximal munch, no priorities): it only reports, per state, which terminals are still
-//! possible ([`Scanner::live_set`]) and which would accept if the terminal ended here
-//! ([`Scanner::accepting`]); the engine and the parser decide where terminals end.
+//! the scanner, so a byte step must be one table lookup. The automaton itself has **no lexer
+//! policy** (no maximal munch, no priorities): it only reports, per state, which terminals
+//! are still possible ([`Scanner::live_set`]) and which would accept if the terminal ended
+//! here ([`Scanner::accepting`]); the engine and the parser decide where terminals end. The
+//! one policy the scanner knows is a grammar's [`ir::Lexing`]: under greedy (Lark) lexing,
+//! [`Scanner::may_end`] says where a lexeme may end — the design note is in [`greedy`]; under
+//! character-level lexing (GBNF, regex, JSON Schema) it is always true.
 //!
 //! # Invariants
 //! - [`Scanner::START`] (state 0) is "between terminals": every terminal at its start state.
@@ -37,6 +40,8 @@
 //!   the engine turns into an error.
 //! - Bytes are grouped into equivalence classes (bytes no terminal distinguishes), so the
 //!   transition table is `states × classes`.
+
+pub mod greedy;
 
 pub use crate::grammar::dfa::DEAD;
 use crate::grammar::dfa::{DfaError, TerminalDfa};
@@ -189,6 +194,9 @@ pub struct Scanner {
     max_states: usize,
     /// Set when a state was refused for [`MAX_SCANNER_STATES`]; see [`Scanner::overflowed`].
     overflowed: AtomicBool,
+    /// Under [`ir::Lexing::Greedy`]: per terminal, whether it is a string literal (literals win
+    /// ties against regexes, see [`mod@greedy`]); `None` under [`ir::Lexing::Characters`].
+    literal: Option<Box<[bool]>>,
 }
 
 impl Scanner {
@@ -215,7 +223,16 @@ impl Scanner {
                 })?,
             );
         }
-        Self::build(dfas, may_follow, MAX_SCANNER_STATES)
+        let literal = (grammar.lexing == ir::Lexing::Greedy).then(|| {
+            grammar
+                .terminals
+                .iter()
+                .map(|t| t.literal.is_some())
+                .collect()
+        });
+        let mut sc = Self::build(dfas, may_follow, MAX_SCANNER_STATES)?;
+        sc.literal = literal;
+        Ok(sc)
     }
 
     /// Build from per-terminal DFAs (`TerminalId(i)` is `dfas[i]`).
@@ -287,6 +304,7 @@ impl Scanner {
             builder: Mutex::new(Builder::default()),
             max_states,
             overflowed: AtomicBool::new(false),
+            literal: None,
         };
         let start: Vec<ComponentId> = (0..nt).map(|t| ComponentId(sc.component_base[t])).collect();
         {

@@ -15,6 +15,7 @@ fn grammar(terms: &[Hir]) -> ir::Grammar {
         productions: vec![],
         start: ir::NonterminalId(0),
         warnings: vec![],
+        lexing: Default::default(),
     }
 }
 

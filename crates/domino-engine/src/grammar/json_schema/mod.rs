@@ -204,6 +204,7 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, Gram
         start,
         ignore: Vec::new(),
         warnings: c.warnings,
+        lexing: Default::default(),
     })
 }
 

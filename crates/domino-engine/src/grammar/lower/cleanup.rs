@@ -78,6 +78,7 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
         nonterminals,
         mut productions,
         start,
+        lexing,
         mut warnings,
     } = g;
     let nn = nonterminals.len();
@@ -199,5 +200,6 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
         productions: new_prods,
         start: NonterminalId(nt_map[start.0 as usize]),
         warnings,
+        lexing,
     })
 }

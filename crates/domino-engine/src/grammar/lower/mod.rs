@@ -39,7 +39,9 @@
 //!    for Earley.
 //! 6. **`%ignore`.** Promotion of syntactic pieces is off when there is an ignore list
 //!    (ignored text may sit between any two terminals, so merging would change the language).
-//!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+`; every
+//!    The ignore expressions form one terminal `IGNORE = (i1|i2|…)+` (under greedy Lark
+//!    lexing a nonterminal `IGNORE → i_k | IGNORE i_k` over one terminal each instead, as
+//!    Lark lexes them one at a time); every
 //!    terminal occurrence `T` becomes `T IGNORE?` and the start becomes `IGNORE? start`,
 //!    which allows any number of ignored strings before, between and after terminals.
 //! 7. **Cleanup.** Unit rules `N → X` (N's only production) are inlined. Unproductive and unreachable nonterminals are removed (warnings name the
@@ -112,8 +114,12 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     // With `%ignore`, ignored text may appear between any two terminals, so merging a
     // syntactic sequence or repetition into one terminal would forbid it there: only lexical
     // rules and leaves become terminals then.
+    // Under greedy (Lark) lexing the terminals ARE the lexer's lexemes: merging pieces into
+    // longer terminals would change where lexemes end, so nothing is promoted either.
     let opts = &LowerOptions {
-        promote: opts.promote && def.ignore.is_empty(),
+        promote: opts.promote
+            && def.ignore.is_empty()
+            && def.lexing == crate::grammar::ir::Lexing::Characters,
     };
     let mut warnings = def.warnings.clone();
     let n = def.rules.len();
@@ -190,13 +196,36 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                 None => return Err(GrammarError::whole("%ignore expressions must be regular")),
             }
         }
-        let ign = repetition(alternation(alts), 1, None);
-        if let Some(ign_sym) = b.piece(ign, "IGNORE", false) {
+        let mut ign_prods: Vec<NonterminalId> = Vec::new();
+        let ign_sym = if def.lexing == crate::grammar::ir::Lexing::Greedy {
+            // Greedy (Lark) lexing: each ignore expression stays its own terminal, as Lark
+            // lexes them one by one (one merged `(WS|COMMENT)+` terminal would read ` /`
+            // after a space as the start of a comment and never end the space before `/`).
+            let nt = b.new_nt("IGNORE".into());
+            ign_prods.push(nt);
+            let mut any = false;
+            for (i, h) in alts.into_iter().enumerate() {
+                if let Some(sym) = b.piece(h, &format!("IGNORE{}", i + 1), false) {
+                    any = true;
+                    b.productions.push(Production {
+                        lhs: nt,
+                        rhs: vec![sym],
+                    });
+                    b.productions.push(Production {
+                        lhs: nt,
+                        rhs: vec![Symbol::Nonterminal(nt), sym],
+                    });
+                }
+            }
+            any.then_some(Symbol::Nonterminal(nt))
+        } else {
+            b.piece(repetition(alternation(alts), 1, None), "IGNORE", false)
+        };
+        if let Some(ign_sym) = ign_sym {
             let ign_opt = b.nt_opt_of(ign_sym);
-            let ign_prods: Vec<NonterminalId> = match ign_opt {
-                Symbol::Nonterminal(nt) => vec![nt],
-                Symbol::Terminal(_) => vec![],
-            };
+            if let Symbol::Nonterminal(nt) = ign_opt {
+                ign_prods.push(nt);
+            }
             for p in b.productions.iter_mut() {
                 if ign_prods.contains(&p.lhs) {
                     continue;
@@ -232,6 +261,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             productions,
             start,
             warnings,
+            lexing: def.lexing,
         },
         def,
     )

@@ -65,6 +65,7 @@ pub(super) fn grammar(src: &str) -> Grammar {
         productions,
         start: NonterminalId(0),
         warnings: Vec::new(),
+        lexing: Default::default(),
     }
 }
 
