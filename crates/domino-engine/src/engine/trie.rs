@@ -40,6 +40,18 @@ pub struct VocabTrie {
     pub nodes: Vec<TrieNode>,
     pub tokens: Vec<TokenId>,
     pub max_depth: usize,
+    /// Per node, the bytes on the edges of its subtree (the node's own byte included), as
+    /// bits over ASCII 0..127; bit 127 stands for DEL *and every byte ≥ 0x80* (so a test
+    /// "every byte of the subtree does X" must check all of those for bit 127). Tree builds
+    /// use it to take a whole subtree at once when every byte in it loops on one state.
+    pub subtree_bytes: Vec<[u64; 2]>,
+}
+
+/// The [`VocabTrie::subtree_bytes`] bit of byte `b`.
+#[inline]
+pub fn byte_bit(b: u8) -> (usize, u64) {
+    let i = b.min(127);
+    ((i >> 6) as usize, 1u64 << (i & 63))
 }
 
 impl VocabTrie {
@@ -100,15 +112,39 @@ impl VocabTrie {
         while let Some(n) = path.pop() {
             nodes[n as usize].next = nodes.len() as u32;
         }
+        // Subtree byte sets, children before parents (reverse preorder).
+        let mut subtree_bytes = vec![[0u64; 2]; nodes.len()];
+        for i in (0..nodes.len()).rev() {
+            let (w, bit) = byte_bit(nodes[i].byte);
+            let mut m = subtree_bytes[i];
+            m[w] |= bit;
+            let mut c = i + 1;
+            while c < nodes[i].next as usize {
+                m[0] |= subtree_bytes[c][0];
+                m[1] |= subtree_bytes[c][1];
+                c = nodes[c].next as usize;
+            }
+            subtree_bytes[i] = m;
+        }
         VocabTrie {
             nodes,
             tokens,
             max_depth,
+            subtree_bytes,
         }
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<TrieNode>() + self.tokens.len() * 4
+        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16) + self.tokens.len() * 4
+    }
+
+    /// The tokens of node `i`'s subtree (contiguous: tokens are stored in preorder).
+    pub fn subtree_tokens(&self, i: usize) -> &[TokenId] {
+        let end = self
+            .nodes
+            .get(self.nodes[i].next as usize)
+            .map_or(self.tokens.len(), |n| n.tok_start as usize);
+        &self.tokens[self.nodes[i].tok_start as usize..end]
     }
 }
 
@@ -169,5 +205,25 @@ mod tests {
             .unwrap();
         assert_eq!(trie.nodes[a].next as usize, a + 3);
         assert_eq!(trie.max_depth, 3);
+        // Subtree tokens and bytes of "a": "a", "ab" (twice), "abc".
+        let mut sub: Vec<u32> = trie.subtree_tokens(a).iter().map(|t| t.0).collect();
+        sub.sort();
+        assert_eq!(sub, vec![0, 1, 2, 4]);
+        let bits = |s: &[u8]| {
+            let mut m = [0u64; 2];
+            for &b in s {
+                let (w, bit) = byte_bit(b);
+                m[w] |= bit;
+            }
+            m
+        };
+        assert_eq!(trie.subtree_bytes[a], bits(b"abc"));
+        let bn = trie
+            .nodes
+            .iter()
+            .position(|n| n.depth == 1 && n.byte == b'b')
+            .unwrap();
+        assert_eq!(trie.subtree_bytes[bn], bits(b"ba"));
+        assert_eq!(byte_bit(0xC3), byte_bit(127));
     }
 }
