@@ -408,10 +408,13 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
         Pool::default(),
         Pool::default(),
     );
+    // Filled only in builds with llguidance.
+    #[cfg_attr(not(feature = "bench-llguidance"), allow(unused_mut))]
     let (mut l_compile, mut l_ttfm, mut l_masks) =
         (Pool::default(), Pool::default(), Pool::default());
     let (mut failed, mut docs_n, mut valid_rejected, mut invalid_tested, mut invalid_accepted) =
         (0, 0, 0, 0, 0);
+    #[cfg_attr(not(feature = "bench-llguidance"), allow(unused_mut))]
     let (mut l_failed, mut l_diverged, mut l_ran) = (0, 0, 0);
     let mut rows = Vec::new();
     let started = Instant::now();
@@ -507,7 +510,6 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
     } else {
         Value::Null
     };
-    let _ = (&mut l_compile, &mut l_ttfm, &mut l_masks, &mut l_diverged);
     let summary = json!({
         "schemas": items.len(),
         "schemas_compiled": items.len() - failed,
