@@ -19,7 +19,7 @@
 //! and times loading them back into a fresh compile (`load_ms`).
 //!
 //! `--schema-jsonl FILE|DIR` instead of `--docs` runs the *breadth* benchmark over many
-//! schemas (see [`breadth`]): the first request's cost (compile, time to first mask) and
+//! schemas (see the `breadth` module): the first request's cost (compile, time to first mask) and
 //! cold and warm masks per schema, pooled.
 
 use crate::cli::args::{ConstraintArgs, OutputFormat};
