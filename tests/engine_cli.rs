@@ -223,3 +223,57 @@ fn bench_masks_reports_json() {
     assert_eq!(r["rejected_docs"], 0);
     assert!(r["mask_us"]["n"].as_u64().unwrap() > 20);
 }
+
+#[test]
+fn bench_masks_breadth_pools_samples_over_schemas() {
+    let dir = std::env::temp_dir().join(format!("domino-breadth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("schemas.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"id":"person","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name"]},"instances":[{"name":"Ada","age":36},{"name":"Bob"}]}"#,
+            "\n",
+            r#"{"id":"tags","schema":{"type":"array","items":{"type":"string","maxLength":5}}}"#,
+            "\n",
+            r##"{"id":"broken","schema":{"type":"object","properties":{"x":{"$ref":"#/nowhere"}}}}"##,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = domino()
+        .args([
+            "bench",
+            "masks",
+            "--tokenizer",
+            &tokenizer(),
+            "--format",
+            "json",
+        ])
+        .args(["--instances", "2", "--schema-jsonl"])
+        .arg(&dir)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let r = &json_lines(&out)[0];
+    let s = &r["summary"];
+    assert_eq!(s["schemas"], 3, "{s}");
+    assert_eq!(s["schemas_failed"], 1, "the unresolvable $ref fails: {s}");
+    assert_eq!(s["invalid_accepted"], 0);
+    assert_eq!(s["valid_rejected"], 0);
+    // The person schema's own two instances, plus generated ones for `tags`.
+    assert!(s["docs"].as_u64().unwrap() >= 3, "{s}");
+    let rows = r["schemas"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    // Pooled: the sample count is the sum over schemas.
+    let masks: u64 = rows.iter().map(|x| x["masks"].as_u64().unwrap()).sum();
+    assert_eq!(s["cold_mask_us"]["n"].as_u64().unwrap(), masks);
+    assert_eq!(s["ttfm_ms"]["n"], 2);
+    for key in ["p50", "p90", "p99", "max", "over_1ms", "over_10ms"] {
+        assert!(s["ttfm_ms"][key].as_f64().is_some(), "ttfm_ms.{key}");
+        assert!(s["warm_mask_us"][key].as_f64().is_some(), "warm.{key}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

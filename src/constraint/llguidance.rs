@@ -156,6 +156,14 @@ pub fn grammar_for_source(
     }
 }
 
+/// llguidance's per-vocabulary set-up (tokenizer environment, token trie and slices), quiet.
+pub fn factory(vocab: &Arc<Vocabulary>) -> anyhow::Result<ParserFactory> {
+    let env = tok_env(vocab)?;
+    let mut factory = ParserFactory::new_simple(&env)?;
+    factory.quiet();
+    Ok(factory)
+}
+
 /// One llguidance parser over our vocabulary, stepped like our `Constraint`.
 pub struct LlgMatcher {
     matcher: Matcher,
@@ -172,9 +180,17 @@ pub struct LlgGrammar {
 
 impl LlgGrammar {
     pub fn new(vocab: &Arc<Vocabulary>, grammar: TopLevelGrammar) -> anyhow::Result<Self> {
-        let env = tok_env(vocab)?;
-        let mut factory = ParserFactory::new_simple(&env)?;
-        factory.quiet();
+        Self::with_factory(&factory(vocab)?, vocab, grammar)
+    }
+
+    /// Compile with a parser factory built once for the vocabulary ([`factory`]: the
+    /// tokenizer environment and llguidance's vocabulary slices) and shared by many grammars,
+    /// as a server does; the breadth benchmark times only this per schema.
+    pub fn with_factory(
+        factory: &ParserFactory,
+        vocab: &Arc<Vocabulary>,
+        grammar: TopLevelGrammar,
+    ) -> anyhow::Result<Self> {
         let parser = factory
             .create_parser(grammar)
             .map_err(|e| anyhow::anyhow!("llguidance rejected the grammar: {e}"))?;

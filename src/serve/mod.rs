@@ -98,6 +98,8 @@ pub fn run(config: ServeConfig) -> anyhow::Result<()> {
         return Err(crate::diag::UsageError("--parallel must be at least 1".into()).into());
     }
     let model = Arc::new(config.model.load()?);
+    // The vocabulary's trie is shared by every grammar: build it before the first request.
+    crate::engine::warm_vocabulary(&model.vocabulary());
     let slot_ctx = (config.model.ctx as usize / config.parallel).max(16);
     // One context for all slots: llama.cpp splits it evenly between their sequences.
     let options = SessionOptions {

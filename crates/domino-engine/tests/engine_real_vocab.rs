@@ -200,9 +200,10 @@ fn c_masks_equal_the_oracle_over_all_smollm2_tokens() {
     );
 }
 
-/// A JSONSchemaBench schema whose full scanner has more than 200,000 states (the eager
-/// construction gave up on it): the lazy scanner builds only what tokens reach, and the masks
-/// still equal the oracle's.
+/// A JSONSchemaBench schema with a large full scanner (more than 200,000 states while the
+/// "none of these keys" terminal repeated the string automaton after every key prefix;
+/// about 13,000 since it is factored): the lazy scanner builds only what tokens reach, and
+/// the masks still equal the oracle's.
 #[test]
 fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
     let path = common::shared("data/jsonschemabench/Snowplow.jsonl");
@@ -218,15 +219,12 @@ fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
         .compile(&Default::default())
         .unwrap();
     let full = domino_engine::lexer::Scanner::new(&g).unwrap();
-    let (n, complete) = full.explore(200_000);
-    assert!(
-        !complete && n > 200_000,
-        "the full scanner should exceed 200,000 states (got {n})"
-    );
+    let (n, _complete) = full.explore(200_000);
+    assert!(n > 10_000, "the full scanner should be large (got {n})");
     let grammar = check_walks_source(GrammarSource::JsonSchema(schema), &[], 3, 30);
     let built = grammar.scanner_states();
     assert!(
-        built < 100_000,
-        "walks built {built} scanner states: the scanner is not lazy"
+        built < n / 2,
+        "walks built {built} of {n} scanner states: the scanner is not lazy"
     );
 }

@@ -259,10 +259,17 @@ impl CompiledGrammar {
     }
 }
 
+/// Build the per-vocabulary structures every grammar shares (the vocabulary trie) now, so
+/// the first grammar used with `vocab` does not pay for them (a server calls this at start).
+pub fn warm_vocabulary(vocab: &Vocabulary) {
+    VocabTrie::shared(vocab);
+}
+
 /// Per-(grammar, vocabulary) shared state: the vocabulary trie, the lazily built subterminal
 /// trees (one per scanner component), and the finished-mask cache.
 pub struct TreeCache {
-    trie: VocabTrie,
+    /// Shared by every grammar used with this vocabulary ([`VocabTrie::shared`]).
+    trie: Arc<VocabTrie>,
     vocab_len: usize,
     components: Vec<OnceLock<Arc<SubterminalTree>>>,
     /// Work limit of one tree build (see [`TreeCache::set_work_limit`]).
@@ -283,13 +290,13 @@ pub struct TreeStats {
     pub groups: usize,
     /// Bytes of the trees (nodes, edges, token lists).
     pub memory_bytes: usize,
-    /// Bytes of the vocabulary trie.
+    /// Bytes of the vocabulary trie (one per vocabulary, shared by every grammar).
     pub trie_bytes: usize,
 }
 
 impl TreeCache {
     fn new(scanner: &Scanner, vocab: &Vocabulary, mask_cache_bytes: usize) -> Self {
-        let trie = VocabTrie::new(vocab);
+        let trie = VocabTrie::shared(vocab);
         let mask_bytes = vocab.len().div_ceil(64) * 8 + 64;
         let capacity = mask_cache_bytes / mask_bytes;
         TreeCache {

@@ -469,6 +469,10 @@ impl SubterminalTree {
         let mut end_seen: Vec<u64> = Vec::new();
         let mut end_states: Vec<ScanState> = Vec::new();
         let mut end_dfa_states: Vec<u32> = Vec::new();
+        // Per state of `t0`'s DFA (lazily): the bytes that loop on it without it accepting,
+        // as `VocabTrie::subtree_bytes` bits (bit 127: DEL and every byte ≥ 0x80).
+        let mut loops: Vec<Option<[u64; 2]>> = vec![None; dfa.num_states()];
+        let mut root_group: Option<usize> = None;
         let mut i = 0usize;
         while i < trie.nodes.len() {
             let tn = trie.nodes[i];
@@ -479,6 +483,51 @@ impl SubterminalTree {
             let (p0, p1) = (level_start[d - 1], level_start[d]);
             let pos = d - 1;
             let b = tn.byte;
+            // Fast path: the only thread is inside `t0` (tree root) in a state that does not
+            // accept, and every byte of this trie subtree loops on that state. Then every
+            // node below keeps exactly that thread and records no event, so all the subtree's
+            // tokens join the root group with live set {t0} and end in that state.
+            if p1 - p0 == 1 && threads[p0].1 == 0 {
+                let s = threads[p0].0;
+                let l = *loops[s as usize].get_or_insert_with(|| {
+                    let mut m = [0u64; 2];
+                    if !dfa.is_accepting(s) {
+                        for c in 0..127u8 {
+                            if dfa.next(s, c) == s {
+                                let (w, bit) = super::trie::byte_bit(c);
+                                m[w] |= bit;
+                            }
+                        }
+                        if (127..=255u8).all(|c| dfa.next(s, c) == s) {
+                            let (w, bit) = super::trie::byte_bit(127);
+                            m[w] |= bit;
+                        }
+                    }
+                    m
+                });
+                let sub = trie.subtree_bytes[i];
+                if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
+                    let toks = trie.subtree_tokens(i);
+                    if !toks.is_empty() {
+                        if !end_dfa_states.contains(&s) {
+                            end_dfa_states.push(s);
+                        }
+                        let groups = &mut nodes[0].groups;
+                        let g = *root_group.get_or_insert_with(|| {
+                            match groups.iter().position(|g| g.0 == root_live) {
+                                Some(g) => g,
+                                None => {
+                                    groups.push((root_live, Vec::new()));
+                                    groups.len() - 1
+                                }
+                            }
+                        });
+                        groups[g].1.extend(toks.iter().map(|t| t.0));
+                    }
+                    i = tn.next as usize;
+                    continue;
+                }
+            }
             let fresh = fresh_of[b as usize];
             for ti in p0..p1 {
                 // Work: this thread, plus the duplicate scans over this level's new threads.

@@ -7,6 +7,15 @@
 //! reference recognizer. [`TerminalDfa`]'s errors are a [`DfaError`], so callers tell
 //! "matches nothing" (an empty language, which some callers accept) from a real failure by
 //! its variant.
+//!
+//! # Cost on the first request
+//! Determinising through `regex-automata` is the bulk of compiling a JSON Schema's terminals,
+//! yet most terminals are literals (keys, enum members, punctuation) or recur in every schema
+//! (strings, numbers, whitespace, formats). So [`TerminalDfa::new`] builds a literal's chain
+//! directly, and keeps every other DFA in a process-wide cache keyed by the HIR's printed
+//! form (printing round-trips to an equivalent HIR, so equal keys mean equal languages),
+//! bounded by [`DFA_CACHE_BYTES`]. Both give exactly the table the general path would:
+//! states numbered in the same breadth-first order from the start state.
 
 use crate::grammar::ir;
 use regex_automata::dfa::{Automaton, dense};
@@ -15,6 +24,7 @@ use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind, dfa::StartKind};
 use regex_syntax::hir::Hir;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// No live terminal remains: the byte sequence cannot continue any terminal.
 pub const DEAD: u32 = u32::MAX;
@@ -52,18 +62,108 @@ impl std::fmt::Display for DfaError {
 
 impl std::error::Error for DfaError {}
 
+/// Budget of the process-wide cache of terminal DFAs (transition tables), in bytes; when a
+/// new entry would pass it the cache is emptied (the next grammars refill it).
+pub const DFA_CACHE_BYTES: usize = 128 << 20;
+
+/// Process-wide: HIR printed form → its DFA (see the module doc), and the bytes held.
+static DFA_CACHE: Mutex<Option<(HashMap<String, TerminalDfa>, usize)>> = Mutex::new(None);
+
+/// The cached DFA of `key`, if any.
+fn cached(key: &str) -> Option<TerminalDfa> {
+    let cache = DFA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    cache.as_ref().and_then(|(m, _)| m.get(key)).cloned()
+}
+
+/// Keep `d` under `key` (emptying the cache first when it would pass its budget).
+fn remember(key: String, d: &TerminalDfa) {
+    let bytes = d.memory_bytes() + key.len();
+    if bytes > DFA_CACHE_BYTES {
+        return;
+    }
+    let mut cache = DFA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let (map, held) = cache.get_or_insert_with(|| (HashMap::new(), 0));
+    if *held + bytes > DFA_CACHE_BYTES {
+        map.clear();
+        *held = 0;
+    }
+    *held += bytes;
+    map.insert(key, d.clone());
+}
+
+/// Whether `hir`'s dense DFA stays under `limit` bytes ([`build_dfa`] succeeds), remembered
+/// per process: lowering asks this of the same pieces (strings, numbers, formats) in every
+/// schema.
+pub(crate) fn dfa_fits(hir: &Hir, limit: usize) -> bool {
+    static FITS: Mutex<Option<HashMap<(String, usize), bool>>> = Mutex::new(None);
+    let key = (hir.to_string(), limit);
+    if let Some(&ok) = FITS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&key))
+    {
+        return ok;
+    }
+    let ok = build_dfa(hir, Some(limit)).is_ok();
+    let mut fits = FITS.lock().unwrap_or_else(|e| e.into_inner());
+    let m = fits.get_or_insert_with(HashMap::new);
+    if m.len() >= 100_000 {
+        m.clear();
+    }
+    m.insert(key, ok);
+    ok
+}
+
 /// One terminal's DFA over bytes, live states only. State 0 is the start state.
 #[derive(Clone, Debug)]
 pub struct TerminalDfa {
     /// `next[s * 256 + b]`: the next state, or [`DEAD`].
-    next: Vec<u32>,
+    /// Shared (`Arc`): a cached DFA is handed to every grammar without copying its table.
+    next: Arc<[u32]>,
     /// Whether the bytes read so far form a match.
-    accept: Vec<bool>,
+    accept: Arc<[bool]>,
 }
 
 impl TerminalDfa {
     /// Compile a terminal's HIR (anchored, byte-oriented, UTF-8 classes as byte sequences).
+    /// Literals are built directly; other DFAs are cached per process (see the module doc).
     pub fn new(hir: &Hir) -> Result<Self, DfaError> {
+        if let regex_syntax::hir::HirKind::Literal(lit) = hir.kind() {
+            if !lit.0.is_empty() {
+                return Ok(Self::literal(&lit.0));
+            }
+        }
+        let key = hir.to_string();
+        if let Some(d) = cached(&key) {
+            return Ok(d);
+        }
+        let d = Self::determinise(hir)?;
+        remember(key, &d);
+        Ok(d)
+    }
+
+    /// The chain DFA of one non-empty string: state `i` has read `lit[..i]`; only the last
+    /// accepts (what [`TerminalDfa::determinise`] gives for a literal, without building it).
+    fn literal(lit: &[u8]) -> Self {
+        let n = lit.len();
+        // `regex-automata` also reaches one more state after the match (its delayed-match
+        // state), which can reach no match: kept, with every transition pruned to DEAD, so
+        // state numbers (and component ids) are the same on both paths.
+        let mut next = vec![DEAD; (n + 2) * 256];
+        for (i, &b) in lit.iter().enumerate() {
+            next[i * 256 + b as usize] = i as u32 + 1;
+        }
+        let mut accept = vec![false; n + 2];
+        accept[n] = true;
+        TerminalDfa {
+            next: next.into(),
+            accept: accept.into(),
+        }
+    }
+
+    /// The general path: `regex-automata`'s dense DFA, copied into our table.
+    fn determinise(hir: &Hir) -> Result<Self, DfaError> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -135,6 +235,33 @@ impl TerminalDfa {
         if constraints.is_empty() {
             return Ok(base);
         }
+        // The JSON Schema front end builds each constrained terminal's product to test it
+        // for emptiness, and the scanner builds it again: cached like plain DFAs, keyed by
+        // every part (a hit larger than `max_states` fails as the construction would).
+        let mut key = format!("product\0{hir}");
+        for h in &constraints.and {
+            key.push_str(&format!("\0and\0{h}"));
+        }
+        for h in &constraints.and_not {
+            key.push_str(&format!("\0not\0{h}"));
+        }
+        if let Some(d) = cached(&key) {
+            if d.num_states() > max_states {
+                return Err(DfaError::TooManyStates(max_states));
+            }
+            return Ok(d);
+        }
+        let d = Self::product_uncached(base, hir, constraints, max_states)?;
+        remember(key, &d);
+        Ok(d)
+    }
+
+    fn product_uncached(
+        base: TerminalDfa,
+        _hir: &Hir,
+        constraints: &ir::Constraints,
+        max_states: usize,
+    ) -> Result<Self, DfaError> {
         let mut parts = vec![base];
         for h in &constraints.and {
             parts.push(TerminalDfa::new(h).map_err(|e| DfaError::Intersected(Box::new(e)))?);
@@ -215,7 +342,7 @@ impl TerminalDfa {
                 }
             }
         }
-        let next = raw_next
+        let next: Vec<u32> = raw_next
             .iter()
             .map(|&t| {
                 if t != DEAD && live[t as usize] {
@@ -228,7 +355,10 @@ impl TerminalDfa {
         if !live[0] {
             return Err(DfaError::MatchesNothing);
         }
-        Ok(TerminalDfa { next, accept })
+        Ok(TerminalDfa {
+            next: next.into(),
+            accept: accept.into(),
+        })
     }
 
     #[inline]
@@ -273,4 +403,63 @@ pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Ve
         )
         .build_from_nfa(&nfa)
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(re: &str) -> Hir {
+        regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(re)
+            .unwrap()
+    }
+
+    #[test]
+    fn literal_chain_equals_the_determinised_dfa() {
+        for lit in ["a", "\"name\"", "{", "true", "ünï"] {
+            let h = Hir::literal(lit.as_bytes());
+            let fast = TerminalDfa::new(&h).unwrap();
+            let slow = TerminalDfa::determinise(&h).unwrap();
+            assert_eq!(fast.next, slow.next, "{lit}");
+            assert_eq!(fast.accept, slow.accept, "{lit}");
+        }
+    }
+
+    #[test]
+    fn cached_dfa_equals_a_fresh_one() {
+        for re in [
+            r#""([^"\\]|\\.)*""#,
+            "-?(0|[1-9][0-9]*)(\\.[0-9]+)?",
+            "[ \\t\\n]{1,20}",
+        ] {
+            let h = parse(re);
+            let first = TerminalDfa::new(&h).unwrap();
+            let again = TerminalDfa::new(&h).unwrap(); // from the cache
+            let fresh = TerminalDfa::determinise(&h).unwrap();
+            assert_eq!(first.next, fresh.next, "{re}");
+            assert_eq!(again.next, fresh.next, "{re}");
+            assert_eq!(again.accept, fresh.accept, "{re}");
+        }
+        // Products: a hit is the same table, and still refuses more than `max_states`.
+        let c = ir::Constraints {
+            and: vec![parse("[a-z]{2,5}")],
+            and_not: vec![parse("ab|abc")],
+        };
+        let h = parse("[a-c]+");
+        let p1 = TerminalDfa::product(&h, &c, 1000).unwrap();
+        let p2 = TerminalDfa::product(&h, &c, 1000).unwrap();
+        assert_eq!(p1.next, p2.next);
+        assert_eq!(p1.accept, p2.accept);
+        assert_eq!(
+            TerminalDfa::product(&h, &c, 2).unwrap_err(),
+            DfaError::TooManyStates(2)
+        );
+        // Different languages never share an entry.
+        let a = TerminalDfa::new(&parse("a+")).unwrap();
+        let b = TerminalDfa::new(&parse("b+")).unwrap();
+        assert_ne!(a.next, b.next);
+    }
 }

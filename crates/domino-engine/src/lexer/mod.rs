@@ -245,24 +245,7 @@ impl Scanner {
         may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
         max_states: usize,
     ) -> Result<Self, LexerError> {
-        // Byte classes: bytes with identical transitions in every state of every terminal.
-        let mut sig_to_class: HashMap<Vec<u32>, u8> = HashMap::new();
-        let mut classes = [0u8; 256];
-        let mut class_bytes: Vec<u8> = Vec::new();
-        for b in 0..=255u8 {
-            let mut sig = Vec::new();
-            for d in &dfas {
-                for s in 0..d.num_states() as u32 {
-                    sig.push(d.next(s, b));
-                }
-            }
-            let next_class = sig_to_class.len();
-            let c = *sig_to_class.entry(sig).or_insert_with(|| {
-                class_bytes.push(b);
-                next_class as u8
-            });
-            classes[b as usize] = c;
-        }
+        let (classes, class_bytes) = byte_classes(&dfas);
         let num_classes = class_bytes.len();
         let mut component_base = Vec::with_capacity(dfas.len());
         let mut components = Vec::new();
@@ -626,6 +609,60 @@ impl Scanner {
                 .sum::<usize>()
             + self.preceders.len() * words * 8
     }
+}
+
+/// Byte classes: bytes with identical transitions in every state of every terminal. Returns
+/// byte → class and a representative byte per class, classes numbered by their first byte.
+///
+/// Partition refinement, one DFA row at a time (linear in the states, no per-byte signature
+/// of every state: a JSON Schema with thousands of terminal states made that the bulk of
+/// building the scanner): after a row, two bytes share a class iff they did before and the
+/// row sends them to the same state.
+fn byte_classes(dfas: &[TerminalDfa]) -> ([u8; 256], Vec<u8>) {
+    let mut cls = [0u16; 256];
+    let mut n: u16 = 1;
+    // Per class, the stamp of the row that last saw it and its first byte's target there.
+    let mut seen = [u32::MAX; 256];
+    let mut first = [0u32; 256];
+    let mut splits: Vec<(u16, u32, u16)> = Vec::new();
+    let mut stamp = 0u32;
+    for d in dfas {
+        for s in 0..d.num_states() as u32 {
+            stamp = stamp.wrapping_add(1);
+            splits.clear();
+            let old = cls;
+            for b in 0..256usize {
+                let c = old[b];
+                let to = d.next(s, b as u8);
+                if seen[c as usize] != stamp {
+                    seen[c as usize] = stamp;
+                    first[c as usize] = to;
+                } else if first[c as usize] != to {
+                    cls[b] = match splits.iter().find(|x| x.0 == c && x.1 == to) {
+                        Some(x) => x.2,
+                        None => {
+                            splits.push((c, to, n));
+                            n += 1;
+                            n - 1
+                        }
+                    };
+                }
+            }
+        }
+    }
+    // Renumber by first byte (a class of 256 bytes always fits in a u16 count).
+    let mut renum = vec![u16::MAX; n as usize];
+    let mut classes = [0u8; 256];
+    let mut class_bytes = Vec::new();
+    for b in 0..256usize {
+        let c = cls[b] as usize;
+        if renum[c] == u16::MAX {
+            renum[c] = class_bytes.len() as u16;
+            class_bytes.push(b as u8);
+        }
+        classes[b] = renum[c] as u8;
+    }
+    (classes, class_bytes)
 }
 
 #[cfg(test)]

@@ -215,3 +215,47 @@ fn states_and_live_sets_can_be_named_by_content() {
     );
     assert_eq!(sc.live_set_of(&[ir::TerminalId(2)]), None);
 }
+
+/// The byte classes by partition refinement equal the obvious definition: bytes with the
+/// same target in every state of every terminal DFA share a class (numbered by first byte).
+#[test]
+fn byte_classes_equal_per_byte_signatures() {
+    let sets: Vec<Vec<Hir>> = vec![
+        vec![
+            re("[a-z]{1,6}"),
+            re("[0-9]+"),
+            re("\"([^\"\\\\]|\\\\.)*\""),
+            re("true"),
+        ],
+        vec![
+            re("[ \\t\\n]{1,20}"),
+            re("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?"),
+        ],
+        vec![re("x")],
+        vec![re("(?-u:[\\x00-\\xff])"), re("ab|ac|b[c-f]")],
+    ];
+    for terms in sets {
+        let dfas = dfas_of(&terms);
+        let mut sigs: Vec<Vec<u32>> = Vec::new();
+        let mut want = [0u8; 256];
+        for b in 0..=255u8 {
+            let sig: Vec<u32> = dfas
+                .iter()
+                .flat_map(|d| (0..d.num_states() as u32).map(move |s| d.next(s, b)))
+                .collect();
+            want[b as usize] = match sigs.iter().position(|x| *x == sig) {
+                Some(i) => i as u8,
+                None => {
+                    sigs.push(sig);
+                    sigs.len() as u8 - 1
+                }
+            };
+        }
+        let (got, reps) = byte_classes(&dfas);
+        assert_eq!(got, want, "{terms:?}");
+        assert_eq!(reps.len(), sigs.len());
+        for (c, &b) in reps.iter().enumerate() {
+            assert_eq!(got[b as usize] as usize, c);
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! pieces become terminals (deduplicated by their printed HIR), nullable pieces optional
 //! symbols, and repetitions of non-regular things helper nonterminals.
 
-use super::super::dfa::build_dfa;
+use super::super::dfa::dfa_fits;
 use super::hir::{expr_to_hir, hir_size, is_fail, normalize};
 use super::promotion::may_blow_up;
 use super::{
@@ -188,7 +188,7 @@ impl<'a> Builder<'a> {
         if let Some(&ok) = self.dfa_ok.get(&key) {
             return ok;
         }
-        let ok = size <= MAX_INLINE_HIR && build_dfa(hir, Some(PROMOTION_DFA_LIMIT)).is_ok();
+        let ok = size <= MAX_INLINE_HIR && dfa_fits(hir, PROMOTION_DFA_LIMIT);
         self.dfa_ok.insert(key, ok);
         ok
     }

@@ -1,7 +1,7 @@
 //! Steps 1 and 2 of lowering: which rules are regular (their bodies as one regular
 //! expression, references inlined) and which of those are promoted to a single terminal.
 
-use super::super::dfa::build_dfa;
+use super::super::dfa::dfa_fits;
 use super::hir::{alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, repetition};
 use super::{LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, collect_refs};
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
@@ -140,8 +140,7 @@ pub(super) fn promote(
             RuleKind::Lexical => true,
             RuleKind::Syntactic => {
                 candidate
-                    && (!may_blow_up(&hir, est_size[r])
-                        || build_dfa(&hir, Some(PROMOTION_DFA_LIMIT)).is_ok())
+                    && (!may_blow_up(&hir, est_size[r]) || dfa_fits(&hir, PROMOTION_DFA_LIMIT))
             }
         };
         promoted[r] = promote;

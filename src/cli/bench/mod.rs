@@ -17,6 +17,10 @@
 //! built by the end (all of them with `--precompute`). Results go to stdout (a table, or one
 //! JSON object with `--format json`); progress to stderr. `--tree-cache FILE` saves the trees
 //! and times loading them back into a fresh compile (`load_ms`).
+//!
+//! `--schema-jsonl FILE|DIR` instead of `--docs` runs the *breadth* benchmark over many
+//! schemas (see the `breadth` module): the first request's cost (compile, time to first mask) and
+//! cold and warm masks per schema, pooled.
 
 use crate::cli::args::{ConstraintArgs, OutputFormat};
 use crate::cli::mask::{VocabArgs, compile_constraint, lookahead, read_json_lines};
@@ -24,6 +28,8 @@ use crate::engine::{Constraint, Options};
 use crate::vocab::{TokenId, TokenSet};
 use std::path::PathBuf;
 use std::time::Instant;
+
+mod breadth;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
@@ -38,8 +44,22 @@ pub struct MasksArgs {
     #[command(flatten)]
     pub vocab: VocabArgs,
     /// Documents: JSON Lines, each line a JSON string holding one document.
-    #[arg(long, value_name = "FILE")]
-    pub docs: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "schema_jsonl")]
+    pub docs: Option<PathBuf>,
+    /// Breadth benchmark: JSON Lines of `{"id", "schema", "instances"?}` (the
+    /// JSONSchemaBench format; a directory = every `*.jsonl` in it). Schemas without
+    /// instances get documents from the engine's instance generator, kept when valid.
+    #[arg(long, value_name = "FILE|DIR", conflicts_with_all = ["docs", "precompute", "tree_cache"])]
+    pub schema_jsonl: Vec<PathBuf>,
+    /// Breadth: at most N schemas from each file (taken evenly spread over the file).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Breadth: generated instances per schema (when the line has none).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub instances: usize,
+    /// Breadth: seed of the instance generator.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
     /// Lookahead (`inf` = minimally invasive).
     #[arg(long, value_name = "N|inf", default_value = "inf")]
     pub k: String,
@@ -147,8 +167,7 @@ fn llguidance_grammar(args: &ConstraintArgs) -> anyhow::Result<llguidance::api::
     crate::constraint::llguidance::grammar_for_source(&spec.source, &spec.compile)
 }
 
-fn masks(args: MasksArgs) -> anyhow::Result<()> {
-    let k = lookahead(&args.k)?;
+fn check_vs(args: &MasksArgs) -> anyhow::Result<()> {
     if let Some(other) = &args.vs {
         if other != "llguidance" {
             return Err(crate::diag::UsageError(format!(
@@ -162,16 +181,33 @@ fn masks(args: MasksArgs) -> anyhow::Result<()> {
             )
             .into());
         }
-        // Refuse grammars llguidance cannot take (GBNF, pretty JSON) before the long passes.
-        #[cfg(feature = "bench-llguidance")]
+    }
+    Ok(())
+}
+
+fn masks(args: MasksArgs) -> anyhow::Result<()> {
+    let k = lookahead(&args.k)?;
+    check_vs(&args)?;
+    if !args.schema_jsonl.is_empty() {
+        return breadth::run(&args, k);
+    }
+    // Refuse grammars llguidance cannot take (GBNF, pretty JSON) before the long passes.
+    #[cfg(feature = "bench-llguidance")]
+    if args.vs.is_some() {
         llguidance_grammar(&args.constraint)?;
     }
+    let Some(docs_path) = &args.docs else {
+        return Err(crate::diag::UsageError(
+            "bench masks: --docs FILE or --schema-jsonl FILE".into(),
+        )
+        .into());
+    };
     let vocab = args.vocab.load()?;
-    let mut texts = read_json_lines(&args.docs)?;
+    let mut texts = read_json_lines(docs_path)?;
     if let Some(m) = args.max_docs {
         texts.truncate(m);
     }
-    anyhow::ensure!(!texts.is_empty(), "{}: no documents", args.docs.display());
+    anyhow::ensure!(!texts.is_empty(), "{}: no documents", docs_path.display());
 
     let t0 = Instant::now();
     let grammar = compile_constraint(&args.constraint)?;
