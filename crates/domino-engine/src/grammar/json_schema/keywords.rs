@@ -63,6 +63,7 @@ const HANDLED: &[&str] = &[
     "multipleOf",
     "dependencies",
     "dependentRequired",
+    "contains",
 ];
 
 /// Keywords that constrain instances and are not compiled: always `Unsupported` (or a warning).
@@ -72,7 +73,6 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "if",
     "dependentSchemas",
     "propertyNames",
-    "contains",
     "unevaluatedProperties",
     "unevaluatedItems",
     "$dynamicRef",

@@ -16,11 +16,14 @@
 //! - JSON strings, numbers, integer ranges, formats, `pattern`s, object keys (`"name"`, one
 //!   literal) and whitespace runs are single [`RuleKind::Lexical`] rules, so each becomes one
 //!   terminal; objects and arrays are syntactic rules over them.
-//! - Object members follow the order of `properties`; optional ones may be left out (the
-//!   order of the rest is kept). Where extra members are allowed (`additionalProperties` not
-//!   `false`, `patternProperties`), they come after the named ones, and their keys are never
-//!   one of the named keys (so a document has no duplicate keys whose value would escape its
-//!   schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
+//! - Object members: with [`PropertyOrder::Any`](super::PropertyOrder) (the default) the named
+//!   properties come in any order, each at most once, required ones present, extra members
+//!   (`additionalProperties` not `false`, `patternProperties`) anywhere among them, for objects
+//!   with at most [`MAX_ANY_ORDER_PROPERTIES`] named properties; larger objects, and
+//!   `PropertyOrder::Schema`, follow the order of `properties` (optional ones may be left
+//!   out) with extra members after the named ones (a warning names each object that falls
+//!   back). Extra keys are never one of the named keys (so a document has no duplicate keys
+//!   whose value would escape its schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
 //!   spell a named key in disguise).
 //! - `$ref` resolves against the base URI in force where it is written (the root's `$id`,
 //!   changed by each embedded `$id` on the way down; RFC 3986 joins), to a JSON pointer
@@ -139,6 +142,7 @@
 
 mod arrays;
 mod combinators;
+mod conditionals;
 pub mod instances;
 mod keys;
 mod keywords;
@@ -150,6 +154,7 @@ mod objects;
 mod presence;
 mod references;
 mod strings;
+mod unevaluated;
 
 use std::collections::HashMap;
 
@@ -179,6 +184,12 @@ pub const STRING_BLOCK: u64 = 256;
 /// a `pattern` with a `format`, a pattern key minus the named keys). Every scanner state
 /// costs the engine a token tree, so this stays small.
 pub const MAX_CONSTRAINED_STATES: usize = 6_000;
+/// With [`PropertyOrder::Any`](super::PropertyOrder), objects with at most this many named
+/// properties admit them in every order; larger ones fall back to schema order (a warning).
+/// The member chain then has one state per subset of the named properties written, so an
+/// object costs at most `2^N` rules and `N·2^(N-1)` member alternatives (N = 8: 256 rules,
+/// 1,024 alternatives).
+pub const MAX_ANY_ORDER_PROPERTIES: usize = 8;
 /// `minProperties`/`maxProperties` counting states allowed per object.
 pub const MAX_COUNT_STATES: usize = 20_000;
 
@@ -443,6 +454,16 @@ impl<'a> Compiler<'a> {
         // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
         if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
             return self.value_inner(&rewritten, ptr, d);
+        }
+        // General `if`/`then`/`else` and `dependentSchemas`: exact rewrites (module
+        // `conditionals`).
+        // `unevaluated*` where the evaluated set is static (module `unevaluated`), on the whole
+        // schema object before `$ref`/`allOf` split it.
+        if let Some(rewritten) = unevaluated::rewrite_unevaluated(obj) {
+            return self.value_inner(&Value::Object(rewritten), ptr, d);
+        }
+        if let Some(rewritten) = conditionals::rewrite_conditionals(obj) {
+            return self.value_inner(&Value::Object(rewritten), ptr, d);
         }
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;
