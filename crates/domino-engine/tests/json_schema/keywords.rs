@@ -281,3 +281,89 @@ fn unevaluated_properties_and_items_where_static() {
         "/properties/o/unevaluatedProperties",
     );
 }
+
+#[test]
+fn property_names() {
+    let docs = &[
+        r#"{}"#,
+        r#"{"a":1}"#,
+        r#"{"ab":1,"abc":2}"#,
+        r#"{"abcd":1}"#,
+        r#"{"b":1}"#,
+        r#"{"aaaa":true}"#,
+        r#"{"a":"s"}"#,
+        r#"{"a\u0062":1}"#,
+        "[]",
+    ];
+    let schema =
+        json!({"propertyNames": {"maxLength": 3}, "additionalProperties": {"type": "integer"}});
+    exact("propertyNames-maxLength", &schema, docs);
+    let schema = json!({"propertyNames": {"pattern": "^a+$"}, "properties": {"a": {"type": "integer"}, "b": {}}});
+    exact("propertyNames-pattern", &schema, docs);
+    // (`enum`/`const` strings are written in their one canonical spelling: `"a\u0062"` for
+    // `"ab"` is not generated, a known completeness gap.)
+    let schema =
+        json!({"propertyNames": {"enum": ["a", "ab"]}, "properties": {"a": {"type": "integer"}}});
+    exact("propertyNames-enum", &schema, &docs[..7]);
+    let schema = json!({"propertyNames": false});
+    exact("propertyNames-false", &schema, docs);
+    let schema = json!({"propertyNames": {"const": "b"}, "required": ["b"], "additionalProperties": false, "properties": {"b": {}}});
+    exact("propertyNames-required", &schema, docs);
+    refused(
+        &json!({"propertyNames": {"maxLength": 2}, "patternProperties": {"^x": {}}}),
+        "propertyNames",
+        "/propertyNames",
+    );
+}
+
+#[test]
+fn unique_items_over_finite_domains() {
+    let schema = json!({"uniqueItems": true, "items": {"enum": [1, "a", null, [1], {"k": 1}]}});
+    exact(
+        "uniqueItems-enum",
+        &schema,
+        &[
+            "[]",
+            "[1]",
+            r#"[1,"a",null]"#,
+            "[1,1]",
+            "[1,1.0]",
+            r#"["a",1,"a"]"#,
+            "[[1],{\"k\":1},null,1,\"a\"]",
+            "[[1],[1]]",
+            "[2]",
+        ],
+    );
+    let schema = json!({"uniqueItems": true, "prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "items": false});
+    exact(
+        "uniqueItems-booleans",
+        &schema,
+        &[
+            "[]",
+            "[true]",
+            "[true,false]",
+            "[false,true]",
+            "[true,true]",
+            "[false,false,true]",
+        ],
+    );
+    let schema =
+        json!({"uniqueItems": true, "items": {"type": ["boolean", "null"]}, "minItems": 2});
+    exact(
+        "uniqueItems-minItems",
+        &schema,
+        &[
+            "[true]",
+            "[true,null]",
+            "[null,false,true]",
+            "[null,null]",
+            "[true,false,null,true]",
+        ],
+    );
+    // An infinite item domain stays refused, by name.
+    refused(
+        &json!({"uniqueItems": true, "items": {"type": "integer"}}),
+        "uniqueItems",
+        "/uniqueItems",
+    );
+}

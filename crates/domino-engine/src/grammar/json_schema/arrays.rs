@@ -1,6 +1,6 @@
 //! `type: array`: `prefixItems` (or draft-4 array-form `items`) and the schema for the rest
-//! (`items` / `additionalItems`), `minItems`/`maxItems`, and `uniqueItems` (compiled only where
-//! at most one item is possible). The grammar is a chain of states "i items written", so the
+//! (`items` / `additionalItems`), `minItems`/`maxItems`, and `uniqueItems` (compiled where at most
+//! one item is possible, or over finite item domains: module `unique`). The grammar is a chain of states "i items written", so the
 //! count bounds are exact. `contains`/`minContains`/`maxContains` (see [`Compiler::contains`]):
 //! the chain also counts the items written as witnesses of `contains`.
 
@@ -73,11 +73,20 @@ impl Compiler<'_> {
                 ));
             }
         }
+        if obj.get("uniqueItems") == Some(&Value::Bool(true))
+            && max.is_none_or(|x| x > 1)
+            && !obj.contains_key("contains")
+        {
+            let rest = (rest_allowed && max.is_none_or(|x| x > m)).then_some(&rest);
+            if let Some(e) = self.unique_items(ptr, d, &prefix, rest, min, max)? {
+                return Ok(e);
+            }
+        }
         if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
             self.unsupported(
                 ptr,
                 "uniqueItems",
-                "uniqueItems is compiled only when at most one item is allowed",
+                "uniqueItems is compiled only when at most one item is allowed, or over finite item domains (enum/const/boolean/null, at most 10 values; not with `contains`)",
             )?;
         }
         if max == Some(0) {

@@ -64,6 +64,7 @@ const HANDLED: &[&str] = &[
     "dependencies",
     "dependentRequired",
     "contains",
+    "propertyNames",
 ];
 
 /// Keywords that constrain instances and are not compiled: always `Unsupported` (or a warning).
@@ -72,7 +73,6 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "not",
     "if",
     "dependentSchemas",
-    "propertyNames",
     "unevaluatedProperties",
     "unevaluatedItems",
     "$dynamicRef",

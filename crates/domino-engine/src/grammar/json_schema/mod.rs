@@ -155,6 +155,7 @@ mod presence;
 mod references;
 mod strings;
 mod unevaluated;
+mod unique;
 
 use std::collections::HashMap;
 

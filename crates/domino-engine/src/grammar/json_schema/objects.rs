@@ -1,5 +1,6 @@
 //! `type: object`: `properties`, `required`, `additionalProperties` and `patternProperties`
-//! (extra members, keys from module `keys`), schema- and list-valued
+//! (extra members, keys from module `keys`), `propertyNames` (named properties whose name
+//! fails it are never present; extra keys are the strings it allows minus the named keys), schema- and list-valued
 //! `dependencies`/`dependentRequired`, presence constraints (module `presence`) and
 //! `minProperties`/`maxProperties`. The members are a chain of states explored up to
 //! [`MAX_COUNT_STATES`], keeping the states from which the object can still be closed.
@@ -35,6 +36,12 @@ use super::{
 };
 use crate::grammar::expr::{Expr, RuleId, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError, PropertyOrder};
+
+fn without(obj: &Map<String, Value>, k: &str) -> Map<String, Value> {
+    let mut m = obj.clone();
+    m.remove(k);
+    m
+}
 
 fn merge_schemas(a: Value, b: Value) -> Value {
     if is_trivially_true(&a) {
@@ -349,6 +356,36 @@ impl Compiler<'_> {
             };
             named.push((t.clone(), s, false, join_ptr(ptr, "properties")));
         }
+        // `propertyNames`: a named property whose name fails it can never be present.
+        let property_names = obj
+            .get("propertyNames")
+            .filter(|p| !is_trivially_true(p))
+            .cloned();
+        if let Some(p) = &property_names {
+            let v = jsonschema::options()
+                .should_validate_formats(true)
+                .build(p)
+                .ok();
+            let Some(v) = v else {
+                self.unsupported(
+                    ptr,
+                    "propertyNames",
+                    "its schema cannot be checked on its own (a `$ref` out of it?)",
+                )?;
+                return self.object(&without(obj, "propertyNames"), ptr, d);
+            };
+            if let Some((k, ..)) = named
+                .iter()
+                .find(|(k, _, req, _)| *req && !v.is_valid(&Value::String(k.clone())))
+            {
+                self.warnings.push(format!(
+                    "at {}: required property `{k}` fails `propertyNames`; no object satisfies this schema",
+                    join_ptr(ptr, "propertyNames")
+                ));
+                return Ok(Self::never());
+            }
+            named.retain(|(k, ..)| v.is_valid(&Value::String(k.clone())));
+        }
         tracked.retain(|t| named.iter().any(|(k, ..)| k == t));
         let mask = |set: &[String]| -> Option<u32> {
             let mut m = 0u32;
@@ -388,11 +425,30 @@ impl Compiler<'_> {
         if patterns.is_empty() {
             if let Some(a) = &additional {
                 if *a != Value::Bool(false) {
-                    let key = self.key_except(&names, false, ptr)?;
+                    // Under `propertyNames: P`, the strings P allows minus the named keys
+                    // (every spelling of them: `not: {enum}`), else any other key.
+                    let key = match &property_names {
+                        Some(p) => {
+                            let mut parts = vec![p.clone(), serde_json::json!({"type": "string"})];
+                            if !names.is_empty() {
+                                parts.push(serde_json::json!({"not": {"enum": names}}));
+                            }
+                            let at = join_ptr(ptr, "propertyNames");
+                            self.value(&serde_json::json!({ "allOf": parts }), &at, d)?
+                        }
+                        None => self.key_except(&names, false, ptr)?,
+                    };
                     extras.push((key, a.clone(), join_ptr(ptr, "additionalProperties")));
                 }
             }
         } else {
+            if property_names.is_some() {
+                self.unsupported(
+                    ptr,
+                    "propertyNames",
+                    "with `patternProperties` (compiled with `properties` and `additionalProperties` only)",
+                )?;
+            }
             let mut covers_all = false;
             for (i, (p, s)) in patterns.iter().enumerate() {
                 let at = join_ptr(&pp_ptr, p);
