@@ -133,6 +133,25 @@ fn dependent_schemas() {
             "12",
         ],
     );
+    // Draft 7 schema-valued `dependencies` of any shape.
+    let schema = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "dependencies": {"bar": {"properties": {"foo": {"type": "integer"}}, "maxProperties": 2}, "quux": false, "baz": ["bar"]}
+    });
+    exact(
+        "dependencies-draft7",
+        &schema,
+        &[
+            r#"{"foo":"x"}"#,
+            r#"{"bar":1,"foo":2}"#,
+            r#"{"bar":1,"foo":"x"}"#,
+            r#"{"bar":1,"foo":2,"x":3}"#,
+            r#"{"quux":1}"#,
+            r#"{"baz":1}"#,
+            r#"{"baz":1,"bar":2}"#,
+            "[1]",
+        ],
+    );
     let schema = json!({"dependentSchemas": {"foo": false}, "type": "object"});
     exact(
         "dependentSchemas-false",

@@ -6,7 +6,8 @@
 //!
 //! - `if: I, then: T, else: E` ≡ `(I ∧ T) ∨ (¬I ∧ E)`; without `else`, `T ∨ ¬I`; without
 //!   `then`, `I ∨ E` (no negation needed); `if` alone constrains nothing.
-//! - `dependentSchemas: {a: S}` ≡ `¬required[a] ∨ (object with a ∧ S)`, where
+//! - `dependentSchemas: {a: S}` (and draft-7 `dependencies: {a: S}` for schemas other than
+//!   `{required}`/`{properties, required}`, which module `objects` compiles) ≡ `¬required[a] ∨ (object with a ∧ S)`, where
 //!   `¬required[a]` = another type, or an object without `a` (a presence constraint).
 //! - `not: N` (other than `{}`, `false`, `{type}`, `{required}`, `{enum|const: strings}`,
 //!   which the dispatcher compiles) ≡ `negate(N)`.
@@ -197,7 +198,28 @@ pub(super) fn rewrite_conditionals(obj: &Map<String, Value>) -> Option<Map<Strin
     let has_if = obj.contains_key("if");
     let stray = !has_if && (obj.contains_key("then") || obj.contains_key("else"));
     let deps = obj.get("dependentSchemas").and_then(Value::as_object);
-    if !has_if && !stray && deps.is_none() && !obj.contains_key("not") {
+    // Draft-7 schema-valued `dependencies` of the shapes module `objects` does not compile
+    // (it takes property lists, `{required}` and `{properties, required}`): as
+    // `dependentSchemas`.
+    let legacy: Vec<(String, Value)> = obj
+        .get("dependencies")
+        .and_then(Value::as_object)
+        .map(|d| {
+            d.iter()
+                .filter(|(_, v)| {
+                    !v.is_array()
+                        && !is_trivially_true(v)
+                        && required_only(v).is_none()
+                        && !v.as_object().is_some_and(|m| {
+                            m.keys()
+                                .all(|k| !is_keyword(k) || k == "properties" || k == "required")
+                        })
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !has_if && !stray && deps.is_none() && legacy.is_empty() && !obj.contains_key("not") {
         return None;
     }
     let mut rest = obj.clone();
@@ -249,9 +271,24 @@ pub(super) fn rewrite_conditionals(obj: &Map<String, Value>) -> Option<Map<Strin
             }
         }
     }
+    let mut schema_deps: Vec<(String, Value)> = Vec::new();
+    if !legacy.is_empty() {
+        if let Some(Value::Object(d)) = rest.get_mut("dependencies") {
+            for (a, _) in &legacy {
+                d.remove(a);
+            }
+            if d.is_empty() {
+                rest.remove("dependencies");
+            }
+        }
+        schema_deps.extend(legacy);
+    }
     if let Some(deps) = deps {
         rest.remove("dependentSchemas");
-        for (a, s) in deps {
+        schema_deps.extend(deps.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    if !schema_deps.is_empty() {
+        for (a, s) in &schema_deps {
             if is_trivially_true(s) {
                 continue;
             }

@@ -66,12 +66,19 @@
 //!   chain tracks which of the (at most 12) properties concerned are present.
 //! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}`,
 //!   `{required: [...]}` and `{enum|const: strings}` (every escape form of those strings is
-//!   removed from the string terminal); other forms are `Unsupported`.
+//!   removed from the string terminal); other forms through their exact negation (module
+//!   `conditionals`: bounds, lengths, counts, `properties`, `allOf`/`anyOf` of those), else
+//!   `Unsupported`.
 //! - `if`/`then`/`else` that test one property's value (`{"properties": {"D": {"const" |
 //!   "enum": …}}}`) on a `type: object` schema, alone or as `allOf` members (the
 //!   discriminated-union idiom), are rewritten exactly into an `anyOf` with one branch per
 //!   tested value, one for the other values and, unless `D` is required, one for objects
-//!   without `D`. Other conditionals are `Unsupported`.
+//!   without `D`. Other conditionals are rewritten `(if ∧ then) ∨ (¬if ∧ else)` when `if`
+//!   has an exact negation (module `conditionals`), else `Unsupported` naming `if`;
+//!   `dependentSchemas` (and draft-7 schema `dependencies` of other shapes) likewise.
+//! - `unevaluatedProperties`/`unevaluatedItems` whose evaluated set is static (only
+//!   `allOf` members and the schema's own keywords evaluate) become `additionalProperties` /
+//!   `items` (module `unevaluated`); otherwise `Unsupported`.
 //!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
 //! Each is reported in [`GrammarDef::warnings`] where it applies.
@@ -95,7 +102,8 @@
 //!   apply whether or not the trigger property is present.
 //! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
 //!   that type (exact unless a single branch is untyped).
-//! - `uniqueItems: true` is compiled only when at most one item is possible.
+//! - `uniqueItems: true` is compiled when at most one item is possible, or over finite item
+//!   domains (module `unique`, exact); otherwise `Unsupported`.
 //! - Named members (from `properties`, `required`, presence constraints) and the first extra
 //!   member count towards `minProperties`; further extra members may repeat a key, which a
 //!   JSON parser keeps once, so `minProperties` beyond that is unsupported.
@@ -129,8 +137,12 @@
 //!   integers.
 //! - `strings`: `minLength`/`maxLength`, `pattern`, `format`, `not: {enum}` exclusions,
 //!   strings longer than one terminal.
-//! - `arrays`: `items`, `prefixItems`, `additionalItems`, `minItems`/`maxItems`, `uniqueItems`.
-//! - `objects`: `properties`, `required`, `additionalProperties`, `patternProperties`,
+//! - `arrays`: `items`, `prefixItems`, `additionalItems`, `minItems`/`maxItems`, `uniqueItems`,
+//!   `contains`/`minContains`/`maxContains` (witness counting, exact).
+//! - `unique`: `uniqueItems` over finite item domains.
+//! - `conditionals`: general `if`/`then`/`else`, `dependentSchemas`, `not` by negation.
+//! - `unevaluated`: static `unevaluatedProperties`/`unevaluatedItems`.
+//! - `objects`: `properties` (any order), `required`, `additionalProperties`, `patternProperties`, `propertyNames`,
 //!   `minProperties`/`maxProperties`, `dependencies`/`dependentRequired`: the member chain.
 //! - `keys`: object keys: any key but the named ones, and what a `patternProperties`
 //!   pattern is known to match.
