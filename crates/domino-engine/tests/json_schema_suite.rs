@@ -17,7 +17,8 @@
 //! the sdist of the Python `jsonschema` package (folder `json/tests`), see
 //! `scripts/json-schema-suite`. `JSON_SCHEMA_SUITE_DRAFTS` (default `draft2020-12,draft7`)
 //! picks the drafts, `JSON_SCHEMA_SUITE_OPTIONAL=1` adds the `optional/` tests (formats,
-//! bignum, …), `JSON_SCHEMA_SUITE_ORDER=schema` measures with schema property order.
+//! bignum, …), `JSON_SCHEMA_SUITE_ORDER=schema` measures with schema property order,
+//! `JSON_SCHEMA_SUITE_VERBOSE=1` prints every blocked (valid but rejected) document.
 //!
 //! Run: `JSON_SCHEMA_TEST_SUITE=/path/to/tests cargo test -p domino-engine --release --test
 //! json_schema_suite -- --nocapture`
@@ -130,6 +131,7 @@ fn json_schema_test_suite() {
         property_order: order,
         ..CompileOptions::default()
     };
+    let verbose = std::env::var("JSON_SCHEMA_SUITE_VERBOSE").is_ok_and(|v| v == "1");
     let mut unsound_cases = Vec::new();
     for draft in drafts.split(',') {
         let dir = root.join(draft);
@@ -174,7 +176,15 @@ fn json_schema_test_suite() {
                             let valid = test["valid"].as_bool().unwrap_or(false);
                             match (valid, accepted) {
                                 (true, true) | (false, false) => t.pass += 1,
-                                (true, false) => t.blocked += 1,
+                                (true, false) => {
+                                    t.blocked += 1;
+                                    if verbose {
+                                        println!(
+                                            "blocked {draft}/{name}: {} / {}: {doc}",
+                                            g["description"], test["description"]
+                                        );
+                                    }
+                                }
                                 (false, true) => {
                                     t.unsound += 1;
                                     unsound_cases.push(format!(

@@ -386,3 +386,21 @@ fn unique_items_over_finite_domains() {
         "/uniqueItems",
     );
 }
+
+/// An `if` annotates whether or not `then`/`else` exist, so `unevaluatedProperties` beside an
+/// `if` that evaluates properties is not static: refused, never compiled as if the `if` were
+/// absent (which would block `{"foo": "a"}`).
+#[test]
+fn unevaluated_beside_if_is_refused() {
+    // (The first of the two keywords left is named: here `if`.)
+    refused(
+        &json!({"if": {"properties": {"foo": {"const": "a"}}}, "unevaluatedProperties": false}),
+        "if",
+        "/if",
+    );
+    refused(
+        &json!({"unevaluatedProperties": false, "if": {"properties": {"foo": {"const": "a"}}}}),
+        "unevaluatedProperties",
+        "/unevaluatedProperties",
+    );
+}

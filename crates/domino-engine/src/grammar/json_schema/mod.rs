@@ -464,19 +464,26 @@ impl<'a> Compiler<'a> {
                 ));
             }
         };
-        // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
-        if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
-            return self.value_inner(&rewritten, ptr, d);
-        }
-        // General `if`/`then`/`else` and `dependentSchemas`: exact rewrites (module
-        // `conditionals`).
         // `unevaluated*` where the evaluated set is static (module `unevaluated`), on the whole
-        // schema object before `$ref`/`allOf` split it.
+        // schema object before `$ref`/`allOf` split it and before conditionals are rewritten
+        // (an `if` annotates even without `then`/`else`).
         if let Some(rewritten) = unevaluated::rewrite_unevaluated(obj) {
             return self.value_inner(&Value::Object(rewritten), ptr, d);
         }
-        if let Some(rewritten) = conditionals::rewrite_conditionals(obj) {
-            return self.value_inner(&Value::Object(rewritten), ptr, d);
+        // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
+        // (With an `unevaluated*` still here, conditionals stay: rewriting them would change
+        // what it sees evaluated; it is reported unsupported below.)
+        let unevaluated_left =
+            obj.contains_key("unevaluatedProperties") || obj.contains_key("unevaluatedItems");
+        if !unevaluated_left {
+            if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
+                return self.value_inner(&rewritten, ptr, d);
+            }
+            // General `if`/`then`/`else`, `dependentSchemas`, `not`: exact rewrites (module
+            // `conditionals`).
+            if let Some(rewritten) = conditionals::rewrite_conditionals(obj) {
+                return self.value_inner(&Value::Object(rewritten), ptr, d);
+            }
         }
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;
