@@ -118,20 +118,16 @@ fn evaluated(m: &Map<String, Value>, items: bool, depth: usize) -> Option<Evalua
                     }
                 }
             }
-            (_, "anyOf" | "oneOf") => {
-                if !v.as_array()?.iter().all(|b| evaluates_nothing(b, items)) {
-                    return None;
-                }
+            (_, "anyOf" | "oneOf")
+                if !v.as_array()?.iter().all(|b| evaluates_nothing(b, items)) =>
+            {
+                return None;
             }
-            (_, "if" | "then" | "else" | "not") => {
-                if !evaluates_nothing(v, items) {
-                    return None;
-                }
-            }
-            (_, "dependentSchemas") => {
-                if !v.as_object()?.values().all(|b| evaluates_nothing(b, items)) {
-                    return None;
-                }
+            (_, "if" | "then" | "else" | "not") if !evaluates_nothing(v, items) => return None,
+            (_, "dependentSchemas")
+                if !v.as_object()?.values().all(|b| evaluates_nothing(b, items)) =>
+            {
+                return None;
             }
             _ => {}
         }
