@@ -326,9 +326,21 @@ impl Compiler<'_> {
         let sep = self.sep(d);
         let trail = self.trail(d);
         let empty = self.empty_inner(d);
+        // Only states reachable from (0, 0) through productive ones get a rule (lowering
+        // would warn about the others).
+        let mut reachable = vec![(0u64, 0u64)];
+        let mut seen: std::collections::HashSet<St> = [(0, 0)].into_iter().collect();
+        while let Some(st) = reachable.pop() {
+            let (_, a, b) = step(st);
+            for t in [a, b].into_iter().flatten() {
+                if productive.contains(&t) && seen.insert(t) {
+                    reachable.push(t);
+                }
+            }
+        }
         let mut ids = std::collections::HashMap::new();
         for &st in &all {
-            if productive.contains(&st) {
+            if seen.contains(&st) {
                 ids.insert(
                     st,
                     self.add_rule("contains-items", Expr::Empty, RuleKind::Syntactic)?,

@@ -168,14 +168,29 @@ impl Compiler<'_> {
         let sep = self.sep(d);
         let trail = self.trail(d);
         let empty = self.empty_inner(d);
+        // Only used-sets reachable from the empty one through productive ones get a rule.
+        let mut reachable = vec![false; full];
+        reachable[0] = true;
+        for used in 0..full {
+            let i = used.count_ones() as usize;
+            if !reachable[used] || !room(i) {
+                continue;
+            }
+            for &v in position(i).into_iter().flatten() {
+                let next = used | 1 << v;
+                if used & (1 << v) == 0 && productive[next] {
+                    reachable[next] = true;
+                }
+            }
+        }
         let mut ids: HashMap<usize, crate::grammar::expr::RuleId> = HashMap::new();
-        for used in (0..full).filter(|&u| productive[u]) {
+        for used in (0..full).filter(|&u| productive[u] && reachable[u]) {
             ids.insert(
                 used,
                 self.add_rule("unique-items", Expr::Empty, RuleKind::Syntactic)?,
             );
         }
-        for used in (0..full).filter(|&u| productive[u]) {
+        for used in (0..full).filter(|&u| productive[u] && reachable[u]) {
             let i = used.count_ones() as usize;
             let mut alts = Vec::new();
             if i as u64 >= min {
