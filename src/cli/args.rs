@@ -8,7 +8,7 @@ use crate::decode::SamplingConfig;
 use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::Method;
 use crate::eval::prompt::JsonStyle;
-use crate::grammar::{CompileOptions, WhitespacePolicy};
+use crate::grammar::{CompileOptions, PropertyOrder, WhitespacePolicy};
 use crate::models::ModelConfig;
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
@@ -71,6 +71,11 @@ pub struct ConstraintArgs {
     /// until the model ends it or the token limit). By default it stops at the closing brace.
     #[arg(long)]
     pub trailing_whitespace: bool,
+    /// JSON Schema objects: `any` admits the named properties in every order (each once,
+    /// required ones present) for objects with up to 8 of them, larger ones in schema order
+    /// with a warning; `schema` admits only the order of `properties`.
+    #[arg(long, value_parser = property_order_parser(), default_value = "any")]
+    pub property_order: PropertyOrder,
     /// Warn about unsupported schema keywords and ignore them instead of failing.
     #[arg(long)]
     pub lenient: bool,
@@ -154,6 +159,7 @@ impl ConstraintArgs {
             lenient: self.lenient,
             strict: self.strict,
             trailing_whitespace: self.trailing_whitespace,
+            property_order: self.property_order,
         }
     }
 }
@@ -261,6 +267,14 @@ fn parse_seed(s: &str) -> Result<u64, String> {
 pub fn whitespace_parser() -> impl TypedValueParser<Value = WhitespacePolicy> {
     PossibleValuesParser::new(WhitespacePolicy::ALL.map(|p| p.as_str()))
         .map(|s| s.parse::<WhitespacePolicy>().expect("a possible value"))
+}
+
+/// `--property-order`: the engine's [`PropertyOrder`].
+pub fn property_order_parser() -> impl TypedValueParser<Value = PropertyOrder> {
+    PossibleValuesParser::new(["any", "schema"]).map(|s| match s.as_str() {
+        "schema" => PropertyOrder::Schema,
+        _ => PropertyOrder::Any,
+    })
 }
 
 /// `--method`: decode's [`Method`], each value with its description for `--help`.

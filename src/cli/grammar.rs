@@ -53,6 +53,9 @@ pub struct CheckArgs {
     /// Longest run of whitespace bytes the flexible policy allows.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub max_whitespace: u32,
+    /// Member order of schema objects: `any` (up to 8 named properties) or `schema`.
+    #[arg(long, value_parser = crate::cli::args::property_order_parser(), default_value = "any")]
+    pub property_order: crate::grammar::PropertyOrder,
     /// Warn about unsupported schema keywords and ignore them instead of failing.
     #[arg(long)]
     pub lenient: bool,
@@ -362,6 +365,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         start: args.start.clone(),
         whitespace: args.whitespace,
         max_whitespace: args.max_whitespace,
+        property_order: args.property_order,
         lenient: args.lenient,
         strict: args.strict,
         ..CompileOptions::default()

@@ -184,6 +184,22 @@ pub struct CompileOptions {
     /// chat model would otherwise emit newlines until `max_whitespace`, then EOS).
     /// Whitespace inside the document is unaffected.
     pub trailing_whitespace: bool,
+    /// JSON Schema objects: which orders of the named properties the grammar admits.
+    pub property_order: PropertyOrder,
+}
+
+/// Which member orders a JSON Schema object admits (see `json_schema::objects`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PropertyOrder {
+    /// The order of `properties` (then `required` names not listed there); optional ones may
+    /// be left out. Smallest grammar; blocks a model that writes `age` before `name`.
+    Schema,
+    /// Every order, each named property at most once, required ones present, extra members
+    /// anywhere, for objects with at most
+    /// [`MAX_ANY_ORDER_PROPERTIES`](json_schema::MAX_ANY_ORDER_PROPERTIES) named properties;
+    /// larger objects fall back to schema order with a warning naming their JSON pointer.
+    #[default]
+    Any,
 }
 
 impl Default for CompileOptions {
@@ -195,6 +211,7 @@ impl Default for CompileOptions {
             lenient: false,
             strict: false,
             trailing_whitespace: false,
+            property_order: PropertyOrder::Any,
         }
     }
 }

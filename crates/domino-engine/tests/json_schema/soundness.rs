@@ -345,3 +345,29 @@ fn formats_follow_their_rfcs() {
         &[r#""a@b""#, r#""\"a@example.com""#, r#""a..b@example.com""#],
     );
 }
+
+/// An `$id` inside an unknown keyword (or any non-schema position) is data, not an
+/// identifier (draft 2020-12 section 9.4.2; JSON-Schema-Test-Suite `optional/unknownKeyword`):
+/// a `$ref` to that URI resolves to the one real schema resource.
+#[test]
+fn ids_in_unknown_keywords_are_not_identifiers() {
+    let id = "https://localhost:1234/draft2020-12/unknownKeyword/my_identifier.json";
+    let schema = json!({
+        "$defs": {
+            "id_in_unknown0": {"not": {"array_of_schemas": [{"$id": id, "type": "null"}]}},
+            "real_id_in_schema": {"$id": id, "type": "string"},
+            "id_in_unknown1": {"not": {"object_of_schemas": {"foo": {"$id": id, "type": "integer"}}}}
+        },
+        "anyOf": [
+            {"$ref": "#/$defs/id_in_unknown0"},
+            {"$ref": "#/$defs/id_in_unknown1"},
+            {"$ref": id}
+        ]
+    });
+    check(
+        "id-in-unknown-keyword",
+        &schema,
+        &[r#""a string""#],
+        &["null", "1"],
+    );
+}

@@ -1,7 +1,8 @@
 //! `type: array`: `prefixItems` (or draft-4 array-form `items`) and the schema for the rest
-//! (`items` / `additionalItems`), `minItems`/`maxItems`, and `uniqueItems` (compiled only where
-//! at most one item is possible). The grammar is a chain of states "i items written", so the
-//! count bounds are exact. (`contains` is an unsupported keyword, see `keywords`.)
+//! (`items` / `additionalItems`), `minItems`/`maxItems`, and `uniqueItems` (compiled where at most
+//! one item is possible, or over finite item domains: module `unique`). The grammar is a chain of states "i items written", so the
+//! count bounds are exact. `contains`/`minContains`/`maxContains` (see [`Compiler::contains`]):
+//! the chain also counts the items written as witnesses of `contains`.
 
 use serde_json::{Map, Value};
 
@@ -72,15 +73,38 @@ impl Compiler<'_> {
                 ));
             }
         }
+        if obj.get("uniqueItems") == Some(&Value::Bool(true))
+            && max.is_none_or(|x| x > 1)
+            && !obj.contains_key("contains")
+        {
+            let rest = (rest_allowed && max.is_none_or(|x| x > m)).then_some(&rest);
+            if let Some(e) = self.unique_items(ptr, d, &prefix, rest, min, max)? {
+                return Ok(e);
+            }
+        }
         if obj.get("uniqueItems") == Some(&Value::Bool(true)) && max.is_none_or(|x| x > 1) {
             self.unsupported(
                 ptr,
                 "uniqueItems",
-                "uniqueItems is compiled only when at most one item is allowed",
+                "uniqueItems is compiled only when at most one item is allowed, or over finite item domains (enum/const/boolean/null, at most 10 values; not with `contains`)",
             )?;
         }
         if max == Some(0) {
             min = 0;
+        }
+        if let Some(c) = obj.get("contains") {
+            if let Some(e) = self.contains(
+                c,
+                obj,
+                ptr,
+                d,
+                (&prefix, &prefix_ptr),
+                (rest_allowed.then_some(&rest), &rest_ptr),
+                min,
+                max,
+            )? {
+                return Ok(e);
+            }
         }
         let cd = self.child(d);
         let after = self.after_value(d);
@@ -156,5 +180,196 @@ impl Compiler<'_> {
             tail,
             Expr::Bytes(b"]".to_vec()),
         ]))
+    }
+}
+
+impl Compiler<'_> {
+    /// `contains: C` with `minContains: k` (default 1) and `maxContains: M`: a chain of states
+    /// (i items written, j of them written as witnesses of `C`). Each position `p` holds its own
+    /// item schema `I_p` (`prefixItems[p]`, else the rest), written either as `I_p` or as a
+    /// witness `I_p ∧ C`; the array may close once `j ≥ k` (and the item count bounds hold).
+    /// Items that are not written as witnesses may still match `C`, which only matters for
+    /// `M`: with `maxContains` below the most items possible, non-witness items are written as
+    /// `I_p ∧ ¬C` (module `conditionals`' exact negation) so `j` counts every match, and a
+    /// `C` that cannot be negated is `Unsupported` naming `maxContains`. `None`: `contains`
+    /// constrains nothing here (`minContains: 0` without an effective `maxContains`).
+    #[allow(clippy::too_many_arguments)]
+    fn contains(
+        &mut self,
+        c: &Value,
+        obj: &Map<String, Value>,
+        ptr: &str,
+        d: u32,
+        (prefix, prefix_ptr): (&[Value], &str),
+        (rest, rest_ptr): (Option<&Value>, &str),
+        min: u64,
+        max: Option<u64>,
+    ) -> Result<Option<Expr>, GrammarError> {
+        let k = match obj.get("minContains") {
+            Some(v) => as_u64(v, ptr, "minContains")?,
+            None => 1,
+        };
+        let most = if rest.is_some() {
+            max
+        } else {
+            Some(max.map_or(prefix.len() as u64, |x| x.min(prefix.len() as u64)))
+        };
+        let m = match obj.get("maxContains") {
+            Some(v) => Some(as_u64(v, ptr, "maxContains")?).filter(|m| most.is_none_or(|x| *m < x)),
+            None => None,
+        };
+        if k == 0 && m.is_none() {
+            return Ok(None);
+        }
+        if m.is_some_and(|m| k > m) || most.is_some_and(|x| k > x) {
+            return Ok(Some(Self::never()));
+        }
+        let not_c = match m {
+            None => None,
+            Some(_) => match super::conditionals::negate(c) {
+                Some(n) => Some(n),
+                None => {
+                    self.unsupported(
+                        ptr,
+                        "maxContains",
+                        "the items that do not match `contains` cannot be written exactly (its schema has no exact negation here)",
+                    )?;
+                    return Ok(None);
+                }
+            },
+        };
+        // i: items written, saturating at `top` when there is no maxItems; j: witnesses,
+        // saturating at k without maxContains, exact up to M with it (never more).
+        let n = prefix.len() as u64;
+        // (At least 1: state 0 is also "no item yet", which decides the separator.)
+        let top = max.unwrap_or(n.max(min).max(1));
+        let j_top = m.unwrap_or(k);
+        let states = (top + 1).saturating_mul(j_top + 1);
+        if states > super::MAX_COUNT_STATES as u64 {
+            return Err(GrammarError::at_pointer(
+                join_ptr(ptr, "contains"),
+                "too many items × minContains/maxContains states",
+            )
+            .with_kind(crate::grammar::ErrorKind::Limit));
+        }
+        let cd = self.child(d);
+        let after = self.after_value(d);
+        let c_ptr = join_ptr(ptr, "contains");
+        // Per position (p < n, then one for the rest): (plain item, witness).
+        let mut kinds: Vec<(Expr, Expr)> = Vec::new();
+        let schemas: Vec<(Value, String)> = prefix
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), join_ptr(prefix_ptr, &i.to_string())))
+            .chain(rest.map(|r| (r.clone(), rest_ptr.to_string())))
+            .collect();
+        for (s, at) in &schemas {
+            let both = |x: &Value| serde_json::json!({"allOf": [s.clone(), x.clone()]});
+            let plain = match &not_c {
+                None => self.value(s, at, cd)?,
+                Some(nc) => self.value(&both(nc), &c_ptr, cd)?,
+            };
+            let witness = self.value(&both(c), &c_ptr, cd)?;
+            let plain = self.shared("item", plain)?;
+            let witness = self.shared("contains-item", witness)?;
+            kinds.push((
+                Expr::Seq(vec![plain, after.clone()]),
+                Expr::Seq(vec![witness, after.clone()]),
+            ));
+        }
+        // Transitions of state (i, j): (closes here, successor after a plain item, successor
+        // after a witness).
+        type St = (u64, u64);
+        let step = |(i, j): St| -> (bool, Option<St>, Option<St>) {
+            let close = i >= min && j >= k;
+            let room = max.is_none_or(|x| i < x) && (i < n || rest.is_some());
+            if !room {
+                return (close, None, None);
+            }
+            let ni = if max.is_none() {
+                (i + 1).min(top)
+            } else {
+                i + 1
+            };
+            let witness = match m {
+                Some(m) => (j < m).then_some((ni, j + 1)),
+                None => Some((ni, (j + 1).min(k))),
+            };
+            (close, Some((ni, j)), witness)
+        };
+        // Productive states (from which the array can close), to a fixed point.
+        let all: Vec<St> = (0..=top)
+            .flat_map(|i| (0..=j_top).map(move |j| (i, j)))
+            .collect();
+        let mut productive: std::collections::HashSet<St> = std::collections::HashSet::new();
+        loop {
+            let before = productive.len();
+            for &st in &all {
+                let (close, a, b) = step(st);
+                if close
+                    || [a, b]
+                        .into_iter()
+                        .flatten()
+                        .any(|t| productive.contains(&t))
+                {
+                    productive.insert(st);
+                }
+            }
+            if productive.len() == before {
+                break;
+            }
+        }
+        if !productive.contains(&(0, 0)) {
+            return Ok(Some(Self::never()));
+        }
+        let lead = self.lead(d);
+        let sep = self.sep(d);
+        let trail = self.trail(d);
+        let empty = self.empty_inner(d);
+        // Only states reachable from (0, 0) through productive ones get a rule (lowering
+        // would warn about the others).
+        let mut reachable = vec![(0u64, 0u64)];
+        let mut seen: std::collections::HashSet<St> = [(0, 0)].into_iter().collect();
+        while let Some(st) = reachable.pop() {
+            let (_, a, b) = step(st);
+            for t in [a, b].into_iter().flatten() {
+                if productive.contains(&t) && seen.insert(t) {
+                    reachable.push(t);
+                }
+            }
+        }
+        let mut ids = std::collections::HashMap::new();
+        for &st in &all {
+            if seen.contains(&st) {
+                ids.insert(
+                    st,
+                    self.add_rule("contains-items", Expr::Empty, RuleKind::Syntactic)?,
+                );
+            }
+        }
+        for &st in &all {
+            let Some(&id) = ids.get(&st) else { continue };
+            let (i, _) = st;
+            let (close, a, b) = step(st);
+            let mut alts = Vec::new();
+            if close {
+                alts.push(if i == 0 { empty.clone() } else { trail.clone() });
+            }
+            let pos = (i.min(n) as usize).min(kinds.len().saturating_sub(1));
+            let pre = if i == 0 { lead.clone() } else { sep.clone() };
+            if let Some((plain, witness)) = kinds.get(pos) {
+                for (t, e) in [(a, plain), (b, witness)] {
+                    if let Some(t) = t.filter(|t| productive.contains(t)) {
+                        alts.push(Expr::Seq(vec![pre.clone(), e.clone(), Expr::Ref(ids[&t])]));
+                    }
+                }
+            }
+            self.rules[id.0 as usize].expr = Expr::Alt(alts);
+        }
+        Ok(Some(Expr::Seq(vec![
+            Expr::Bytes(b"[".to_vec()),
+            Expr::Ref(ids[&(0, 0)]),
+            Expr::Bytes(b"]".to_vec()),
+        ])))
     }
 }

@@ -63,6 +63,8 @@ const HANDLED: &[&str] = &[
     "multipleOf",
     "dependencies",
     "dependentRequired",
+    "contains",
+    "propertyNames",
 ];
 
 /// Keywords that constrain instances and are not compiled: always `Unsupported` (or a warning).
@@ -71,8 +73,6 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "not",
     "if",
     "dependentSchemas",
-    "propertyNames",
-    "contains",
     "unevaluatedProperties",
     "unevaluatedItems",
     "$dynamicRef",

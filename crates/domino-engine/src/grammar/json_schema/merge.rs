@@ -68,6 +68,29 @@ pub(super) fn merge_all(
         c.merge_step(ptr)?;
         match s {
             Value::Object(mut m) => {
+                // `then`/`else` without an `if` in the same schema do nothing: dropped, so
+                // that they never meet another branch's `if`.
+                if !m.contains_key("if") {
+                    m.remove("then");
+                    m.remove("else");
+                }
+                // `unevaluated*` are about this schema object's own subschemas: rewritten
+                // here, whole, or refused (merged, they would see other branches' members).
+                if let Some(r) = super::unevaluated::rewrite_unevaluated(&m) {
+                    stack.push(Value::Object(r));
+                    continue;
+                }
+                for kw in ["unevaluatedProperties", "unevaluatedItems"] {
+                    if m.contains_key(kw) {
+                        return Err(GrammarError::unsupported(
+                            join_ptr(ptr, kw),
+                            kw,
+                            format!(
+                                "unsupported `{kw}` in an `allOf` member or `$ref` target: what it sees evaluated is not static"
+                            ),
+                        ));
+                    }
+                }
                 if let Some(r) = m.get("$ref").and_then(Value::as_str).map(str::to_string) {
                     m.remove("$ref");
                     let (_, target) = c.resolve_chain(&r, ptr)?;
@@ -114,7 +137,7 @@ fn types_of(m: &Map<String, Value>) -> Option<u8> {
     }
 }
 
-fn type_value(set: u8) -> Value {
+pub(super) fn type_value(set: u8) -> Value {
     let mut names = Vec::new();
     for (bit, name) in [
         (ty::NULL, "null"),
@@ -220,6 +243,22 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
             ));
         }
     };
+    // `contains` with its counts, handled together: stray counts (no `contains` beside them)
+    // do nothing; two different `contains` are not merged.
+    for m in [&mut a, &mut b] {
+        if !m.contains_key("contains") {
+            m.remove("minContains");
+            m.remove("maxContains");
+        }
+    }
+    if a.contains_key("contains") && b.contains_key("contains") {
+        let triple = |m: &Map<String, Value>| {
+            ["contains", "minContains", "maxContains"].map(|k| m.get(k).cloned())
+        };
+        if triple(&a) != triple(&b) {
+            return Err(unsupported(ptr, "`contains` on both sides"));
+        }
+    }
     // Object member keywords, handled together.
     let a_obj = a.contains_key("properties")
         || a.contains_key("additionalProperties")
@@ -230,14 +269,22 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
     if a_obj && b_obj {
         let a_pp = a.contains_key("patternProperties");
         let b_pp = b.contains_key("patternProperties");
-        if a_pp && b_pp && a.get("patternProperties") != b.get("patternProperties") {
+        // The same patterns on both sides (their schemas may differ): one pattern list whose
+        // schemas meet, and every key is "extra" on both sides alike.
+        let pattern_keys = |m: &Map<String, Value>| {
+            m.get("patternProperties")
+                .and_then(Value::as_object)
+                .map(|pp| pp.keys().cloned().collect::<Vec<_>>())
+        };
+        let same_patterns = a_pp && b_pp && pattern_keys(&a) == pattern_keys(&b);
+        if a_pp && b_pp && !same_patterns {
             return Err(unsupported(ptr, "`patternProperties` on both sides"));
         }
         let restrictive = |m: &Map<String, Value>| {
             m.get("additionalProperties")
                 .is_some_and(|v| !is_trivially_true(v))
         };
-        if (a_pp && restrictive(&b)) || (b_pp && restrictive(&a)) {
+        if !same_patterns && ((a_pp && restrictive(&b)) || (b_pp && restrictive(&a))) {
             return Err(unsupported(
                 ptr,
                 "`patternProperties` with `additionalProperties` on the other side",
@@ -280,6 +327,18 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
         }
         if b_pp && !a_pp {
             a.insert("patternProperties".into(), b["patternProperties"].clone());
+        } else if same_patterns {
+            let bp = b["patternProperties"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            if let Some(Value::Object(app)) = a.get_mut("patternProperties") {
+                for (p, sa) in app.iter_mut() {
+                    if let Some(sb) = bp.get(p) {
+                        *sa = all_of(sa.clone(), sb.clone());
+                    }
+                }
+            }
         }
         for k in ["properties", "additionalProperties", "patternProperties"] {
             b.remove(k);
@@ -319,10 +378,22 @@ fn merge2(c: &mut Compiler<'_>, a: Value, b: Value, ptr: &str) -> Result<Value, 
             a.insert(k, Value::Array(list));
             continue;
         }
-        if va == vb || ANNOTATIONS.contains(&k.as_str()) || !is_keyword(&k) {
+        // Both sides have the same `if` (else `if` is refused below): `then`s (`else`s) meet.
+        let branch = k == "then" || k == "else";
+        if va == vb || ANNOTATIONS.contains(&k.as_str()) || (!is_keyword(&k) && !branch) {
             continue;
         }
         let merged = match k.as_str() {
+            "then" | "else" => all_of(va, vb),
+            // Two `not: {enum|const: strings}`: none of either list.
+            "not"
+                if super::combinators::excluded_strings(&va).is_some()
+                    && super::combinators::excluded_strings(&vb).is_some() =>
+            {
+                let mut list = super::combinators::excluded_strings(&va).unwrap_or_default();
+                list.extend(super::combinators::excluded_strings(&vb).unwrap_or_default());
+                serde_json::json!({ "enum": list })
+            }
             "type" => {
                 let (Some(x), Some(y)) = (
                     types_of(&a),

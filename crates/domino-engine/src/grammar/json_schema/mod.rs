@@ -16,11 +16,14 @@
 //! - JSON strings, numbers, integer ranges, formats, `pattern`s, object keys (`"name"`, one
 //!   literal) and whitespace runs are single [`RuleKind::Lexical`] rules, so each becomes one
 //!   terminal; objects and arrays are syntactic rules over them.
-//! - Object members follow the order of `properties`; optional ones may be left out (the
-//!   order of the rest is kept). Where extra members are allowed (`additionalProperties` not
-//!   `false`, `patternProperties`), they come after the named ones, and their keys are never
-//!   one of the named keys (so a document has no duplicate keys whose value would escape its
-//!   schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
+//! - Object members: with [`PropertyOrder::Any`](super::PropertyOrder) (the default) the named
+//!   properties come in any order, each at most once, required ones present, extra members
+//!   (`additionalProperties` not `false`, `patternProperties`) anywhere among them, for objects
+//!   with at most [`MAX_ANY_ORDER_PROPERTIES`] named properties; larger objects, and
+//!   `PropertyOrder::Schema`, follow the order of `properties` (optional ones may be left
+//!   out) with extra members after the named ones (a warning names each object that falls
+//!   back). Extra keys are never one of the named keys (so a document has no duplicate keys
+//!   whose value would escape its schema). Extra keys use no `\u` escapes for characters that need none (so a key cannot
 //!   spell a named key in disguise).
 //! - `$ref` resolves against the base URI in force where it is written (the root's `$id`,
 //!   changed by each embedded `$id` on the way down; RFC 3986 joins), to a JSON pointer
@@ -63,12 +66,19 @@
 //!   chain tracks which of the (at most 12) properties concerned are present.
 //! - `not` is compiled for `{}` (nothing), `false` (no constraint), `{type: ...}`,
 //!   `{required: [...]}` and `{enum|const: strings}` (every escape form of those strings is
-//!   removed from the string terminal); other forms are `Unsupported`.
+//!   removed from the string terminal); other forms through their exact negation (module
+//!   `conditionals`: bounds, lengths, counts, `properties`, `allOf`/`anyOf` of those), else
+//!   `Unsupported`.
 //! - `if`/`then`/`else` that test one property's value (`{"properties": {"D": {"const" |
 //!   "enum": …}}}`) on a `type: object` schema, alone or as `allOf` members (the
 //!   discriminated-union idiom), are rewritten exactly into an `anyOf` with one branch per
 //!   tested value, one for the other values and, unless `D` is required, one for objects
-//!   without `D`. Other conditionals are `Unsupported`.
+//!   without `D`. Other conditionals are rewritten `(if ∧ then) ∨ (¬if ∧ else)` when `if`
+//!   has an exact negation (module `conditionals`), else `Unsupported` naming `if`;
+//!   `dependentSchemas` (and draft-7 schema `dependencies` of other shapes) likewise.
+//! - `unevaluatedProperties`/`unevaluatedItems` whose evaluated set is static (only
+//!   `allOf` members and the schema's own keywords evaluate) become `additionalProperties` /
+//!   `items` (module `unevaluated`); otherwise `Unsupported`.
 //!
 //! # Subsets (sound but stricter than the schema; see also [`lexical`])
 //! Each is reported in [`GrammarDef::warnings`] where it applies.
@@ -92,7 +102,8 @@
 //!   apply whether or not the trigger property is present.
 //! - Untyped `oneOf` branches about one type family (all `properties`, say) are restricted to
 //!   that type (exact unless a single branch is untyped).
-//! - `uniqueItems: true` is compiled only when at most one item is possible.
+//! - `uniqueItems: true` is compiled when at most one item is possible, or over finite item
+//!   domains (module `unique`, exact); otherwise `Unsupported`.
 //! - Named members (from `properties`, `required`, presence constraints) and the first extra
 //!   member count towards `minProperties`; further extra members may repeat a key, which a
 //!   JSON parser keeps once, so `minProperties` beyond that is unsupported.
@@ -126,8 +137,12 @@
 //!   integers.
 //! - `strings`: `minLength`/`maxLength`, `pattern`, `format`, `not: {enum}` exclusions,
 //!   strings longer than one terminal.
-//! - `arrays`: `items`, `prefixItems`, `additionalItems`, `minItems`/`maxItems`, `uniqueItems`.
-//! - `objects`: `properties`, `required`, `additionalProperties`, `patternProperties`,
+//! - `arrays`: `items`, `prefixItems`, `additionalItems`, `minItems`/`maxItems`, `uniqueItems`,
+//!   `contains`/`minContains`/`maxContains` (witness counting, exact).
+//! - `unique`: `uniqueItems` over finite item domains.
+//! - `conditionals`: general `if`/`then`/`else`, `dependentSchemas`, `not` by negation.
+//! - `unevaluated`: static `unevaluatedProperties`/`unevaluatedItems`.
+//! - `objects`: `properties` (any order), `required`, `additionalProperties`, `patternProperties`, `propertyNames`,
 //!   `minProperties`/`maxProperties`, `dependencies`/`dependentRequired`: the member chain.
 //! - `keys`: object keys: any key but the named ones, and what a `patternProperties`
 //!   pattern is known to match.
@@ -139,6 +154,7 @@
 
 mod arrays;
 mod combinators;
+mod conditionals;
 pub mod instances;
 mod keys;
 mod keywords;
@@ -150,6 +166,8 @@ mod objects;
 mod presence;
 mod references;
 mod strings;
+mod unevaluated;
+mod unique;
 
 use std::collections::HashMap;
 
@@ -179,6 +197,12 @@ pub const STRING_BLOCK: u64 = 256;
 /// a `pattern` with a `format`, a pattern key minus the named keys). Every scanner state
 /// costs the engine a token tree, so this stays small.
 pub const MAX_CONSTRAINED_STATES: usize = 6_000;
+/// With [`PropertyOrder::Any`](super::PropertyOrder), objects with at most this many named
+/// properties admit them in every order; larger ones fall back to schema order (a warning).
+/// The member chain then has one state per subset of the named properties written, so an
+/// object costs at most `2^N` rules and `N·2^(N-1)` member alternatives (N = 8: 256 rules,
+/// 1,024 alternatives).
+pub const MAX_ANY_ORDER_PROPERTIES: usize = 8;
 /// `minProperties`/`maxProperties` counting states allowed per object.
 pub const MAX_COUNT_STATES: usize = 20_000;
 
@@ -441,9 +465,26 @@ impl<'a> Compiler<'a> {
                 ));
             }
         };
+        // `unevaluated*` where the evaluated set is static (module `unevaluated`), on the whole
+        // schema object before `$ref`/`allOf` split it and before conditionals are rewritten
+        // (an `if` annotates even without `then`/`else`).
+        if let Some(rewritten) = unevaluated::rewrite_unevaluated(obj) {
+            return self.value_inner(&Value::Object(rewritten), ptr, d);
+        }
         // `if`/`then`/`else` on a required discriminator: rewritten into `anyOf` (exact).
-        if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
-            return self.value_inner(&rewritten, ptr, d);
+        // (With an `unevaluated*` still here, conditionals stay: rewriting them would change
+        // what it sees evaluated; it is reported unsupported below.)
+        let unevaluated_left =
+            obj.contains_key("unevaluatedProperties") || obj.contains_key("unevaluatedItems");
+        if !unevaluated_left {
+            if let Some(rewritten) = rewrite_discriminated_conditionals(obj) {
+                return self.value_inner(&rewritten, ptr, d);
+            }
+            // General `if`/`then`/`else`, `dependentSchemas`, `not`: exact rewrites (module
+            // `conditionals`).
+            if let Some(rewritten) = conditionals::rewrite_conditionals(obj) {
+                return self.value_inner(&Value::Object(rewritten), ptr, d);
+            }
         }
         // Unsupported keywords first: an error, or (lenient) a warning and the keyword dropped.
         let mut owned: Option<Map<String, Value>> = None;

@@ -1,11 +1,27 @@
-//! `type: object`: `properties` (members in their order, optional ones may be left out),
-//! `required`, `additionalProperties` and `patternProperties` (extra members after the named
-//! ones, keys from module `keys`), schema- and list-valued `dependencies`/`dependentRequired`,
-//! presence constraints (module `presence`) and `minProperties`/`maxProperties`. The members
-//! are a chain of states (member index, members written, tracked properties present,
-//! members counted towards `minProperties`) explored up to [`MAX_COUNT_STATES`], keeping the
-//! states from which the object can still be closed.
-
+//! `type: object`: `properties`, `required`, `additionalProperties` and `patternProperties`
+//! (extra members, keys from module `keys`), `propertyNames` (named properties whose name
+//! fails it are never present; extra keys are the strings it allows minus the named keys), schema- and list-valued
+//! `dependencies`/`dependentRequired`, presence constraints (module `presence`) and
+//! `minProperties`/`maxProperties`. The members are a chain of states explored up to
+//! [`MAX_COUNT_STATES`], keeping the states from which the object can still be closed.
+//!
+//! # Member order ([`PropertyOrder`])
+//! - `Any` (the default): the named members (`properties`, then `required` names not listed
+//!   there) in every order, each at most once, every required one present, extra members
+//!   anywhere among them. A state is (the set of named members written, whether an extra member
+//!   was written, members counted for `maxProperties`/`minProperties`, presence bits — the last
+//!   two are functions of the first ones, or bounded by `maxProperties`). So an object with N
+//!   named members costs at most `2^(N+1)·(maxProperties+1)` rules and N alternatives each:
+//!   N = 8, no `maxProperties`: ≤ 1,024 rules. Exact, and bounded by
+//!   [`MAX_ANY_ORDER_PROPERTIES`]: larger objects (a CFG for all permutations of N items
+//!   needs size exponential in N, whatever the construction) fall back to schema order with a
+//!   warning naming the object's JSON pointer.
+//! - `Schema`: members in schema order, optional ones may be left out (the order of the rest
+//!   kept), extra members after the named ones. State (member index, members written,
+//!   presence bits, members counted).
+//!
+//! Either way extra keys are never one of the named keys, so no member can be written twice
+//! under a named key, and a named member's value always meets its own schema.
 use std::collections::HashMap;
 
 use regex_syntax::hir::Hir;
@@ -15,11 +31,17 @@ use super::keys::{KeyMatcher, match_all_kind, prefixes_disjoint, search_matches_
 use super::presence::{PRESENCE_KEY, Presence, PresenceMask, presence_ok, required_only};
 use super::strings::quoted;
 use super::{
-    Compiler, MAX_CONSTRAINED_STATES, MAX_COUNT_STATES, as_u64, ir, is_keyword, is_trivially_true,
-    join_ptr, lexical,
+    Compiler, MAX_ANY_ORDER_PROPERTIES, MAX_CONSTRAINED_STATES, MAX_COUNT_STATES, as_u64, ir,
+    is_keyword, is_trivially_true, join_ptr, lexical,
 };
 use crate::grammar::expr::{Expr, RuleId, RuleKind};
-use crate::grammar::{ErrorKind, GrammarError};
+use crate::grammar::{ErrorKind, GrammarError, PropertyOrder};
+
+fn without(obj: &Map<String, Value>, k: &str) -> Map<String, Value> {
+    let mut m = obj.clone();
+    m.remove(k);
+    m
+}
 
 fn merge_schemas(a: Value, b: Value) -> Value {
     if is_trivially_true(&a) {
@@ -218,6 +240,9 @@ impl Compiler<'_> {
                     .unwrap_or_default();
                 presence.push(if e["kind"] == "oneOf" {
                     Presence::OneOf(sets)
+                } else if e["kind"] == "notAll" {
+                    // From `conditionals::negate`: not every property of the one set present.
+                    Presence::NotAll(sets.into_iter().flatten().collect())
                 } else {
                     Presence::AnyOf(sets)
                 });
@@ -331,6 +356,36 @@ impl Compiler<'_> {
             };
             named.push((t.clone(), s, false, join_ptr(ptr, "properties")));
         }
+        // `propertyNames`: a named property whose name fails it can never be present.
+        let property_names = obj
+            .get("propertyNames")
+            .filter(|p| !is_trivially_true(p))
+            .cloned();
+        if let Some(p) = &property_names {
+            let v = jsonschema::options()
+                .should_validate_formats(true)
+                .build(p)
+                .ok();
+            let Some(v) = v else {
+                self.unsupported(
+                    ptr,
+                    "propertyNames",
+                    "its schema cannot be checked on its own (a `$ref` out of it?)",
+                )?;
+                return self.object(&without(obj, "propertyNames"), ptr, d);
+            };
+            if let Some((k, ..)) = named
+                .iter()
+                .find(|(k, _, req, _)| *req && !v.is_valid(&Value::String(k.clone())))
+            {
+                self.warnings.push(format!(
+                    "at {}: required property `{k}` fails `propertyNames`; no object satisfies this schema",
+                    join_ptr(ptr, "propertyNames")
+                ));
+                return Ok(Self::never());
+            }
+            named.retain(|(k, ..)| v.is_valid(&Value::String(k.clone())));
+        }
         tracked.retain(|t| named.iter().any(|(k, ..)| k == t));
         let mask = |set: &[String]| -> Option<u32> {
             let mut m = 0u32;
@@ -370,11 +425,30 @@ impl Compiler<'_> {
         if patterns.is_empty() {
             if let Some(a) = &additional {
                 if *a != Value::Bool(false) {
-                    let key = self.key_except(&names, false, ptr)?;
+                    // Under `propertyNames: P`, the strings P allows minus the named keys
+                    // (every spelling of them: `not: {enum}`), else any other key.
+                    let key = match &property_names {
+                        Some(p) => {
+                            let mut parts = vec![p.clone(), serde_json::json!({"type": "string"})];
+                            if !names.is_empty() {
+                                parts.push(serde_json::json!({"not": {"enum": names}}));
+                            }
+                            let at = join_ptr(ptr, "propertyNames");
+                            self.value(&serde_json::json!({ "allOf": parts }), &at, d)?
+                        }
+                        None => self.key_except(&names, false, ptr)?,
+                    };
                     extras.push((key, a.clone(), join_ptr(ptr, "additionalProperties")));
                 }
             }
         } else {
+            if property_names.is_some() {
+                self.unsupported(
+                    ptr,
+                    "propertyNames",
+                    "with `patternProperties` (compiled with `properties` and `additionalProperties` only)",
+                )?;
+            }
             let mut covers_all = false;
             for (i, (p, s)) in patterns.iter().enumerate() {
                 let at = join_ptr(&pp_ptr, p);
@@ -556,11 +630,30 @@ impl Compiler<'_> {
                     .map_or(0, |i| 1u32 << i)
             })
             .collect();
-        if (n + 2)
-            .saturating_mul(cap + 1)
-            .saturating_mul(1 << tracked.len())
-            .saturating_mul(min_p as usize + 1)
-            > MAX_COUNT_STATES
+        // Any order (the default): one state per subset of the named members written. Exact,
+        // and bounded: at most 2^(N+1)·(cap+1) states for N ≤ MAX_ANY_ORDER_PROPERTIES named
+        // members; beyond that (or past MAX_COUNT_STATES), schema order with a warning.
+        let any_states = 1usize
+            .checked_shl(n as u32 + 1)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(cap + 1);
+        let any_order = self.opts.property_order == PropertyOrder::Any
+            && (n > 1 || (n == 1 && extra.is_some()))
+            && if n <= MAX_ANY_ORDER_PROPERTIES && any_states <= MAX_COUNT_STATES {
+                true
+            } else {
+                self.warnings.push(format!(
+                    "at {}: {n} named properties (more than {MAX_ANY_ORDER_PROPERTIES}, or too many maxProperties states): members follow schema order (`properties`, then `required`), extra members after them",
+                    if ptr.is_empty() { "/" } else { ptr }
+                ));
+                false
+            };
+        if !any_order
+            && (n + 2)
+                .saturating_mul(cap + 1)
+                .saturating_mul(1 << tracked.len())
+                .saturating_mul(min_p as usize + 1)
+                > MAX_COUNT_STATES
         {
             return Err(GrammarError::at_pointer(
                 ptr,
@@ -571,7 +664,13 @@ impl Compiler<'_> {
         // The fourth component counts members towards minProperties (capped there): every named
         // member, and the first extra member only (k = n + 1 marks "an extra member was
         // written"); later extra members may repeat a key, so they never count.
+        //
+        // Schema order: (k, c, b, m) = "members k.. still to decide, c written, presence bits
+        // b, m counted". Any order: (S, c, b, m) with S the set of named members written (bit
+        // i = member i) plus `EXTRA_WRITTEN` once an extra member was written; each named
+        // member is written at most once, End needs every required one in S.
         type State = (usize, usize, u32, usize);
+        const EXTRA_WRITTEN: usize = 1 << 31;
         // Explore: transitions (label: Some(member index) / None = extra member / end).
         enum Step {
             Member(usize, State),
@@ -579,6 +678,12 @@ impl Compiler<'_> {
             Extra(State),
             End,
         }
+        let required_set: usize = named
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.2)
+            .map(|(i, _)| 1usize << i)
+            .sum();
         let mut steps: HashMap<State, Vec<Step>> = HashMap::new();
         let mut work: Vec<State> = vec![(0, 0, 0, 0)];
         let min_named = min_p as usize;
@@ -588,7 +693,33 @@ impl Compiler<'_> {
             }
             let (k, c, b, m) = st;
             let mut out = Vec::new();
-            if k < n {
+            if any_order {
+                let set = k;
+                if allowed(c) {
+                    for (i, bit) in bit_of.iter().enumerate() {
+                        if set & (1 << i) == 0 {
+                            out.push(Step::Member(
+                                i,
+                                (set | 1 << i, next(c), b | bit, (m + 1).min(min_named)),
+                            ));
+                        }
+                    }
+                }
+                if set & required_set == required_set
+                    && m >= min_named
+                    && presence_ok(&constraints, b)
+                {
+                    out.push(Step::End);
+                }
+                if extra.is_some() && allowed(c) {
+                    let counted = if set & EXTRA_WRITTEN == 0 {
+                        (m + 1).min(min_named)
+                    } else {
+                        m
+                    };
+                    out.push(Step::Extra((set | EXTRA_WRITTEN, next(c), b, counted)));
+                }
+            } else if k < n {
                 if allowed(c) {
                     out.push(Step::Member(
                         k,

@@ -219,7 +219,35 @@ pub(crate) struct UriIndex {
 }
 
 /// Keywords whose values are data, not schemas: never searched for `$id` or anchors.
-const DATA_KEYWORDS: [&str; 4] = ["enum", "const", "default", "examples"];
+/// Keywords whose value is a schema or an array of schemas (every draft).
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "contains",
+    "additionalProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+];
+
+/// Keywords whose value is an object of schemas.
+const SCHEMA_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+];
 
 /// The `$id` (or draft-4 `id`) of a schema object, when it is a string.
 fn id_of(m: &serde_json::Map<String, Value>) -> Option<&str> {
@@ -271,11 +299,20 @@ impl UriIndex {
                                 .or_insert_with(|| p.clone());
                         }
                     }
+                    // Only where the specification puts subschemas: an `$id` inside an
+                    // unknown keyword (or `enum`, `const`, `default`, ...) is data, not an
+                    // identifier.
                     for (k, c) in m {
-                        if DATA_KEYWORDS.contains(&k.as_str()) {
-                            continue;
+                        let at = join_ptr(&p, k);
+                        if SCHEMA_MAPS.contains(&k.as_str()) {
+                            if let Value::Object(subs) = c {
+                                for (name, sub) in subs {
+                                    stack.push((join_ptr(&at, name), sub, here.clone()));
+                                }
+                            }
+                        } else if SCHEMA_KEYWORDS.contains(&k.as_str()) {
+                            stack.push((at, c, here.clone()));
                         }
-                        stack.push((join_ptr(&p, k), c, here.clone()));
                     }
                 }
                 Value::Array(a) => {
