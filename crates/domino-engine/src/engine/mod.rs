@@ -84,12 +84,16 @@
 //! ```
 
 pub mod earley;
+pub mod healing;
 pub mod persist;
 pub mod token_constraint;
 pub mod tree;
 pub mod trie;
+pub mod triggered;
 
+pub use healing::{HealedConstraint, healing_plan};
 pub use token_constraint::TokenConstraint;
+pub use triggered::{AfterRegion, Region, Trigger, TriggerSpec, TriggeredConstraint};
 
 use crate::grammar::ir;
 use crate::hash::Fnv1a;
@@ -117,6 +121,9 @@ pub enum EngineError {
     TokenOutOfRange(TokenId),
     /// The constraint already ended (an end-of-generation token was committed).
     Finished,
+    /// A constraint specification no text can satisfy, or one naming unusable triggers
+    /// (a triggered constraint's [`TriggerSpec`]).
+    InvalidSpec(String),
 }
 
 impl std::fmt::Display for EngineError {
@@ -144,6 +151,7 @@ impl std::fmt::Display for EngineError {
                 write!(f, "token id {} is outside the vocabulary", t.0)
             }
             EngineError::Finished => write!(f, "the constraint has already ended"),
+            EngineError::InvalidSpec(m) => write!(f, "invalid constraint specification: {m}"),
         }
     }
 }
