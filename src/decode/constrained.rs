@@ -180,7 +180,7 @@ pub(crate) fn valid_utf8_prefix(b: &[u8]) -> &str {
 mod tests {
     use super::*;
 
-    use crate::engine::{CompiledGrammar, Options};
+    use crate::engine::{CompiledGrammar, Constraint, Options};
     use crate::grammar::{CompileOptions, GrammarSource};
     use std::sync::Arc;
 

@@ -18,6 +18,7 @@
 //! last one when generation stopped without another decode; [`feed`] reuses the longest
 //! common prefix of the cache and a new prompt ([`reuse_prefix`]), so asking again costs only the new tokens.
 
+use crate::decode::AsDynConstraint;
 use crate::decode::draft_model::DraftModel;
 use crate::decode::draft_policy::DraftTuner;
 use crate::decode::opportunistic::Chooser;
@@ -26,7 +27,6 @@ use crate::decode::{
     Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationResult,
     GenerationStats, Sampler, SamplingConfig, TokenEvent,
 };
-use crate::decode::AsDynConstraint;
 use crate::runtime::{LogitsAt, Session};
 use crate::vocab::TokenId;
 use std::sync::atomic::AtomicBool;

@@ -499,6 +499,8 @@ impl<'m> Repl<'m> {
                 draft_threshold: s.draft_threshold,
                 draft_policy: s.draft_policy,
                 draft_stats: None,
+                regions: None,
+                token_healing: false,
             };
             self.decoder = Some((key, Decoder::new(&config, self.model)?));
         }
