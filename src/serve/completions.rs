@@ -119,6 +119,8 @@ fn plan(state: &AppState, r: &CompletionRequest, llama: bool) -> Result<Plan, Ap
         logprobs: wants_logprobs.is_some_and(|n| n > 0),
         stop: request::stop_strings(&r.stop)?,
         constraint,
+        regions: None,
+        token_healing: r.domino.token_healing.unwrap_or(true),
         domino: r.domino.clone(),
     })
 }

@@ -27,12 +27,14 @@ use super::metrics::Metrics;
 use crate::decode::draft_model::DraftModel;
 use crate::decode::draft_policy::{DraftPolicy, DraftTuner};
 use crate::decode::methods::{Decoder, DecoderConfig, Method};
+use crate::decode::methods::{EngineGrammar, TOKEN_HEALING_MAX_BACK, engine_constraint};
 use crate::decode::opportunistic::Chooser;
 use crate::decode::{
     ChoiceRule, Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationStats,
     Sampler, SamplingConfig, Sequence, TokenEvent, Utf8Stream, sequence,
 };
-use crate::engine::{CompiledGrammar, Constraint, Options};
+use crate::engine::healing::{HealedConstraint, healing_plan};
+use crate::engine::{Options, TokenConstraint};
 use crate::runtime::{Model, Session, SessionOptions};
 use crate::vocab::TokenId;
 use std::collections::{HashMap, VecDeque};
@@ -46,11 +48,9 @@ use tokio::sync::mpsc::UnboundedSender;
 pub enum JobConstraint {
     /// Free text.
     None,
-    /// The engine, with a grammar from the cache (`key` is its content key).
-    Engine {
-        grammar: Arc<CompiledGrammar>,
-        key: u64,
-    },
+    /// The engine, with a grammar from the cache or tagged regions (tool calls, reasoning)
+    /// (`key` is its content key).
+    Engine { grammar: EngineGrammar, key: u64 },
     /// llama.cpp's own grammar sampler (`method: llama-grammar`), built per request.
     LlamaGrammar(Box<DecoderConfig>),
 }
@@ -77,6 +77,8 @@ pub struct Job {
     pub stop: Vec<String>,
     pub constraint: JobConstraint,
     pub decode: DecodeSettings,
+    /// Token healing of the prompt's end (raw prompts only; see [`crate::engine::healing`]).
+    pub token_healing: bool,
     /// `--timeout`: past it the job ends with its partial result.
     pub deadline: Option<Instant>,
     /// Raised when the client goes away (see [`CancelOnDrop`]) or the deadline passes: the
@@ -409,7 +411,7 @@ fn run_job(
     learned: &mut Learned,
     job: &Job,
 ) -> Result<Outcome, ApiError> {
-    let request = GenerationRequest {
+    let mut request = GenerationRequest {
         prompt: job.prompt.clone(),
         max_tokens: job.max_tokens,
         sampling: job.sampling.clone(),
@@ -437,48 +439,80 @@ fn run_job(
         let model = session.model();
         let vocab = model.vocabulary();
         let d = &job.decode;
-        match &job.constraint {
-            JobConstraint::None => {
+        let (healed_n, healed) =
+            if job.token_healing && !matches!(job.constraint, JobConstraint::LlamaGrammar(_)) {
+                healing_plan(&vocab, &request.prompt, TOKEN_HEALING_MAX_BACK)
+            } else {
+                (0, Vec::new())
+            };
+        let healing = healed_n > 0 && healed_n < request.prompt.len();
+        if healing {
+            request.prompt.truncate(request.prompt.len() - healed_n);
+        }
+        let lookahead = if d.method == Method::Naive {
+            Some(0)
+        } else {
+            d.k
+        };
+        let options = Options {
+            lookahead,
+            ..Options::default()
+        };
+        // The engine's constraint (plain or triggered), if any.
+        let engine: anyhow::Result<Option<(Box<dyn TokenConstraint>, u64, bool)>> = match &job
+            .constraint
+        {
+            JobConstraint::Engine { grammar, key } => engine_constraint(grammar, &vocab, options)
+                .map(|c| Some((c, *key, matches!(grammar, EngineGrammar::Triggered(_))))),
+            _ => Ok(None),
+        };
+        match (&job.constraint, engine) {
+            (_, Err(e)) => Err(e),
+            (JobConstraint::LlamaGrammar(config), _) => Decoder::new(config, model)
+                .and_then(|mut decoder| decoder.run(session, &request, &control, &mut observer)),
+            (JobConstraint::None, Ok(None)) if !healing => {
                 let rule = ChoiceRule::Free(Sampler::new(request.sampling.clone()));
                 Sequence::new(vocab, &request, rule)
                     .and_then(|seq| sequence::run(session, seq, &control, &mut observer))
             }
-            JobConstraint::LlamaGrammar(config) => Decoder::new(config, model)
-                .and_then(|mut decoder| decoder.run(session, &request, &control, &mut observer)),
-            JobConstraint::Engine { grammar, key } => {
-                let lookahead = if d.method == Method::Naive {
-                    Some(0)
-                } else {
-                    d.k
+            (_, Ok(engine)) => {
+                let (inner, key, triggered) = match engine {
+                    Some((c, key, triggered)) => (Some(c), key, triggered),
+                    None => (None, 0, false),
                 };
-                let options = Options {
-                    lookahead,
-                    ..Options::default()
+                let mut constraint: Box<dyn TokenConstraint> = match (healing, inner) {
+                    (true, inner) => Box::new(HealedConstraint::new(healed.clone(), inner, &vocab)),
+                    (false, Some(c)) => c,
+                    (false, None) => unreachable!("free jobs without healing are handled above"),
                 };
                 let opts = EngineDecodeOptions {
-                    opportunistic: d.opportunistic,
+                    // Free text must be the unconstrained model's: sample first.
+                    opportunistic: d.opportunistic || triggered,
                     draft: d.draft,
                     draft_threshold: d.draft_threshold,
                     template: d.method == Method::Template,
                 };
-                let (drafts, tuner) = learned.parts(*key, d.draft_policy);
-                Constraint::new(grammar, &vocab, options)
-                    .map_err(anyhow::Error::new)
-                    .and_then(|mut constraint| {
-                        let rule = ChoiceRule::Engine {
-                            constraint: &mut constraint,
-                            chooser: Chooser::new(
-                                request.sampling.clone(),
-                                vocab.len(),
-                                d.opportunistic,
-                            ),
-                            drafts,
-                            tuner,
-                            opts,
-                        };
-                        let seq = Sequence::new(vocab.clone(), &request, rule)?;
-                        sequence::run(session, seq, &control, &mut observer)
+                let (drafts, tuner) = learned.parts(key, d.draft_policy);
+                let rule = ChoiceRule::Engine {
+                    constraint: &mut *constraint,
+                    chooser: Chooser::new(
+                        request.sampling.clone(),
+                        vocab.len(),
+                        opts.opportunistic,
+                    ),
+                    drafts,
+                    tuner,
+                    opts,
+                };
+                Sequence::new(vocab.clone(), &request, rule)
+                    .map(|seq| {
+                        if healing {
+                            seq.healed(healed_n, &healed)
+                        } else {
+                            seq
+                        }
                     })
+                    .and_then(|seq| sequence::run(session, seq, &control, &mut observer))
             }
         }
     };
