@@ -99,7 +99,7 @@ fn mask_is_free_before_the_trigger_and_the_grammars_right_after_it() {
     assert!(after.len() < 1000, "{}", after.len());
     // With free text after the region, also the tokens that close a whole JSON value and go
     // on as free text (` {},`): the plain mask plus only such tokens.
-    let vocab = domino::runtime::load_vocabulary(&common::require_default_model()).unwrap();
+    let vocab = domino::runtime::load_vocabulary(common::require_default_model()).unwrap();
     let after_free = allowed(&free[1]);
     assert!(after.iter().all(|t| after_free.contains(t)));
     let extra: Vec<String> = after_free
@@ -143,7 +143,7 @@ fn mask_counts_tokens_that_straddle_the_trigger_exactly() {
         m[0]["eos_allowed"].as_bool().unwrap(),
         "free text alone is a sentence"
     );
-    let vocab = domino::runtime::load_vocabulary(&common::require_default_model()).unwrap();
+    let vocab = domino::runtime::load_vocabulary(common::require_default_model()).unwrap();
     let mut expected = Vec::new();
     for (t, bytes) in vocab.text_tokens() {
         if vocab.is_special(t) || vocab.is_eog(t) {

@@ -406,6 +406,9 @@ impl TextTracker {
     }
 }
 
+/// A job's engine constraint, its draft key, and whether it is triggered.
+type EngineJob = (Box<dyn TokenConstraint>, u64, bool);
+
 fn run_job(
     session: &mut Session<'_>,
     learned: &mut Learned,
@@ -459,9 +462,7 @@ fn run_job(
             ..Options::default()
         };
         // The engine's constraint (plain or triggered), if any.
-        let engine: anyhow::Result<Option<(Box<dyn TokenConstraint>, u64, bool)>> = match &job
-            .constraint
-        {
+        let engine: anyhow::Result<Option<EngineJob>> = match &job.constraint {
             JobConstraint::Engine { grammar, key } => engine_constraint(grammar, &vocab, options)
                 .map(|c| Some((c, *key, matches!(grammar, EngineGrammar::Triggered(_))))),
             _ => Ok(None),
