@@ -260,6 +260,8 @@ impl<'c> Sequence<'c> {
     /// out of the output text and the observer's pieces; the stats record the healing.
     pub fn healed(mut self, tokens: usize, healed: &[u8]) -> Self {
         self.hidden = healed.len();
+        // `prompt_tokens` counts the caller's prompt, the backed-off tokens included.
+        self.stats.prompt_tokens += tokens;
         self.stats.healed_tokens = tokens;
         self.stats.healed_text = String::from_utf8_lossy(healed).into_owned();
         self
