@@ -76,7 +76,7 @@ pub struct MessageIn {
     pub tool_calls: Option<Vec<Value>>,
 }
 
-fn message_text(m: &MessageIn, index: usize) -> Result<String, ApiError> {
+fn message_text(m: &MessageIn, index: usize, syntax: Syntax) -> Result<String, ApiError> {
     let param = format!("messages[{index}].content");
     let mut text = match &m.content {
         Value::Null => String::new(),
@@ -118,7 +118,17 @@ fn message_text(m: &MessageIn, index: usize) -> Result<String, ApiError> {
             .and_then(Value::as_str)
             .and_then(|a| serde_json::from_str::<Value>(a).ok())
             .unwrap_or(Value::Null);
-        text.push_str(&json!({"name": name, "arguments": arguments}).to_string());
+        let key = if syntax == Syntax::Llama3 {
+            "parameters"
+        } else {
+            "arguments"
+        };
+        let call = json!({"name": name, key: arguments}).to_string();
+        text.push_str(&match syntax {
+            Syntax::Hermes | Syntax::Generic => format!("<tool_call>\n{call}\n</tool_call>"),
+            Syntax::Mistral => format!("[TOOL_CALLS][{call}]"),
+            Syntax::Llama3 => call,
+        });
     }
     Ok(text)
 }
@@ -128,6 +138,7 @@ fn prompt_tokens(
     model: &Model,
     request: &ChatRequest,
     tool_text: Option<String>,
+    syntax: Syntax,
 ) -> Result<Vec<TokenId>, ApiError> {
     if request.messages.is_empty() {
         return Err(ApiError::bad_request("`messages` is empty").with_param("messages"));
@@ -146,7 +157,7 @@ fn prompt_tokens(
         };
         messages.push(ChatMessage {
             role: role.to_string(),
-            content: message_text(m, i)?,
+            content: message_text(m, i, syntax)?,
         });
     }
     if let Some(text) = tool_text {
@@ -356,7 +367,7 @@ pub async fn completions(
     };
     let tool_text =
         (choice != ToolChoice::None).then(|| instructions(&request.tools, &choice, syntax));
-    let prompt = prompt_tokens(&state.model, &request, tool_text)?;
+    let prompt = prompt_tokens(&state.model, &request, tool_text, syntax)?;
     let reply = Reply {
         tools: request.tools.clone(),
         choice,
@@ -499,5 +510,43 @@ impl StreamFormat for ChatStream {
 
     fn done_marker(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earlier_calls_are_rendered_in_the_templates_syntax() {
+        let m: MessageIn = serde_json::from_value(json!({
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "add", "arguments": "{\"a\": 1}"}}]
+        }))
+        .unwrap();
+        assert_eq!(
+            message_text(&m, 0, Syntax::Generic).unwrap(),
+            "<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>"
+        );
+        assert_eq!(
+            message_text(&m, 0, Syntax::Mistral).unwrap(),
+            "[TOOL_CALLS][{\"name\":\"add\",\"arguments\":{\"a\":1}}]"
+        );
+        assert_eq!(
+            message_text(&m, 0, Syntax::Llama3).unwrap(),
+            "{\"name\":\"add\",\"parameters\":{\"a\":1}}"
+        );
+        // What is rendered parses back as the same call.
+        let tools: Vec<Tool> = serde_json::from_value(json!([
+            {"type": "function", "function": {"name": "add"}}
+        ]))
+        .unwrap();
+        for syntax in [Syntax::Generic, Syntax::Mistral, Syntax::Llama3] {
+            let text = message_text(&m, 0, syntax).unwrap();
+            let parsed = parse_calls(&text, &tools, syntax).unwrap();
+            assert_eq!(parsed.calls.len(), 1, "{syntax:?}");
+            assert_eq!(parsed.calls[0].arguments, json!({"a": 1}));
+        }
     }
 }
