@@ -4,27 +4,21 @@
 //! count bounds, the mask equals a slow byte-level reference at every step of random walks:
 //! reference states are sets of {free text (the bytes since the last region, searched for
 //! triggers by brute force) | region i with a `grammar::reference` recognizer state}, with
-//! exact region counts. Also: `allows` == mask, commit/rollback round trips, region spans,
-//! and the real SmolLM2 vocabulary (reasoning: `</think>` then JSON).
+//! exact region counts (`tests/triggered/reference.rs`). Also: `allows` == mask,
+//! commit/rollback round trips, region spans. The real vocabulary: `triggered_smollm2.rs`.
 
 mod common;
 use common::rng::Rng;
+#[path = "triggered/reference.rs"]
+mod reference;
+use reference::{Reference, diff, region, show, text};
 
 use domino_engine::engine::{
-    AfterRegion, CompiledGrammar, Constraint, Options, Region, TokenConstraint, Trigger,
-    TriggerSpec, TriggeredConstraint,
+    AfterRegion, Options, Region, TokenConstraint, Trigger, TriggerSpec, TriggeredConstraint,
 };
-use domino_engine::grammar::GrammarSource;
-use domino_engine::grammar::reference::{RefState, ReferenceRecognizer};
-use domino_engine::vocab::{TokenId, TokenSet, Vocabulary, tokenizer_json};
+use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::vocab::{TokenId, TokenSet, Vocabulary};
 use std::sync::Arc;
-
-fn compile(gbnf: &str) -> Arc<CompiledGrammar> {
-    let g = GrammarSource::Gbnf(gbnf.into())
-        .compile(&Default::default())
-        .unwrap();
-    CompiledGrammar::new(g).unwrap()
-}
 
 const JSON: &str = r#"
 root   ::= object
@@ -37,6 +31,9 @@ ws     ::= [ \n]?
 "#;
 /// Accepting and able to go on: leaving it mid-token is possible.
 const DIGITS: &str = r#"root ::= [0-9]+"#;
+/// A sentence (`12`) that goes on into a non-sentence (`12.`): the tail twin cannot help
+/// there, the trie walk does.
+const DECIMAL: &str = r#"root ::= [0-9]+ ( "." [0-9]+ )?"#;
 const LETTERS: &str = r#"root ::= [a-z]+ ( "<" [a-z]* )?"#;
 /// Accepts the empty text: a region may end right at its trigger.
 const MAYBE_X: &str = r#"root ::= "x"*"#;
@@ -88,6 +85,13 @@ fn toy_vocab() -> Arc<Vocabulary> {
         "<c",
         "xy<a>",
         "a><tool>",
+        "1.",
+        ".5",
+        "2.3<",
+        "5.x",
+        ".",
+        "3.4",
+        "7>",
     ] {
         words.push(w.as_bytes().to_vec());
     }
@@ -103,190 +107,6 @@ fn toy_vocab() -> Arc<Vocabulary> {
 
 fn call_token(v: &Vocabulary) -> TokenId {
     TokenId(v.len() as u32 - 3)
-}
-
-/// The slow reference: one byte (or opaque special token) at a time, brute-force trigger
-/// search, exact region counts.
-struct Reference {
-    spec: Arc<TriggerSpec>,
-    recognizers: Vec<ReferenceRecognizer>,
-}
-
-#[derive(Clone)]
-enum RState {
-    /// The free text since the region (or start, or special token) before it.
-    Free {
-        text: Vec<u8>,
-        n: usize,
-    },
-    Region {
-        i: usize,
-        s: RefState,
-        n: usize,
-    },
-}
-
-impl Reference {
-    fn new(spec: &Arc<TriggerSpec>) -> Self {
-        Reference {
-            spec: spec.clone(),
-            recognizers: spec
-                .regions
-                .iter()
-                .map(|r| ReferenceRecognizer::new(r.grammar.grammar()).unwrap())
-                .collect(),
-        }
-    }
-
-    fn may_begin(&self, n: usize) -> bool {
-        let under_max = self.spec.max_regions.is_none_or(|m| n < m);
-        match self.spec.after {
-            AfterRegion::Free => under_max,
-            AfterRegion::End => n == 0 && under_max,
-        }
-    }
-
-    /// Enter region `i` (and, where its empty text is a sentence, leave it at once).
-    fn enter(&self, i: usize, n: usize, out: &mut Vec<RState>) {
-        let s = self.recognizers[i].start();
-        out.push(RState::Region { i, s, n: n + 1 });
-        self.close(out);
-    }
-
-    /// Add the free reading after every region whose text is a sentence (Free mode).
-    fn close(&self, out: &mut Vec<RState>) {
-        if self.spec.after != AfterRegion::Free {
-            return;
-        }
-        let extra: Vec<RState> = out
-            .iter()
-            .filter_map(|st| match st {
-                RState::Region { i, s, n } if self.recognizers[*i].is_accepting(s) => {
-                    Some(RState::Free {
-                        text: Vec::new(),
-                        n: *n,
-                    })
-                }
-                _ => None,
-            })
-            .collect();
-        out.extend(extra);
-    }
-
-    fn start(&self) -> Vec<RState> {
-        vec![RState::Free {
-            text: Vec::new(),
-            n: 0,
-        }]
-    }
-
-    fn feed_byte(&self, states: &[RState], b: u8) -> Vec<RState> {
-        let mut out = Vec::new();
-        for st in states {
-            match st {
-                RState::Free { text, n } => {
-                    let mut text = text.clone();
-                    text.push(b);
-                    let hit = self.spec.regions.iter().position(|r| match &r.trigger {
-                        Trigger::Text(t) => text.ends_with(t),
-                        Trigger::Token(_) => false,
-                    });
-                    match hit {
-                        Some(i) if self.may_begin(*n) => self.enter(i, *n, &mut out),
-                        Some(_) => {}
-                        None => out.push(RState::Free { text, n: *n }),
-                    }
-                }
-                RState::Region { i, s, n } => {
-                    if let Some(s) = self.recognizers[*i].feed(s, b) {
-                        let mut one = vec![RState::Region { i: *i, s, n: *n }];
-                        self.close(&mut one);
-                        out.extend(one);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn feed_token(&self, v: &Vocabulary, states: &[RState], t: TokenId) -> Vec<RState> {
-        if !v.is_special(t) {
-            return v
-                .bytes(t)
-                .iter()
-                .fold(states.to_vec(), |s, &b| self.feed_byte(&s, b));
-        }
-        let mut out = Vec::new();
-        for st in states {
-            if let RState::Free { n, .. } = st {
-                let trig = self
-                    .spec
-                    .regions
-                    .iter()
-                    .position(|r| r.trigger == Trigger::Token(t));
-                match trig {
-                    Some(i) if self.may_begin(*n) => self.enter(i, *n, &mut out),
-                    Some(_) => {}
-                    None => out.push(RState::Free {
-                        text: Vec::new(),
-                        n: *n,
-                    }),
-                }
-            }
-        }
-        out
-    }
-
-    fn accepting(&self, states: &[RState]) -> bool {
-        states.iter().any(|st| match st {
-            RState::Free { n, .. } => *n >= self.spec.min_regions,
-            RState::Region { i, s, n } => {
-                *n >= self.spec.min_regions && self.recognizers[*i].is_accepting(s)
-            }
-        })
-    }
-
-    fn mask(&self, v: &Vocabulary, states: &[RState]) -> TokenSet {
-        let mut m = TokenSet::new(v.len());
-        for i in 0..v.len() as u32 {
-            let t = TokenId(i);
-            let ok = if v.is_eog(t) {
-                self.accepting(states)
-            } else {
-                !self.feed_token(v, states, t).is_empty()
-            };
-            if ok {
-                m.insert(t);
-            }
-        }
-        m
-    }
-}
-
-fn show(v: &Vocabulary, t: TokenId) -> String {
-    format!("{:?}", String::from_utf8_lossy(v.bytes(t)))
-}
-
-fn diff(a: &TokenSet, b: &TokenSet, v: &Vocabulary) -> String {
-    let only = |x: &TokenSet, y: &TokenSet| -> Vec<String> {
-        x.iter()
-            .filter(|t| !y.contains(*t))
-            .map(|t| show(v, t))
-            .collect()
-    };
-    format!("engine-only {:?}, oracle-only {:?}", only(a, b), only(b, a))
-}
-
-fn region(trigger: Trigger, gbnf: &str, name: &str) -> Region {
-    Region {
-        trigger,
-        grammar: compile(gbnf),
-        name: name.into(),
-    }
-}
-
-fn text(s: &str) -> Trigger {
-    Trigger::Text(s.as_bytes().to_vec())
 }
 
 /// The specs under test: (name, spec).
@@ -324,7 +144,7 @@ fn specs(v: &Vocabulary) -> Vec<(&'static str, Arc<TriggerSpec>)> {
             "tools-shared-prefixes",
             spec(
                 vec![
-                    region(text("<tool>"), DIGITS, "digits"),
+                    region(text("<tool>"), DECIMAL, "decimal"),
                     region(text("<tag>"), JSON, "json"),
                     region(text("ol>"), LETTERS, "letters"),
                 ],
@@ -344,6 +164,20 @@ fn specs(v: &Vocabulary) -> Vec<(&'static str, Arc<TriggerSpec>)> {
                 AfterRegion::Free,
                 1,
                 Some(2),
+            ),
+        ),
+        (
+            // A number region that passes a sentence (`12`) and goes on (`12.`) while `.`
+            // itself triggers a letters region: exits from such states need the trie walk.
+            "number-then-dot-trigger",
+            spec(
+                vec![
+                    region(text("<tool>"), DECIMAL, "decimal"),
+                    region(text("."), LETTERS, "letters"),
+                ],
+                AfterRegion::Free,
+                0,
+                None,
             ),
         ),
         (
@@ -428,6 +262,7 @@ fn masks_equal_the_reference_on_random_walks() {
                     allowed[rng.below(allowed.len())]
                 };
                 if vocab.is_eog(t) && rng.below(3) != 0 && allowed.len() > 1 {
+                    masks.pop(); // the same state comes round again
                     continue;
                 }
                 let before = c.current_region();
@@ -621,323 +456,59 @@ fn bad_specs_are_clear_errors() {
     assert!(mk(vec![], AfterRegion::Free, 1, None).contains("no regions"));
 }
 
-fn smollm2() -> Arc<Vocabulary> {
-    Arc::new(
-        tokenizer_json::load(&common::shared(
-            "tokenizers/SmolLM2-135M-Instruct.tokenizer.json",
-        ))
-        .unwrap(),
-    )
-}
-
-/// Reasoning on the real vocabulary: before `</think>` the mask is the whole vocabulary
-/// minus exactly the tokens that complete `</think>` into text that cannot begin a JSON
-/// document (checked by brute force over every token); right after the trigger it equals a
-/// plain JSON constraint's mask.
+/// A region whose text was a sentence and is not any more (`12.`), while the other reading
+/// (the number ended at `12`, then `.` began a letters region) refuses digits: `5.x` is
+/// allowed only by completing the number, leaving it inside the token, and going on freely
+/// (`.` then begins the letters region, `x`).
 #[test]
-fn smollm2_reasoning_then_json() {
-    let vocab = smollm2();
-    let json =
-        CompiledGrammar::new(GrammarSource::Json.compile(&Default::default()).unwrap()).unwrap();
+fn leaving_a_region_after_passing_a_sentence() {
+    let vocab = toy_vocab();
+    let id = |s: &str| {
+        TokenId(
+            (0..vocab.len())
+                .find(|&i| vocab.bytes(TokenId(i as u32)) == s.as_bytes())
+                .unwrap() as u32,
+        )
+    };
     let spec = Arc::new(TriggerSpec {
-        regions: vec![Region {
-            trigger: text("</think>"),
-            grammar: json.clone(),
-            name: "answer".into(),
-        }],
-        after: AfterRegion::End,
+        regions: vec![
+            region(text("<tool>"), DECIMAL, "decimal"),
+            region(text("."), LETTERS, "letters"),
+        ],
+        after: AfterRegion::Free,
         min_regions: 0,
         max_regions: None,
     });
-    let r = ReferenceRecognizer::new(json.grammar()).unwrap();
     let mut c = TriggeredConstraint::new(spec, &vocab, Options::default()).unwrap();
-    let mut mask = TokenSet::new(vocab.len());
-    let mut blocked_somewhere = 0;
-    // Free text ending in each proper prefix of the trigger.
-    for prefix in ["Let me think.", "Let me think.</", "Let me think.</think"] {
-        let mut c = c.clone();
-        c.commit_bytes(prefix.as_bytes()).unwrap();
-        c.compute_mask(&mut mask);
-        let mut blocked = 0;
-        for (t, b) in vocab.text_tokens() {
-            let full = [prefix.as_bytes(), b].concat();
-            let want = match full.windows(8).position(|w| w == b"</think>") {
-                None => true,
-                Some(p) => r.is_viable_prefix(&full[p + 8..]),
-            };
-            assert_eq!(
-                mask.contains(t),
-                want,
-                "after {prefix:?}: {:?}",
-                String::from_utf8_lossy(b)
-            );
-            blocked += !want as usize;
-        }
-        for i in 0..vocab.len() as u32 {
-            let t = TokenId(i);
-            if vocab.is_special(t) {
-                assert!(
-                    mask.contains(t),
-                    "special {i} in free text (EOG: the text is a sentence)"
-                );
-            }
-        }
-        blocked_somewhere += blocked;
-        if prefix.ends_with("</think") {
-            assert!(
-                blocked > 10,
-                "tokens starting with `>` that are not JSON: {blocked}"
-            );
-        }
-    }
-    assert!(blocked_somewhere > 0);
-    c.commit_bytes(b"Let me think.</think>").unwrap();
-    assert_eq!(c.current_region(), Some(0));
-    c.compute_mask(&mut mask);
-    let mut plain = Constraint::new(&json, &vocab, Options::default()).unwrap();
-    let mut want = TokenSet::new(vocab.len());
-    plain.compute_mask(&mut want);
-    assert!(mask == want, "right after the trigger: the JSON mask");
-}
-
-/// Mask cost in free text vs inside a region on SmolLM2, against a plain JSON-schema
-/// constraint over the same tokens (printed; run with
-/// `cargo test -p domino-engine --test triggered -- --ignored --nocapture bench`).
-#[test]
-#[ignore = "a measurement, not a check"]
-fn bench_free_vs_region_masks_smollm2() {
-    use std::time::{Duration, Instant};
-    let vocab = smollm2();
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "name": {"const": "get_weather"},
-            "arguments": {"type": "object", "properties": {
-                "city": {"type": "string"}, "days": {"type": "integer"}},
-                "required": ["city", "days"]}
-        },
-        "required": ["name", "arguments"]
-    });
-    let thought = "Let me think about the weather in Paris over the next few days, then answer. ";
-    let doc = r#"{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}"#;
-    let after = "\nI called the weather tool for you.";
-    let toks = |s: &str| vocab.tokenize(s).unwrap();
-    let us = |d: Duration, n: usize| d.as_secs_f64() * 1e6 / n.max(1) as f64;
-    for cache in [64usize << 20, 0] {
-        let opts = Options {
-            lookahead: None,
-            mask_cache_bytes: cache,
-        };
-        let g = CompiledGrammar::new(
-            GrammarSource::JsonSchema(schema.clone())
-                .compile(&Default::default())
-                .unwrap(),
-        )
-        .unwrap();
-        let mut mask = TokenSet::new(vocab.len());
-        // Plain constraint over the document (pass 0 builds trees; pass 1 is timed).
-        let mut plain = Duration::ZERO;
-        let mut plain_commit = Duration::ZERO;
-        for pass in 0..2 {
-            let mut c = Constraint::new(&g, &vocab, opts.clone()).unwrap();
-            for &t in &toks(doc) {
-                let t0 = Instant::now();
-                c.compute_mask(&mut mask);
-                if pass == 1 {
-                    plain += t0.elapsed();
-                }
-                let t0 = Instant::now();
-                c.commit(t).unwrap();
-                if pass == 1 {
-                    plain_commit += t0.elapsed();
-                }
-            }
-        }
-        for (mode, trigger) in [
-            (AfterRegion::End, "</think>"),
-            (AfterRegion::Free, "<tool_call>"),
-        ] {
-            let spec = Arc::new(TriggerSpec {
-                regions: vec![Region {
-                    trigger: Trigger::Text(trigger.as_bytes().to_vec()),
-                    grammar: g.clone(),
-                    name: "call".into(),
-                }],
-                after: mode,
-                min_regions: 0,
-                max_regions: None,
-            });
-            let (mut free, mut region, mut first) =
-                (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-            let (mut nf, mut nr) = (0, 0);
-            let mut region_commit = Duration::ZERO;
-            let mut text = format!("{thought}{trigger}{doc}");
-            if mode == AfterRegion::Free {
-                text.push_str(after);
-            }
-            let all = toks(&text);
-            // Clones share the free-mask cache: pass 0 fills it (a new spec's one-time cost),
-            // pass 1 is a later request over the same spec.
-            let template = TriggeredConstraint::new(spec.clone(), &vocab, opts.clone()).unwrap();
-            let mut cold_free = Duration::ZERO;
-            for pass in 0..2 {
-                let mut c = template.clone();
-                for (i, &t) in all.iter().enumerate() {
-                    let inside = c.current_region().is_some();
-                    let t0 = Instant::now();
-                    c.compute_mask(&mut mask);
-                    let d = t0.elapsed();
-                    if i == 0 && pass == 0 {
-                        first = d;
-                    }
-                    if pass == 0 && !inside {
-                        cold_free += d;
-                    }
-                    if pass == 1 {
-                        if inside {
-                            region += d;
-                            nr += 1;
-                        } else {
-                            free += d;
-                            nf += 1;
-                        }
-                    }
-                    let t0 = Instant::now();
-                    c.commit(t).unwrap();
-                    if pass == 1 && inside {
-                        region_commit += t0.elapsed();
-                    }
-                }
-            }
-            eprintln!(
-                "    commits: plain JSON {:.2} µs, inside the region {:.2} µs",
-                us(plain_commit, toks(doc).len()),
-                us(region_commit, nr)
-            );
-            eprintln!(
-                "mask cache {:>8} B, {mode:?} mode: plain JSON {:.2} µs/mask; free text {:.2} µs/mask ({nf} masks); inside the region {:.2} µs/mask ({nr} masks); a new spec's free masks: first {:.0} µs, all {:.0} µs",
-                cache,
-                us(plain, toks(doc).len()),
-                us(free, nf),
-                us(region, nr),
-                us(first, 1),
-                us(cold_free, 1),
-            );
-        }
-    }
-}
-
-/// The reference mask over a large vocabulary: a walk over its byte trie carrying the
-/// reference state set (special tokens one by one).
-fn reference_mask_by_trie(
-    reference: &Reference,
-    v: &Vocabulary,
-    trie: &domino_engine::engine::trie::VocabTrie,
-    states: &[RState],
-) -> TokenSet {
-    let mut m = TokenSet::new(v.len());
-    let mut stack: Vec<Vec<RState>> = vec![states.to_vec()];
-    let mut i = 0;
-    while i < trie.nodes.len() {
-        let n = trie.nodes[i];
-        stack.truncate(n.depth as usize);
-        let next = reference.feed_byte(&stack[n.depth as usize - 1], n.byte);
-        if next.is_empty() {
-            i = n.next as usize;
-            continue;
-        }
-        for &t in &trie.tokens[n.tok_start as usize..n.tok_end as usize] {
-            m.insert(t);
-        }
-        stack.push(next);
-        i += 1;
-    }
-    for t in (0..v.len() as u32).map(TokenId) {
-        if v.is_eog(t) {
-            if reference.accepting(states) {
-                m.insert(t);
-            }
-        } else if v.is_special(t) && !reference.feed_token(v, states, t).is_empty() {
-            m.insert(t);
-        }
-    }
-    m
-}
-
-/// Tool calls on the real vocabulary (`Free` mode, a JSON-schema region, text after it): at
-/// every step of a scripted generation the mask equals the trie-walked reference, including
-/// the steps where real tokens leave the region inside them (`}\n`-like merges).
-#[test]
-fn smollm2_tool_call_masks_equal_the_reference() {
-    let vocab = smollm2();
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        "required": ["city"]
-    });
-    let g = CompiledGrammar::new(
-        GrammarSource::JsonSchema(schema)
-            .compile(&Default::default())
-            .unwrap(),
-    )
-    .unwrap();
-    let spec = Arc::new(TriggerSpec {
-        regions: vec![Region {
-            trigger: text("<tool_call>"),
-            grammar: g,
-            name: "get_weather".into(),
-        }],
-        after: AfterRegion::Free,
-        min_regions: 1,
-        max_regions: Some(2),
-    });
-    let reference = Reference::new(&spec);
-    let trie = domino_engine::engine::trie::VocabTrie::new(&vocab);
-    let script = "Sure.<tool_call>{\"city\": \"Paris\", \"days\": 3}\n\nDone.";
-    let toks = vocab.tokenize(script).unwrap();
-    let mut c = TriggeredConstraint::new(spec, &vocab, Options::default()).unwrap();
-    let mut states = reference.start();
-    let mut mask = TokenSet::new(vocab.len());
-    let mut left_inside = 0;
-    let mut closing_checked = false;
-    for (k, &t) in toks.iter().enumerate() {
-        c.compute_mask(&mut mask);
-        let want = reference_mask_by_trie(&reference, &vocab, &trie, &states);
-        assert!(
-            mask == want,
-            "step {k}, before {}: {}",
-            show(&vocab, t),
-            diff(&mask, &want, &vocab)
-        );
-        if vocab.bytes(t) == b"}" {
-            // Tokens that close the call and go on as free text (`},`, `}\n`, `}.`) are
-            // allowed: the bridge out of the region.
-            let bridges = mask
-                .iter()
-                .filter(|&u| vocab.bytes(u).len() > 1 && vocab.bytes(u).starts_with(b"}"))
-                .count();
-            assert!(
-                bridges > 10,
-                "only {bridges} bridge tokens out of the region"
-            );
-            closing_checked = true;
-        }
-        let inside = c.current_region().is_some();
-        c.commit(t).unwrap();
-        states = reference.feed_token(&vocab, &states, t);
-        if inside && c.current_region().is_none() && vocab.bytes(t).len() > 1 {
-            left_inside += 1;
-        }
-    }
-    assert!(closing_checked);
-    assert_eq!(c.region_spans().len(), 1);
-    let (_, s, e) = c.region_spans()[0];
+    c.commit(id("<tool>")).unwrap();
+    c.commit(id("12")).unwrap();
+    assert_eq!(c.num_configurations(), 2, "in the number, or after it");
+    c.commit(id(".")).unwrap();
     assert_eq!(
-        &script.as_bytes()[s..e.unwrap()],
-        br#"{"city": "Paris", "days": 3}"#
+        c.num_configurations(),
+        2,
+        "`12.` in the number, or `.` a trigger"
     );
-    eprintln!(
-        "{} steps, {left_inside} tokens left the region inside them",
-        toks.len()
+    let mut mask = TokenSet::new(vocab.len());
+    c.compute_mask(&mut mask);
+    assert!(
+        mask.contains(id("5.x")),
+        "`5` ends the number, `.x` is free text"
     );
+    assert!(mask.contains(id("3")) && mask.contains(id("ab")));
+    assert!(
+        !mask.contains(id("3.4")),
+        "`12.3` then `.4`: letters refuse `4`"
+    );
+    assert!(!mask.contains(id(".")) && mask.contains(id("1.")));
+    let reference = Reference::new(c.spec());
+    let states = ["<tool>", "12", "."]
+        .iter()
+        .fold(reference.start(), |st, w| {
+            reference.feed_token(&vocab, &st, id(w))
+        });
+    let want = reference.mask(&vocab, &states);
+    assert!(mask == want, "{}", diff(&mask, &want, &vocab));
+    c.commit(id("5.x")).unwrap();
+    assert_eq!(c.region_spans(), vec![(0, 6, Some(10)), (1, 11, None)]);
 }

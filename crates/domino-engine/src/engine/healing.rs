@@ -28,7 +28,26 @@ use super::trie::VocabTrie;
 use super::{EngineError, TokenConstraint};
 use crate::hash::{Fnv1a, fnv1a};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// The byte trie of a vocabulary, built once per vocabulary for the whole process (kept
+/// while some constraint holds it): healing and region exits need it per request, and a
+/// 49k-token trie takes milliseconds to build.
+pub(crate) fn shared_trie(vocab: &Vocabulary) -> Arc<VocabTrie> {
+    static TRIES: Mutex<Vec<(u64, Weak<VocabTrie>)>> = Mutex::new(Vec::new());
+    let mut tries = TRIES.lock().unwrap_or_else(|e| e.into_inner());
+    tries.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(t) = tries
+        .iter()
+        .find(|(fp, _)| *fp == vocab.fingerprint())
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return t;
+    }
+    let t = Arc::new(VocabTrie::new(vocab));
+    tries.push((vocab.fingerprint(), Arc::downgrade(&t)));
+    t
+}
 
 /// Which prompt tokens to back off: the last `k ≤ max_back` tokens (not crossing a special
 /// token) whose concatenated bytes some token of the vocabulary strictly extends, with the
@@ -72,7 +91,7 @@ pub struct HealedConstraint {
     /// Only used when `inner` is `None` (otherwise `inner` knows it has ended).
     ended: bool,
     history: Vec<Step>,
-    trie: Arc<OnceLock<VocabTrie>>,
+    trie: Arc<OnceLock<Arc<VocabTrie>>>,
 }
 
 impl std::fmt::Debug for HealedConstraint {
@@ -122,7 +141,7 @@ impl HealedConstraint {
     /// The healing mask (while healed bytes remain) into `out` (cleared by the caller).
     fn healing_mask(&mut self, out: &mut TokenSet) {
         let trie = self.trie.clone();
-        let trie = trie.get_or_init(|| VocabTrie::new(&self.vocab));
+        let trie = trie.get_or_init(|| shared_trie(&self.vocab));
         let rem = self.healed[self.pos..].to_vec();
         let nodes = &trie.nodes;
         // Follow `rem` down the trie: every token on the path is a prefix of it.

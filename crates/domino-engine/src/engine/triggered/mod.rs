@@ -53,6 +53,10 @@
 //!   `tail`, one more cached mask) minus the region's own mask — a short list (`}\n`, `"}`)
 //!   — and while it is a sentence, only the few tokens the free text itself refuses
 //!   (those containing a trigger); each candidate is then checked exactly, byte by byte.
+//!   The twin only helps while no earlier point of the region's text was a sentence (else
+//!   its "anything" may have begun there); in such a "dirty" state (`12.` in a decimal
+//!   region) the exits come from a walk over the vocabulary trie along the region grammar,
+//!   pruned where it dies — short, since such states are near a region's end.
 //!   `End` mode (reasoning) needs neither: a region is never left.
 //!
 //! With a finite lookahead `k` ([`Options::lookahead`]) the tokens lying wholly inside a
@@ -200,6 +204,7 @@ impl TriggeredConstraint {
             token_triggers,
             n_cap,
             tails,
+            trie: OnceLock::new(),
             free_masks: Mutex::new(HashMap::new()),
             base: OnceLock::new(),
             trigger_tokens: Mutex::new(HashMap::new()),
@@ -313,10 +318,12 @@ impl TriggeredConstraint {
                     }
                     // Leaving the region inside the piece, after at least one byte of it
                     // (leaving before it is the free configuration already present).
+                    let mut passes_sentence = sh.free_after() && s.c.is_accepting();
                     if sh.free_after() {
                         let mut stepped = 0;
                         for p in 0..bytes.len() {
                             if p > 0 && s.c.is_accepting() {
+                                passes_sentence = true;
                                 let mut sp = cfg.spans.clone();
                                 close_last(&mut sp, at + p);
                                 sh.sim_free(START, cfg.n, sp, &bytes[p..], at + p, &mut out);
@@ -332,6 +339,9 @@ impl TriggeredConstraint {
                         Some(t) => s.commit(t, bytes),
                         None => s.commit_bytes(bytes),
                     };
+                    if ok && passes_sentence {
+                        s.mark_dirty();
+                    }
                     if ok {
                         out.push(Next::Old {
                             cfg: Cfg {
@@ -475,11 +485,52 @@ impl TriggeredConstraint {
     /// configuration's part). Candidates for leaving: while the region's text is not a
     /// sentence, the tail twin's mask minus the region's; while it is, only the tokens the
     /// free text itself refuses (all others the free configuration already allows).
+    /// Region exits for a dirty slot (see [`Slot`]): a walk over the vocabulary trie along
+    /// the region grammar (pruned where it dies); below every node where the region's text
+    /// is a sentence, the deeper tokens whose rest is free text are added to `dst`.
+    fn exit_walk(&mut self, slot: usize, n: usize, dst: &mut TokenSet) {
+        let sh = self.shared.clone();
+        let trie = sh
+            .trie
+            .get_or_init(|| super::healing::shared_trie(&sh.vocab));
+        let c = &mut self.pool[slot].c;
+        let nodes = &trie.nodes;
+        let mut stack: Vec<u32> = Vec::new();
+        let mut i = 0usize;
+        while i < nodes.len() {
+            while stack.last().is_some_and(|&end| i as u32 >= end) {
+                stack.pop();
+                c.rollback(1);
+            }
+            let node = nodes[i];
+            if c.commit_bytes(&[node.byte]).is_err() {
+                i = node.next as usize;
+                continue;
+            }
+            stack.push(node.next);
+            if c.is_accepting() {
+                let last = node.next as usize - 1;
+                let depth = node.depth as usize;
+                for &t in &trie.tokens[node.tok_end as usize..nodes[last].tok_end as usize] {
+                    if !dst.contains(t) && sh.free_viable(START, n, &sh.vocab.bytes(t)[depth..]) {
+                        dst.insert(t);
+                    }
+                }
+            }
+            i += 1;
+        }
+        c.rollback(stack.len());
+    }
+
     fn region_mask(&mut self, slot: usize, n: usize, dst: &mut TokenSet) {
         let sh = self.shared.clone();
         let s = &mut self.pool[slot];
         s.c.compute_mask(dst);
         if !sh.free_after() {
+            return;
+        }
+        if !s.c.is_accepting() && s.is_dirty() {
+            self.exit_walk(slot, n, dst);
             return;
         }
         let candidates: Vec<TokenId> = if s.c.is_accepting() {

@@ -5,6 +5,7 @@
 use super::AfterRegion;
 use super::TriggerSpec;
 use super::matcher::{Matcher, START};
+use crate::engine::trie::VocabTrie;
 use crate::engine::{CompiledGrammar, Constraint, Options};
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use std::collections::HashMap;
@@ -58,13 +59,30 @@ pub(super) enum Next {
 
 /// A region's constraint, and in `Free` mode its twin over the region grammar followed by
 /// anything ([`tail`](super::tail)), fed the same text (so both have the same commit count).
+///
+/// The twin's mask names the tokens that leave the region inside them only while no proper
+/// prefix of the region's text was a sentence (else its "anything" may have begun earlier
+/// and its mask is everything): `dirty_since` is the commit count from which that holds
+/// (set by `mark_dirty`, cleared by a rollback below it).
 #[derive(Clone, Debug)]
 pub(super) struct Slot {
     pub(super) c: Constraint,
     pub(super) tail: Option<Constraint>,
+    pub(super) dirty_since: Option<usize>,
 }
 
 impl Slot {
+    /// Some proper prefix of the region's text is a sentence (the twin is no help).
+    pub(super) fn is_dirty(&self) -> bool {
+        self.dirty_since
+            .is_some_and(|k| k <= self.c.num_committed())
+    }
+
+    /// The last commit went past a point where the region's text was a sentence.
+    pub(super) fn mark_dirty(&mut self) {
+        self.dirty_since.get_or_insert(self.c.num_committed());
+    }
+
     pub(super) fn commit_bytes(&mut self, b: &[u8]) -> bool {
         if self.c.commit_bytes(b).is_err() {
             return false;
@@ -92,6 +110,9 @@ impl Slot {
         if let Some(t) = &mut self.tail {
             t.rollback(n);
         }
+        if self.dirty_since.is_some_and(|k| k > self.c.num_committed()) {
+            self.dirty_since = None;
+        }
     }
 }
 
@@ -115,6 +136,8 @@ pub(super) struct Shared {
     pub(super) n_cap: usize,
     /// Per region, in `Free` mode: its grammar followed by anything ([`tail`](super::tail)).
     pub(super) tails: Vec<Option<Arc<CompiledGrammar>>>,
+    /// The vocabulary trie (built on first use: region exits while a region is dirty).
+    pub(super) trie: OnceLock<Arc<VocabTrie>>,
     /// Free-text masks (without EOG) by (matcher state, region count).
     pub(super) free_masks: Mutex<HashMap<(u32, usize), Arc<TokenSet>>>,
     /// See [`Shared::free_base`] (built on first use).
@@ -146,6 +169,7 @@ impl Shared {
             c: Constraint::new(g, &self.vocab, self.opts.clone())
                 .expect("Constraint::new does not fail"),
             tail: None,
+            dirty_since: None,
         })
     }
 
@@ -244,13 +268,17 @@ impl Shared {
         out: &mut Vec<Next>,
     ) {
         for p in 0..rest.len() {
-            if self.free_after() && c.c.is_accepting() {
+            let accepting = self.free_after() && c.c.is_accepting();
+            if accepting {
                 let mut s = spans.clone();
                 close_last(&mut s, at + p);
                 self.sim_free(START, n, s, &rest[p..], at + p, out);
             }
             if !c.commit_bytes(&rest[p..p + 1]) {
                 return;
+            }
+            if accepting {
+                c.mark_dirty();
             }
         }
         out.push(Next::Fresh {
