@@ -410,3 +410,40 @@ fn conversation_keeps_history_until_reset() {
         stats[1]["stats"]["prompt_tokens"]
     );
 }
+
+#[test]
+fn tools_command_offers_tools_and_prints_validated_calls() {
+    let dir = common::scratch_dir("repl-tools");
+    let tools = dir.join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}}]"#,
+    )
+    .unwrap();
+    let s = run(
+        repl().args(["-n", "64"]),
+        &format!(
+            ":tools {} required\nWhat is the weather in Paris?\n:tools nowhere.json\n:tools off\n",
+            tools.display()
+        ),
+    );
+    assert!(
+        s.stdout.contains("tools: get_weather (generic syntax"),
+        "{}",
+        s.stdout
+    );
+    let line = s
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("tool call: "))
+        .unwrap_or_else(|| panic!("no call printed: {}", s.stdout));
+    let call: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(call["name"], "get_weather");
+    assert!(call["arguments"]["city"].is_string(), "{call}");
+    assert!(
+        s.stderr.contains("cannot read nowhere.json"),
+        "{}",
+        s.stderr
+    );
+    assert!(s.stdout.contains("tools: off"));
+}

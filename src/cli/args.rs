@@ -164,6 +164,113 @@ impl ConstraintArgs {
     }
 }
 
+/// Where the constraint applies and the prompt boundary: reasoning, structural tags
+/// (triggers), and token healing. Shared by `generate`, `mask`, `repl` and `eval`.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Regions and token healing")]
+pub struct RegionArgs {
+    /// Reasoning model: free text until the end-of-reasoning marker (--reasoning-end), then
+    /// the constraint (--schema, --grammar, --regex, --json), then the end.
+    #[arg(long, requires = "constraint")]
+    pub reasoning: bool,
+    /// The end-of-reasoning marker for --reasoning.
+    #[arg(long, value_name = "TEXT", default_value = crate::decode::regions::DEFAULT_REASONING_END)]
+    pub reasoning_end: String,
+    /// Structural tag: free text until TEXT, then the constraint (--schema, --grammar,
+    /// --regex, --json) for the region that follows; repeatable (each trigger opens a region
+    /// with that grammar). Different grammars per trigger: --tags FILE.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        conflicts_with = "reasoning",
+        requires = "constraint"
+    )]
+    pub trigger: Vec<String>,
+    /// Text that closes every --trigger region (appended to its grammar).
+    #[arg(long, value_name = "TEXT", requires = "trigger")]
+    pub trigger_end: Option<String>,
+    /// Structural tags from a JSON file: [{"begin": TEXT, "schema"|"grammar"|"lark"|"regex": …,
+    /// "end": TEXT}], free text between the regions.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["reasoning", "trigger", "constraint"])]
+    pub tags: Option<PathBuf>,
+    /// After a tagged region: free text again (more regions may follow) or the end.
+    #[arg(long, value_name = "free|end", default_value = "free", value_parser = after_parser())]
+    pub after_region: crate::decode::regions::After,
+    /// At least one tagged region must be written (end-of-generation is blocked before).
+    #[arg(long)]
+    pub require_region: bool,
+    /// Do not heal the prompt's last token. By default, when the prompt ends in a token that
+    /// some other token extends (mid-word, `http:`), it is backed off and the output must
+    /// re-write it (the stats say when this happened).
+    #[arg(long)]
+    pub no_token_healing: bool,
+}
+
+fn after_parser() -> impl TypedValueParser<Value = crate::decode::regions::After> {
+    PossibleValuesParser::new([PossibleValue::new("free"), PossibleValue::new("end")])
+        .map(|s| s.parse().expect("a possible value"))
+}
+
+impl RegionArgs {
+    /// The tagged regions these flags describe around `spec` (the constraint flags' grammar),
+    /// or `None` when the constraint applies to the whole output.
+    pub fn plan(
+        &self,
+        spec: Option<&ConstraintSpec>,
+    ) -> anyhow::Result<Option<crate::decode::regions::TagPlan>> {
+        use crate::decode::regions::{After, TagPlan, TagRegion, tag_regions_from_json};
+        let usage = |m: String| -> anyhow::Error { crate::diag::UsageError(m).into() };
+        if self.reasoning {
+            let spec = spec.ok_or_else(|| usage("--reasoning needs a constraint for the answer: --schema, --grammar, --regex or --json".into()))?;
+            if self.reasoning_end.is_empty() {
+                return Err(usage("--reasoning-end is empty".into()));
+            }
+            return Ok(Some(TagPlan::reasoning(
+                &self.reasoning_end,
+                spec.source.clone(),
+            )));
+        }
+        let regions = if let Some(path) = &self.tags {
+            use anyhow::Context;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the tags file {}", path.display()))?;
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| usage(format!("{}: not JSON: {e}", path.display())))?;
+            tag_regions_from_json(&value).map_err(|e| usage(format!("{}: {e}", path.display())))?
+        } else if !self.trigger.is_empty() {
+            let spec = spec.ok_or_else(|| usage("--trigger needs a constraint for its region: --schema, --grammar, --regex or --json".into()))?;
+            let mut regions = Vec::new();
+            for (i, t) in self.trigger.iter().enumerate() {
+                if t.is_empty() {
+                    return Err(usage("--trigger is empty".into()));
+                }
+                regions.push(TagRegion {
+                    name: format!("tag {}", i + 1),
+                    begin: t.clone(),
+                    prefix: String::new(),
+                    source: spec.source.clone(),
+                    end: self.trigger_end.clone().unwrap_or_default(),
+                });
+            }
+            regions
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(TagPlan {
+            regions,
+            after: self.after_region,
+            min_regions: usize::from(self.require_region),
+            max_regions: (self.after_region == After::End).then_some(1),
+            from_start: false,
+        }))
+    }
+
+    /// Whether token healing is on.
+    pub fn token_healing(&self) -> bool {
+        !self.no_token_healing
+    }
+}
+
 /// Model and context flags, shared by every subcommand that runs a model (llama.cpp's
 /// spellings: `-m`, `-c/--ctx-size`, `-t/--threads`, `-ngl/--n-gpu-layers`).
 #[derive(Args, Debug, Clone)]

@@ -162,7 +162,9 @@ impl Progress {
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let batch = args.batch.batch.clone().expect("--batch given");
     let sampling = args.sampling.config()?;
-    let decode_config = args.decode.config()?;
+    let mut decode_config = args.decode.config()?;
+    // Only raw prompts are healed (a chat template's assistant header is not the user's text).
+    decode_config.token_healing &= !args.chat && args.system_prompt.is_none();
     let text = std::fs::read_to_string(&batch)
         .with_context(|| format!("reading the batch file {}", batch.display()))?;
     let items = parse_batch(&text)?;
@@ -214,7 +216,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let model = args.model.load()?;
     let mut decoder = crate::decode::methods::Decoder::new(&decode_config, &model)?;
     let mut session = model.session(args.model.session_options())?;
-    let constrained = decode_config.source.is_some();
+    let constrained = decode_config.source.is_some() || decode_config.regions.is_some();
     let mut incomplete = 0usize;
     for (i, item) in todo.iter().enumerate() {
         let system = item

@@ -72,6 +72,8 @@ pub struct DecodeArgs {
     #[command(flatten)]
     pub constraint: ConstraintArgs,
     #[command(flatten)]
+    pub regions: crate::cli::args::RegionArgs,
+    #[command(flatten)]
     pub method: MethodArgs,
     /// Sample first and compute the mask only when the model's token is rejected.
     #[arg(long)]
@@ -88,11 +90,15 @@ impl DecodeArgs {
     /// The decoder configuration these flags describe.
     pub fn config(&self) -> anyhow::Result<DecoderConfig> {
         let spec = self.constraint.spec()?;
-        let method = self.method.method.unwrap_or(if spec.is_some() {
-            Method::Domino
-        } else {
-            Method::None
-        });
+        let regions = self.regions.plan(spec.as_ref())?;
+        let method = self
+            .method
+            .method
+            .unwrap_or(if spec.is_some() || regions.is_some() {
+                Method::Domino
+            } else {
+                Method::None
+            });
         let draft_threshold = self.method.draft_threshold()?;
         Ok(DecoderConfig {
             method,
@@ -104,6 +110,8 @@ impl DecodeArgs {
             draft_threshold,
             draft_policy: self.method.draft_policy,
             draft_stats: self.draft_stats.clone(),
+            regions,
+            token_healing: self.regions.token_healing(),
         })
     }
 }

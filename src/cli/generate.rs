@@ -64,6 +64,43 @@ pub struct GenerateArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub decode: crate::cli::decode_args::DecodeArgs,
+    /// Tools the model may call: a JSON file with OpenAI's `tools` array (or bare function
+    /// objects). The calls are written in the chat template's tool syntax (Hermes/Qwen,
+    /// Llama 3.x, Mistral; others get the generic `<tool_call>` syntax), their arguments
+    /// constrained by each function's `parameters`; implies --chat. With --format json the
+    /// calls are printed as `tool_calls`.
+    #[arg(long, value_name = "FILE", help_heading = "Tools", conflicts_with_all = ["constraint", "reasoning", "trigger", "tags"])]
+    pub tools: Option<PathBuf>,
+    /// auto (free text or calls), required (at least one call), none, or a function name.
+    #[arg(
+        long,
+        value_name = "auto|required|none|NAME",
+        default_value = "auto",
+        requires = "tools",
+        help_heading = "Tools"
+    )]
+    pub tool_choice: String,
+}
+
+/// `--tools FILE` read and checked, with `--tool-choice`.
+pub fn read_tools(
+    path: &std::path::Path,
+    choice: &str,
+) -> anyhow::Result<(
+    Vec<crate::decode::tools::Tool>,
+    crate::decode::tools::ToolChoice,
+)> {
+    use crate::decode::tools::{ToolChoice, parse_tools};
+    let usage = |m: String| -> anyhow::Error { crate::diag::UsageError(m).into() };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the tools file {}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| usage(format!("{}: not JSON: {e}", path.display())))?;
+    let tools = parse_tools(&value).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    let choice = ToolChoice::parse(choice)
+        .checked(&tools)
+        .map_err(|e| usage(format!("--tool-choice: {e}")))?;
+    Ok((tools, choice))
 }
 
 const AFTER_HELP: &str = "\
@@ -221,9 +258,14 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         return crate::cli::batch::run(args);
     }
     let sampling = args.sampling.config()?;
-    let decode_config = args.decode.config()?;
+    let mut decode_config = args.decode.config()?;
+    let tools = args
+        .tools
+        .as_deref()
+        .map(|p| read_tools(p, &args.tool_choice))
+        .transpose()?;
     let prompt = read_prompt(&args)?;
-    let system = args.system_prompt.as_deref().map(|s| {
+    let mut system = args.system_prompt.as_deref().map(|s| {
         if args.escape {
             process_escapes(s)
         } else {
@@ -231,8 +273,30 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         }
     });
     let model = args.model.load()?;
+    let chat = args.chat || system.is_some() || tools.is_some();
+    let mut syntax = None;
+    if let Some((tools, choice)) = &tools {
+        use crate::decode::tools;
+        let found = tools::Syntax::detect(model.chat_template().ok().as_deref());
+        crate::log!(1, "tool-call syntax: {}", found.as_str());
+        if *choice != tools::ToolChoice::None {
+            let text = tools::instructions(tools, choice, found);
+            system = Some(match system {
+                Some(s) => format!("{s}\n\n{text}"),
+                None => text,
+            });
+        }
+        decode_config.regions = tools::tag_plan(tools, choice, found);
+        if decode_config.regions.is_some() && args.decode.method.method.is_none() {
+            decode_config.method = crate::decode::methods::Method::Domino;
+        }
+        syntax = Some(found);
+    }
+    // A chat template's assistant header is the template's, not the user's text: only raw
+    // prompts are healed.
+    decode_config.token_healing &= !chat;
     let mut decoder = crate::decode::methods::Decoder::new(&decode_config, &model)?;
-    let prompt_tokens = prompt_tokens(&model, &prompt, system.as_deref(), args.chat)?;
+    let prompt_tokens = prompt_tokens(&model, &prompt, system.as_deref(), chat)?;
     if prompt_tokens.is_empty() {
         return Err(crate::diag::UsageError(
             "the prompt is empty (give it as an argument or on stdin)".into(),
@@ -260,7 +324,19 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         OutputFormat::Json => {
             let result = decoder.generate(&mut session, &request, &mut |_, _| Ok(()))?;
             let mut out = stdout.lock();
-            serde_json::to_writer(&mut out, &result_json(&result))?;
+            let mut json = result_json(&result);
+            if let (Some((tools, _)), Some(syntax)) = (&tools, syntax) {
+                let parsed = crate::decode::tools::parse_calls(&result.text(), tools, syntax)
+                    .map_err(|e| anyhow::anyhow!("the output's tool calls: {e}"))?;
+                json["content"] = parsed.content.into();
+                json["tool_calls"] = parsed
+                    .calls
+                    .iter()
+                    .map(|c| serde_json::json!({"name": c.name, "arguments": c.arguments}))
+                    .collect();
+                json["tool_syntax"] = syntax.as_str().into();
+            }
+            serde_json::to_writer(&mut out, &json)?;
             writeln!(out)?;
             result
         }
@@ -294,6 +370,14 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         );
     }
     let s = &result.stats;
+    if s.healed_tokens > 0 {
+        crate::log!(
+            1,
+            "token healing: {} prompt token(s) {:?} backed off and re-written",
+            s.healed_tokens,
+            s.healed_text
+        );
+    }
     crate::log!(
         1,
         "finish: {}; {} prompt tokens in {:.0} ms; {} tokens in {:.0} ms ({:.1} tokens/s); {} forward passes",
@@ -305,7 +389,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         s.tokens_per_s,
         s.forward_passes
     );
-    let constrained = decode_config.source.is_some();
+    let constrained = decode_config.source.is_some() || decode_config.regions.is_some();
     check_complete(
         constrained,
         &result,

@@ -7,11 +7,16 @@
 //! Text output shows the count and a sample of allowed tokens; `--format json` prints one line
 //! per prefix: `{"prefix_ok", "allowed" (sorted ids, EOG ids included when allowed), "count",
 //! "eos_allowed"}` (plus `"error"` when the prefix is not allowed).
+//!
+//! With `--reasoning`, `--trigger TEXT` or `--tags FILE` the mask is the triggered
+//! constraint's: the whole vocabulary (less the tokens that would complete a trigger into
+//! text the region's grammar refuses) before the trigger, the region grammar's mask (bridge
+//! tokens included) inside it.
 
 use crate::cli::args::{ConstraintArgs, OutputFormat};
 use crate::constraint::parse_lookahead;
 use crate::diag::UsageError;
-use crate::engine::{CompiledGrammar, Constraint, Options};
+use crate::engine::{CompiledGrammar, Constraint, Options, TokenConstraint};
 use crate::vocab::{TokenSet, Vocabulary};
 use anyhow::Context;
 use std::io::Write;
@@ -84,6 +89,8 @@ pub struct MaskArgs {
     #[command(flatten)]
     pub constraint: ConstraintArgs,
     #[command(flatten)]
+    pub regions: crate::cli::args::RegionArgs,
+    #[command(flatten)]
     pub vocab: VocabArgs,
     /// Text already generated (committed before computing the mask).
     #[arg(long, value_name = "TEXT", conflicts_with = "prefixes")]
@@ -103,20 +110,30 @@ pub struct MaskArgs {
 
 pub fn run(args: MaskArgs) -> anyhow::Result<()> {
     let k = lookahead(&args.k)?;
-    let grammar = compile_constraint(&args.constraint)?;
-    let vocab = args.vocab.load()?;
+    let opts = Options {
+        lookahead: k,
+        ..Default::default()
+    };
+    let spec = args.constraint.spec()?;
+    let plan = args.regions.plan(spec.as_ref())?;
+    let (base, vocab): (Box<dyn TokenConstraint>, _) = match plan {
+        Some(plan) => {
+            let vocab = args.vocab.load()?;
+            let spec = plan.compile(&args.constraint.compile_options(), &vocab)?;
+            let c =
+                crate::engine::triggered::TriggeredConstraint::new(Arc::new(spec), &vocab, opts)?;
+            (Box::new(c), vocab)
+        }
+        None => {
+            let grammar = compile_constraint(&args.constraint)?;
+            let vocab = args.vocab.load()?;
+            (Box::new(Constraint::new(&grammar, &vocab, opts)?), vocab)
+        }
+    };
     let prefixes = match &args.prefixes {
         Some(p) => read_json_lines(p)?,
         None => vec![args.prefix.clone().unwrap_or_default()],
     };
-    let base = Constraint::new(
-        &grammar,
-        &vocab,
-        Options {
-            lookahead: k,
-            ..Default::default()
-        },
-    )?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut mask = TokenSet::new(vocab.len());

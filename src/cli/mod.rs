@@ -51,7 +51,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Generate text from a prompt, optionally constrained by a grammar or schema.
-    Generate(generate::GenerateArgs),
+    Generate(Box<generate::GenerateArgs>),
     /// Check grammars and schemas, or convert a schema to GBNF.
     #[command(subcommand)]
     Grammar(grammar::GrammarCommand),
@@ -138,7 +138,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse_from(rewrite_llama_flags(std::env::args_os()));
     crate::diag::set_verbosity(cli.verbose);
     let result = match cli.command {
-        Command::Generate(args) => generate::run(args),
+        Command::Generate(args) => generate::run(*args),
         Command::Grammar(cmd) => grammar::run(cmd),
         Command::Mask(args) => mask::run(args),
         Command::Bench(cmd) => bench::run(cmd),

@@ -14,13 +14,15 @@ use crate::repl::{ReplConfig, Settings};
 #[command(
     after_help = "Examples:\n  domino repl --json --chat\n  domino repl --schema grammars/gsm8k.schema.json --temp 0.7\n\n\
 In the session: type a prompt, or :schema FILE, :grammar FILE, :regex RE, :json, :none, :method M, :k N|inf, \
-:draft S, :temp T, :seed N, :max N, :chat on|off, :conversation on|off, :reset, :tokens on|off, :mask, :stats, :show, :save FILE, :help, :quit. \
+:draft S, :tools FILE [CHOICE]|off, :temp T, :seed N, :max N, :chat on|off, :conversation on|off, :reset, :tokens on|off, :mask, :stats, :show, :save FILE, :help, :quit. \
 Token heat: background from green (likely) to red (surprising to the unmasked model); underlined where the grammar \
 overrode the model's favourite token."
 )]
 pub struct ReplArgs {
     #[command(flatten)]
     pub constraint: ConstraintArgs,
+    #[command(flatten)]
+    pub regions: crate::cli::args::RegionArgs,
     #[command(flatten)]
     pub method: MethodArgs,
     /// Maximum number of tokens per generation.
@@ -50,9 +52,12 @@ impl ReplArgs {
     pub fn config(&self) -> anyhow::Result<ReplConfig> {
         let sampling = self.sampling.config()?;
         let draft_threshold = self.method.draft_threshold()?;
+        let constraint = self.constraint.spec()?;
         Ok(ReplConfig {
             model: self.model.config(),
-            constraint: self.constraint.spec()?,
+            regions: self.regions.plan(constraint.as_ref())?,
+            token_healing: self.regions.token_healing(),
+            constraint,
             compile: self.constraint.compile_options(),
             system: self.system_prompt.clone(),
             settings: Settings {

@@ -3,15 +3,15 @@
 //! masking, count-based speculative drafts and the guidance-style template baseline.
 //!
 //! # The steps
-//! Every step chooses a token from the latest logits among the tokens the [`Constraint`]
+//! Every step chooses a token from the latest logits among the tokens the constraint ([`TokenConstraint`]: plain, triggered or healed)
 //! allows ([`super::opportunistic::Chooser`]: full or opportunistic masking), commits it, and runs the next forward
 //! pass on a batch `[token, forced…, draft…]`:
 //! - **forced** (`template` only): the text every continuation starts with
-//!   ([`Constraint::forced_bytes`]) is tokenized with the model's tokenizer and appended
+//!   ([`TokenConstraint::forced_bytes`]) is tokenized with the model's tokenizer and appended
 //!   without consulting the model — guidance's jump-forward, and the template-induced
 //!   misalignment of the paper's Fig. 2;
 //! - **drafts** (`--draft S`, DOMINO §3.6): up to `S` tokens proposed by a count model
-//!   [`DraftModel`] keyed by [`Constraint::draft_context`] (while the product of the drafted
+//!   [`DraftModel`] keyed by [`TokenConstraint::draft_context`] (while the product of the drafted
 //!   tokens' count probabilities — the chance the whole draft is accepted — reaches the
 //!   threshold), or else by the grammar itself where the text is forced (probability 1: the
 //!   tokenizer's first token of the forced bytes; the counts go first because they know

@@ -27,11 +27,14 @@ use super::constrained::EngineDecodeOptions;
 use super::draft_model::DraftModel;
 use super::draft_policy::{DraftPolicy, DraftSource, DraftTuner};
 use super::opportunistic::Chooser;
+use super::regions::{CompiledPlan, TagPlan};
 use super::sequence::{self, ChoiceRule, Held, Sequence};
 use super::{
     Control, GenerationRequest, GenerationResult, Observer, Sampler, SamplingConfig, TokenEvent,
 };
-use crate::engine::{CompiledGrammar, Constraint, Options};
+use crate::engine::healing::{HealedConstraint, healing_plan};
+use crate::engine::triggered::{TriggerSpec, TriggeredConstraint};
+use crate::engine::{CompiledGrammar, Constraint, Options, TokenConstraint};
 use crate::grammar::{CompileOptions, GrammarError, GrammarSource};
 use crate::runtime::{LlamaGrammar, Model, Session};
 use crate::vocab::{TokenId, TokenSet};
@@ -114,7 +117,17 @@ pub struct DecoderConfig {
     /// How the length of each draft is decided.
     pub draft_policy: DraftPolicy,
     pub draft_stats: Option<PathBuf>,
+    /// Tagged regions (reasoning, structural tags, tool calls): the constraint applies in
+    /// them, the rest is free ([`super::regions`]). `source` is then unused.
+    pub regions: Option<TagPlan>,
+    /// Token healing ([`TOKEN_HEALING_MAX_BACK`] prompt tokens at most): back off the
+    /// prompt's last token(s) when some token extends them, and make the output re-write
+    /// them. Off by default here; the command line and the server turn it on.
+    pub token_healing: bool,
 }
+
+/// How many prompt tokens token healing may back off.
+pub const TOKEN_HEALING_MAX_BACK: usize = 3;
 
 impl Default for DecoderConfig {
     fn default() -> Self {
@@ -128,6 +141,8 @@ impl Default for DecoderConfig {
             draft_threshold: DEFAULT_DRAFT_THRESHOLD,
             draft_policy: DraftPolicy::default(),
             draft_stats: None,
+            regions: None,
+            token_healing: false,
         }
     }
 }
@@ -135,7 +150,7 @@ impl Default for DecoderConfig {
 enum Kind {
     Unconstrained,
     Engine {
-        grammar: Arc<CompiledGrammar>,
+        grammar: EngineGrammar,
         lookahead: Option<u32>,
         opts: EngineDecodeOptions,
     },
@@ -145,10 +160,18 @@ enum Kind {
     },
 }
 
+/// What the engine constrains: the whole output, or tagged regions of free text.
+#[derive(Clone, Debug)]
+pub enum EngineGrammar {
+    Plain(Arc<CompiledGrammar>),
+    Triggered(Arc<TriggerSpec>),
+}
+
 /// A method ready to generate (see the module doc).
 pub struct Decoder {
     method: Method,
     kind: Kind,
+    token_healing: bool,
     drafts: DraftModel,
     tuner: DraftTuner,
     draft_stats: Option<PathBuf>,
@@ -165,6 +188,63 @@ impl Decoder {
             ))
             .into());
         }
+        if config.regions.is_some()
+            && !matches!(method, Method::Domino | Method::Naive | Method::Template)
+        {
+            return Err(crate::diag::UsageError(format!(
+                "--method {} cannot constrain tagged regions (reasoning, triggers, tools): use --method domino",
+                method.as_str()
+            ))
+            .into());
+        }
+        let vocab = model.vocabulary();
+        let mut key = domino_engine::hash::fnv1a(&vocab.fingerprint().to_le_bytes());
+        if let Some(plan) = &config.regions {
+            key = domino_engine::hash::Fnv1a::resume(key)
+                .write(plan.key_text(&config.compile).as_bytes())
+                .finish();
+            let t0 = std::time::Instant::now();
+            let grammar = match plan.compile_plan(&config.compile, &vocab)? {
+                CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
+                CompiledPlan::Triggered(spec) => EngineGrammar::Triggered(spec),
+            };
+            crate::log!(
+                1,
+                "{} tagged region(s) compiled in {:.0} ms",
+                plan.regions.len(),
+                t0.elapsed().as_secs_f64() * 1000.0
+            );
+            // Free text must be exactly what the unconstrained model writes with the same
+            // seed: sample first and mask only on a rejection (the draw is the free loop's).
+            let opportunistic =
+                config.opportunistic || matches!(grammar, EngineGrammar::Triggered(_));
+            let kind = Kind::Engine {
+                grammar,
+                lookahead: if method == Method::Naive {
+                    Some(0)
+                } else {
+                    config.k
+                },
+                opts: EngineDecodeOptions {
+                    opportunistic,
+                    draft: config.draft,
+                    draft_threshold: config.draft_threshold,
+                    template: method == Method::Template,
+                },
+            };
+            let drafts = match &config.draft_stats {
+                Some(p) => DraftModel::load(p, key)?,
+                None => DraftModel::new(key),
+            };
+            return Ok(Decoder {
+                method,
+                kind,
+                token_healing: config.token_healing,
+                drafts,
+                tuner: DraftTuner::new(config.draft_policy),
+                draft_stats: config.draft_stats.clone(),
+            });
+        }
         let source = match (&config.source, method) {
             (_, Method::None) => None,
             (Some(s), _) => Some(s),
@@ -176,9 +256,7 @@ impl Decoder {
                 .into());
             }
         };
-        let vocab = model.vocabulary();
         // FNV-1a: a stable key for draft statistics (saved files depend on its values).
-        let mut key = domino_engine::hash::fnv1a(&vocab.fingerprint().to_le_bytes());
         let kind = match (method, source) {
             (Method::None, _) | (_, None) => Kind::Unconstrained,
             (Method::LlamaGrammar, Some(source)) => {
@@ -250,7 +328,7 @@ impl Decoder {
                     template: m == Method::Template,
                 };
                 Kind::Engine {
-                    grammar,
+                    grammar: EngineGrammar::Plain(grammar),
                     lookahead,
                     opts,
                 }
@@ -263,6 +341,7 @@ impl Decoder {
         Ok(Decoder {
             method,
             kind,
+            token_healing: config.token_healing,
             drafts,
             tuner: DraftTuner::new(config.draft_policy),
             draft_stats: config.draft_stats.clone(),
@@ -289,8 +368,38 @@ impl Decoder {
         self.drafts.freeze();
     }
 
-    /// A fresh constraint for this decoder's grammar (engine methods only).
+    /// A fresh constraint for this decoder's grammar, when it constrains the whole output
+    /// (engine methods without tagged regions; see [`Decoder::token_constraint`]).
     pub fn constraint(&self, model: &Model) -> anyhow::Result<Option<Constraint>> {
+        match &self.kind {
+            Kind::Engine {
+                grammar: EngineGrammar::Plain(grammar),
+                lookahead,
+                ..
+            } => {
+                let opts = Options {
+                    lookahead: *lookahead,
+                    ..Options::default()
+                };
+                Ok(Some(Constraint::new(grammar, &model.vocabulary(), opts)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The engine's grammar (`None` for the other methods).
+    pub fn engine_grammar(&self) -> Option<&EngineGrammar> {
+        match &self.kind {
+            Kind::Engine { grammar, .. } => Some(grammar),
+            _ => None,
+        }
+    }
+
+    /// A fresh constraint for this decoder: plain or triggered (engine methods only).
+    pub fn token_constraint(
+        &self,
+        model: &Model,
+    ) -> anyhow::Result<Option<Box<dyn TokenConstraint>>> {
         match &self.kind {
             Kind::Engine {
                 grammar, lookahead, ..
@@ -299,7 +408,7 @@ impl Decoder {
                     lookahead: *lookahead,
                     ..Options::default()
                 };
-                Ok(Some(Constraint::new(grammar, &model.vocabulary(), opts)?))
+                Ok(Some(engine_constraint(grammar, &model.vocabulary(), opts)?))
             }
             _ => Ok(None),
         }
@@ -349,6 +458,34 @@ impl Decoder {
     ) -> anyhow::Result<GenerationResult> {
         let model = session.model();
         let vocab = model.vocabulary();
+        let (healed_n, healed) =
+            if self.token_healing && !matches!(self.kind, Kind::LlamaGrammar { .. }) {
+                healing_plan(&vocab, &request.prompt, TOKEN_HEALING_MAX_BACK)
+            } else {
+                (0, Vec::new())
+            };
+        if healed_n > 0 && healed_n < request.prompt.len() {
+            crate::log!(
+                1,
+                "token healing: backed off {healed_n} prompt token(s) {:?}",
+                String::from_utf8_lossy(&healed)
+            );
+            let mut healed_request = request.clone();
+            healed_request
+                .prompt
+                .truncate(request.prompt.len() - healed_n);
+            let inner = self.token_constraint(model)?;
+            let constraint: Box<dyn TokenConstraint> =
+                Box::new(HealedConstraint::new(healed.clone(), inner, &vocab));
+            return self.run_engine(
+                session,
+                &healed_request,
+                control,
+                observer,
+                constraint,
+                Some((healed_n, healed)),
+            );
+        }
         match &self.kind {
             Kind::Unconstrained => {
                 let rule = ChoiceRule::Free(Sampler::new(request.sampling.clone()));
@@ -371,28 +508,51 @@ impl Decoder {
                 let seq = Sequence::new(vocab, request, rule)?;
                 sequence::run(session, seq, control, observer)
             }
-            Kind::Engine { opts, .. } => {
-                let opts = opts.clone();
-                let mut constraint = self.constraint(model)?.expect("engine kind");
-                let rule = ChoiceRule::Engine {
-                    constraint: Held::Borrowed(&mut constraint),
-                    chooser: Chooser::new(
-                        request.sampling.clone(),
-                        vocab.len(),
-                        opts.opportunistic,
-                    ),
-                    drafts: (&mut self.drafts).into(),
-                    tuner: (&mut self.tuner).into(),
-                    opts: opts.clone(),
-                };
-                let seq = Sequence::new(vocab, request, rule)?;
-                let result = sequence::run(session, seq, control, observer)?;
-                if opts.draft > 0 {
-                    self.log_draft_tuning(opts.draft);
-                }
-                Ok(result)
+            Kind::Engine { .. } => {
+                let constraint = self.token_constraint(model)?.expect("engine kind");
+                self.run_engine(session, request, control, observer, constraint, None)
             }
         }
+    }
+
+    /// One generation driven by `constraint` (an engine constraint, or a healed one);
+    /// `healed`: the backed-off prompt tokens and their bytes.
+    fn run_engine(
+        &mut self,
+        session: &mut Session<'_>,
+        request: &GenerationRequest,
+        control: &Control,
+        observer: &mut dyn Observer,
+        mut constraint: Box<dyn TokenConstraint>,
+        healed: Option<(usize, Vec<u8>)>,
+    ) -> anyhow::Result<GenerationResult> {
+        let vocab = session.model().vocabulary();
+        let opts = match &self.kind {
+            Kind::Engine { opts, .. } => opts.clone(),
+            // Healing an unconstrained generation: the healed constraint alone, no drafts.
+            _ => EngineDecodeOptions::default(),
+        };
+        let rule = ChoiceRule::Engine {
+            constraint: Held::Borrowed(&mut *constraint),
+            chooser: Chooser::new(request.sampling.clone(), vocab.len(), opts.opportunistic),
+            drafts: Held::Borrowed(&mut self.drafts),
+            tuner: Held::Borrowed(&mut self.tuner),
+            opts: opts.clone(),
+        };
+        let mut seq = Sequence::new(vocab, request, rule)?;
+        if let Some((n, bytes)) = &healed {
+            seq = seq.healed(*n, bytes);
+        }
+        let result = sequence::run(session, seq, control, observer)?;
+        if opts.draft > 0 {
+            self.log_draft_tuning(opts.draft);
+        }
+        Ok(result)
+    }
+
+    /// Whether token healing is on.
+    pub fn token_healing(&self) -> bool {
+        self.token_healing
     }
 
     /// The draft policy's measurements, at `-v` / `-vv`.
@@ -435,4 +595,18 @@ impl Decoder {
         }
         Ok(())
     }
+}
+
+/// A fresh constraint for `grammar` over `vocab`.
+pub fn engine_constraint(
+    grammar: &EngineGrammar,
+    vocab: &Arc<crate::vocab::Vocabulary>,
+    opts: Options,
+) -> anyhow::Result<Box<dyn TokenConstraint>> {
+    Ok(match grammar {
+        EngineGrammar::Plain(g) => Box::new(Constraint::new(g, vocab, opts)?),
+        EngineGrammar::Triggered(spec) => {
+            Box::new(TriggeredConstraint::new(spec.clone(), vocab, opts)?)
+        }
+    })
 }

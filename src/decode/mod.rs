@@ -64,8 +64,10 @@ pub mod draft_model;
 pub mod draft_policy;
 pub mod methods;
 pub mod opportunistic;
+pub mod regions;
 pub mod sampler;
 pub mod sequence;
+pub mod tools;
 
 pub use constrained::{AsDynConstraint, EngineDecodeOptions};
 pub use sampler::{Sampler, SamplingConfig, log_softmax_at, top_log_softmax};
@@ -144,6 +146,10 @@ pub struct GenerationStats {
     pub draft_accepted: usize,
     /// Tokens appended without consulting the model (`template`).
     pub forced_tokens: usize,
+    /// Token healing: prompt tokens backed off (0 when healing did not act) and their text,
+    /// which the output re-wrote (and which is not repeated in the output text).
+    pub healed_tokens: usize,
+    pub healed_text: String,
 }
 
 impl GenerationStats {

@@ -249,6 +249,9 @@ pub struct Sequence<'c> {
     top_logprobs: Vec<Vec<(TokenId, f32)>>,
     intervened: Vec<bool>,
     stats: GenerationStats,
+    /// Output bytes still to hide: token healing's re-written prompt bytes, which the
+    /// output begins with (the constraint makes sure) but the caller already has.
+    hidden: usize,
 }
 
 impl<'c> Sequence<'c> {
@@ -301,6 +304,7 @@ impl<'c> Sequence<'c> {
                 prompt_tokens: request.prompt.len(),
                 ..Default::default()
             },
+            hidden: 0,
         })
     }
 
@@ -309,6 +313,18 @@ impl<'c> Sequence<'c> {
     /// `top_logprobs`, llama-server's `n_probs`). Needs the request's `logprobs`.
     pub fn with_top_logprobs(mut self, n: usize) -> Self {
         self.top_n = if self.want_logprobs { n } else { 0 };
+        self
+    }
+
+    /// Token healing: the prompt's last `tokens` tokens (`healed`, their bytes) were backed
+    /// off, and the constraint makes the output begin with `healed`. Those bytes are left
+    /// out of the output text and the observer's pieces; the stats record the healing.
+    pub fn healed(mut self, tokens: usize, healed: &[u8]) -> Self {
+        self.hidden = healed.len();
+        // `prompt_tokens` counts the caller's prompt, the backed-off tokens included.
+        self.stats.prompt_tokens += tokens;
+        self.stats.healed_tokens = tokens;
+        self.stats.healed_text = String::from_utf8_lossy(healed).into_owned();
         self
     }
 
@@ -368,7 +384,10 @@ impl<'c> Sequence<'c> {
             top,
         } = choice;
         self.rule.commit(t, &self.vocab)?;
-        let piece = self.vocab.bytes(t);
+        let full = self.vocab.bytes(t);
+        let skip = self.hidden.min(full.len());
+        self.hidden -= skip;
+        let piece = &full[skip..];
         let before = self.bytes.len();
         self.tokens.push(t);
         self.bytes.extend_from_slice(piece);

@@ -50,6 +50,8 @@ pub enum Command {
     Mask,
     Save(PathBuf),
     Tokens(bool),
+    /// Offer tools (`None` = stop offering them) with a `tool_choice`.
+    Tools(Option<PathBuf>, String),
     Quit,
 }
 
@@ -187,6 +189,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         help: "what the grammar allows next, with the model's probabilities",
     },
     CommandSpec {
+        name: "tools",
+        usage: "FILE [auto|required|NAME] | off",
+        arg: ArgKind::File,
+        help: "offer tools (OpenAI `tools` JSON): calls in the template's syntax, arguments constrained",
+    },
+    CommandSpec {
         name: "save",
         usage: "FILE",
         arg: ArgKind::File,
@@ -301,6 +309,17 @@ pub fn parse_command(line: &str) -> Result<Command, String> {
         "mask" => Command::Mask,
         "save" => Command::Save(PathBuf::from(arg)),
         "tokens" => Command::Tokens(parse_on_off(name, arg)?),
+        "tools" => {
+            let mut words = arg.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some("off"), None, _) => Command::Tools(None, String::new()),
+                (Some(path), choice, None) => Command::Tools(
+                    Some(PathBuf::from(path)),
+                    choice.unwrap_or("auto").to_string(),
+                ),
+                _ => return Err(":tools FILE [auto|required|NAME] | off".into()),
+            }
+        }
         "quit" => Command::Quit,
         other => unreachable!("command table and parser disagree on :{other}"),
     })
@@ -384,6 +403,19 @@ mod tests {
             Ok(Command::Conversation(true))
         );
         assert_eq!(parse_command("reset"), Ok(Command::Reset));
+        assert_eq!(
+            parse_command("tools t.json required"),
+            Ok(Command::Tools(Some("t.json".into()), "required".into()))
+        );
+        assert_eq!(
+            parse_command("tools t.json"),
+            Ok(Command::Tools(Some("t.json".into()), "auto".into()))
+        );
+        assert_eq!(
+            parse_command("tools off"),
+            Ok(Command::Tools(None, String::new()))
+        );
+        assert!(parse_command("tools a b c").is_err());
         assert!(parse_command("reset now").is_err());
         for bad in [
             "k -1",

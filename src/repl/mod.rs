@@ -73,6 +73,18 @@ pub struct ReplConfig {
     pub settings: Settings,
     /// System prompt for chat turns (`--system-prompt`).
     pub system: Option<String>,
+    /// Tagged regions from the command line (`--reasoning`, `--trigger`, `--tags`).
+    pub regions: Option<crate::decode::regions::TagPlan>,
+    /// Token healing of raw prompts (`--no-token-healing` turns it off).
+    pub token_healing: bool,
+}
+
+/// Tools offered by `:tools`.
+struct OfferedTools {
+    tools: Vec<crate::decode::tools::Tool>,
+    choice: crate::decode::tools::ToolChoice,
+    syntax: crate::decode::tools::Syntax,
+    label: String,
 }
 
 /// A session's state.
@@ -96,6 +108,12 @@ struct Repl<'m> {
     system: Option<String>,
     /// The conversation so far (`:conversation on`): user and assistant turns.
     history: Vec<ChatMessage>,
+    /// Tagged regions from the command line.
+    regions: Option<crate::decode::regions::TagPlan>,
+    /// Tools offered (`:tools`): their regions replace `regions`, their description joins
+    /// the system prompt, and prompts go through the chat template.
+    tools: Option<OfferedTools>,
+    token_healing: bool,
 }
 
 /// Where messages go: stdout for results, stderr for errors and status.
@@ -141,6 +159,9 @@ pub fn run(config: ReplConfig) -> anyhow::Result<()> {
         decoder: None,
         system: config.system,
         history: Vec::new(),
+        regions: config.regions,
+        tools: None,
+        token_healing: config.token_healing,
     };
     eprintln!(
         "domino repl: {} loaded ({} tokens of context). :help lists the commands; Ctrl-D leaves.",
@@ -237,6 +258,23 @@ impl<'m> Repl<'m> {
                 self.set_constraint(Ok(Some(ConstraintSpec::json(self.compile.clone()))))
             }
             Command::NoConstraint => self.set_constraint(Ok(None)),
+            Command::Tools(path, choice) => match path {
+                None => {
+                    self.tools = None;
+                    say("tools: off");
+                }
+                Some(p) => match self.offer_tools(&p, &choice) {
+                    Ok(t) => {
+                        say(format!(
+                            "tools: {} ({} syntax, tool_choice {choice}); prompts go through the chat template",
+                            t.label,
+                            t.syntax.as_str()
+                        ));
+                        self.tools = Some(t);
+                    }
+                    Err(e) => complain(format!("{e:#} (the tools are unchanged)")),
+                },
+            },
             Command::Method(m) => {
                 self.settings.method = m;
                 say(format!("method: {}", m.as_str()));
@@ -405,6 +443,53 @@ impl<'m> Repl<'m> {
         }
     }
 
+    /// Read a tools file for `:tools`.
+    fn offer_tools(&self, path: &Path, choice: &str) -> anyhow::Result<OfferedTools> {
+        use crate::decode::tools::{Syntax, ToolChoice, parse_tools};
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let tools = parse_tools(&value).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let choice = ToolChoice::parse(choice)
+            .checked(&tools)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(OfferedTools {
+            label: tools
+                .iter()
+                .map(|t| t.function.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            syntax: Syntax::detect(self.model.chat_template().ok().as_deref()),
+            tools,
+            choice,
+        })
+    }
+
+    /// The tagged regions of the next generation: the tools', else the command line's.
+    fn current_regions(&self) -> Option<crate::decode::regions::TagPlan> {
+        match &self.tools {
+            Some(t) => crate::decode::tools::tag_plan(&t.tools, &t.choice, t.syntax),
+            None => self.regions.clone(),
+        }
+    }
+
+    /// Whether the next generation runs through decode's loops: tagged regions and healing
+    /// live there (as do drafts and the template and llama-grammar baselines).
+    fn uses_decoder(&self) -> bool {
+        self.settings.uses_decoder(self.active.is_some())
+            || self.current_regions().is_some()
+            || self.heals()
+    }
+
+    /// Token healing applies: on, and a raw prompt (not the chat template's).
+    fn heals(&self) -> bool {
+        self.token_healing
+            && !self.settings.chat
+            && !self.settings.conversation
+            && self.tools.is_none()
+    }
+
     fn prompt(&mut self, prompt: &str) {
         if let Err(e) = self.generate(prompt) {
             // The stream may have stopped mid-line.
@@ -416,10 +501,20 @@ impl<'m> Repl<'m> {
     /// The prompt's tokens: raw; or one user turn (after the system prompt) in the chat
     /// template; or, in a conversation, the next user turn after the earlier ones.
     fn prompt_tokens(&self, prompt: &str) -> anyhow::Result<Vec<TokenId>> {
-        if !self.settings.chat && !self.settings.conversation {
+        if !self.settings.chat && !self.settings.conversation && self.tools.is_none() {
             return Ok(self.model.prompt_tokens(prompt, false)?);
         }
-        let mut messages: Vec<ChatMessage> = self.system.iter().map(ChatMessage::system).collect();
+        let mut system = self.system.clone();
+        if let Some(t) = &self.tools
+            && t.choice != crate::decode::tools::ToolChoice::None
+        {
+            let text = crate::decode::tools::instructions(&t.tools, &t.choice, t.syntax);
+            system = Some(match system {
+                Some(s) => format!("{s}\n\n{text}"),
+                None => text,
+            });
+        }
+        let mut messages: Vec<ChatMessage> = system.iter().map(ChatMessage::system).collect();
         if self.settings.conversation {
             messages.extend(self.history.iter().cloned());
         }
@@ -431,7 +526,7 @@ impl<'m> Repl<'m> {
         let prompt_tokens = self.prompt_tokens(prompt)?;
         anyhow::ensure!(!prompt_tokens.is_empty(), "the prompt is empty");
         self.cancel.store(false, Ordering::SeqCst);
-        let outcome = if self.settings.uses_decoder(self.active.is_some()) {
+        let outcome = if self.uses_decoder() {
             self.generate_with_decoder(&prompt_tokens)?
         } else {
             self.generate_with_heat(&prompt_tokens)?
@@ -445,7 +540,23 @@ impl<'m> Repl<'m> {
             s.interventions,
             s.masks_computed,
         );
-        if self.settings.uses_decoder(self.active.is_some()) {
+        if s.healed_tokens > 0 {
+            status.push_str(&format!(" · healed {:?}", s.healed_text));
+        }
+        if let Some(t) = &self.tools {
+            match crate::decode::tools::parse_calls(&outcome.text(), &t.tools, t.syntax) {
+                Ok(parsed) => {
+                    for c in &parsed.calls {
+                        say(format!(
+                            "tool call: {}",
+                            serde_json::json!({"name": c.name, "arguments": c.arguments})
+                        ));
+                    }
+                }
+                Err(e) => complain(format!("tool calls: {e}")),
+            }
+        }
+        if self.uses_decoder() {
             status.push_str(&format!(
                 " · drafts {}/{} accepted · {} forced",
                 s.draft_accepted, s.draft_proposed, s.forced_tokens
@@ -479,8 +590,12 @@ impl<'m> Repl<'m> {
     /// they changed since the last generation.
     fn decoder(&mut self) -> anyhow::Result<&mut Decoder> {
         let s = &self.settings;
+        let regions = self.current_regions();
+        let heals = self.heals();
         let key = format!(
-            "{:?}|{:?}|{:?}|{}|{}|{:?}",
+            "{:?}|{}|{:?}|{:?}|{:?}|{}|{}|{:?}",
+            regions.as_ref().map(|r| r.key_text(&self.compile)),
+            heals,
             self.active.as_ref().map(|a| a.label()),
             s.method,
             s.k,
@@ -489,8 +604,14 @@ impl<'m> Repl<'m> {
             s.draft_policy
         );
         if self.decoder.as_ref().is_none_or(|(k, _)| *k != key) {
+            // Without a constraint or regions there is nothing for the engine to do but heal.
+            let method = if self.active.is_none() && regions.is_none() {
+                Method::None
+            } else {
+                s.method
+            };
             let config = DecoderConfig {
-                method: s.method,
+                method,
                 source: self.active.as_ref().map(|a| a.spec.source.clone()),
                 compile: self.compile.clone(),
                 k: s.k,
@@ -499,6 +620,8 @@ impl<'m> Repl<'m> {
                 draft_threshold: s.draft_threshold,
                 draft_policy: s.draft_policy,
                 draft_stats: None,
+                regions,
+                token_healing: heals,
             };
             self.decoder = Some((key, Decoder::new(&config, self.model)?));
         }

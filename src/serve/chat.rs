@@ -12,9 +12,11 @@
 use super::error::ApiError;
 use super::request::{self, DominoOptions, NamedConstraint, Plan};
 use super::sse::{StreamFormat, sse_response};
-use super::tools::{self, Tool, ToolAnswer, ToolMode};
+use super::tools::{self, Tool, ToolChoice};
 use super::worker::{Finish, Outcome};
 use super::{AppState, unix_time};
+use crate::decode::regions::{DEFAULT_REASONING_END, TagPlan};
+use crate::decode::tools::{Syntax, instructions, parse_calls, tag_plan};
 use crate::grammar::GrammarSource;
 use crate::runtime::{ChatMessage, Model};
 use crate::vocab::TokenId;
@@ -45,6 +47,11 @@ pub struct ChatRequest {
     #[serde(default)]
     pub tools: Vec<Tool>,
     pub tool_choice: Option<Value>,
+    /// llama-server's `reasoning_format`: `none` (default: the constraint applies from the
+    /// first token and the text is returned as it is), `deepseek` or `auto` (free text until
+    /// the end-of-reasoning marker, `domino.reasoning_end`, default `</think>`; then the
+    /// constraint; the text before the marker is returned as `reasoning_content`).
+    pub reasoning_format: Option<String>,
     /// llama-server's GBNF grammar field.
     pub grammar: Option<String>,
     /// llama-server's JSON Schema field.
@@ -69,7 +76,7 @@ pub struct MessageIn {
     pub tool_calls: Option<Vec<Value>>,
 }
 
-fn message_text(m: &MessageIn, index: usize) -> Result<String, ApiError> {
+fn message_text(m: &MessageIn, index: usize, syntax: Syntax) -> Result<String, ApiError> {
     let param = format!("messages[{index}].content");
     let mut text = match &m.content {
         Value::Null => String::new(),
@@ -111,7 +118,17 @@ fn message_text(m: &MessageIn, index: usize) -> Result<String, ApiError> {
             .and_then(Value::as_str)
             .and_then(|a| serde_json::from_str::<Value>(a).ok())
             .unwrap_or(Value::Null);
-        text.push_str(&json!({"name": name, "arguments": arguments}).to_string());
+        let key = if syntax == Syntax::Llama3 {
+            "parameters"
+        } else {
+            "arguments"
+        };
+        let call = json!({"name": name, key: arguments}).to_string();
+        text.push_str(&match syntax {
+            Syntax::Hermes | Syntax::Generic => format!("<tool_call>\n{call}\n</tool_call>"),
+            Syntax::Mistral => format!("[TOOL_CALLS][{call}]"),
+            Syntax::Llama3 => call,
+        });
     }
     Ok(text)
 }
@@ -121,6 +138,7 @@ fn prompt_tokens(
     model: &Model,
     request: &ChatRequest,
     tool_text: Option<String>,
+    syntax: Syntax,
 ) -> Result<Vec<TokenId>, ApiError> {
     if request.messages.is_empty() {
         return Err(ApiError::bad_request("`messages` is empty").with_param("messages"));
@@ -139,7 +157,7 @@ fn prompt_tokens(
         };
         messages.push(ChatMessage {
             role: role.to_string(),
-            content: message_text(m, i)?,
+            content: message_text(m, i, syntax)?,
         });
     }
     if let Some(text) = tool_text {
@@ -240,27 +258,68 @@ fn call_id() -> String {
     )
 }
 
-/// The assistant message and finish reason for an outcome.
-fn message(outcome: &Outcome, tool_mode: &ToolMode) -> (Value, &'static str) {
-    let finish = openai_finish(&outcome.finish);
-    if *tool_mode == ToolMode::None {
-        return (
-            json!({"role": "assistant", "content": outcome.text}),
-            finish,
-        );
+/// How a chat answer is read back: tool calls, reasoning.
+#[derive(Clone, Debug)]
+struct Reply {
+    tools: Vec<Tool>,
+    choice: ToolChoice,
+    syntax: Syntax,
+    /// The end-of-reasoning marker when `reasoning_format` splits the text.
+    reasoning_end: Option<String>,
+}
+
+impl Reply {
+    /// Whether the text is read back at the end (not streamed as it comes).
+    fn buffered(&self) -> bool {
+        self.choice != ToolChoice::None || self.reasoning_end.is_some()
     }
-    match tools::parse_answer(&outcome.text) {
-        Some(ToolAnswer::Call(name, arguments)) => (
-            json!({"role": "assistant", "content": null, "tool_calls": [
-                {"id": call_id(), "type": "function", "function": {"name": name, "arguments": arguments}}
-            ]}),
-            "tool_calls",
-        ),
-        Some(ToolAnswer::Content(text)) => (json!({"role": "assistant", "content": text}), finish),
-        None => (
-            json!({"role": "assistant", "content": outcome.text}),
-            finish,
-        ),
+}
+
+/// The assistant message and finish reason for an outcome.
+fn message(outcome: &Outcome, reply: &Reply) -> (Value, &'static str) {
+    let finish = openai_finish(&outcome.finish);
+    let mut text = outcome.text.as_str();
+    let mut reasoning = None;
+    if let Some(end) = &reply.reasoning_end
+        && let Some(at) = text.find(end.as_str())
+    {
+        let thought = text[..at].trim();
+        reasoning = Some(
+            thought
+                .strip_prefix("<think>")
+                .unwrap_or(thought)
+                .trim()
+                .to_string(),
+        );
+        text = &text[at + end.len()..];
+    }
+    let mut message = json!({"role": "assistant", "content": text});
+    if let Some(r) = reasoning {
+        message["reasoning_content"] = Value::String(r);
+    }
+    if reply.choice == ToolChoice::None {
+        return (message, finish);
+    }
+    match parse_calls(text, &reply.tools, reply.syntax) {
+        Ok(parsed) if !parsed.calls.is_empty() => {
+            let calls: Vec<Value> = parsed
+                .calls
+                .iter()
+                .map(|c| {
+                    json!({"id": call_id(), "type": "function", "function": {
+                        "name": c.name, "arguments": c.arguments.to_string()}})
+                })
+                .collect();
+            message["content"] = if parsed.content.is_empty() {
+                Value::Null
+            } else {
+                Value::String(parsed.content)
+            };
+            message["tool_calls"] = Value::Array(calls);
+            (message, "tool_calls")
+        }
+        // No call (or one the grammar could not finish): the text as it is.
+        _ => (message, finish),
     }
 }
 
@@ -273,15 +332,10 @@ pub async fn completions(
     if request.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request("only n = 1 is supported").with_param("n"));
     }
-    let tool_mode = tools::tool_mode(&request.tool_choice, &request.tools)?;
-    let tool_constraint =
-        tools::output_schema(&request.tools, &tool_mode).map(|schema| NamedConstraint {
-            source: GrammarSource::JsonSchema(schema),
-            param: "tools",
-        });
-    let constraint = request::one_constraint(vec![
+    let choice = tools::tool_choice(&request.tool_choice, &request.tools)?;
+    let syntax = Syntax::detect(state.model.chat_template().ok().as_deref());
+    let mut constraint = request::one_constraint(vec![
         response_format(&request.response_format)?,
-        tool_constraint,
         request.grammar.clone().map(|g| NamedConstraint {
             source: GrammarSource::Gbnf(g),
             param: "grammar",
@@ -292,9 +346,42 @@ pub async fn completions(
         }),
         request.domino.constraint()?,
     ])?;
+    let reasoning_end = match request.reasoning_format.as_deref() {
+        None | Some("none") => None,
+        Some("deepseek") | Some("auto") => Some(
+            request
+                .domino
+                .reasoning_end
+                .clone()
+                .unwrap_or_else(|| DEFAULT_REASONING_END.to_string()),
+        ),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown reasoning_format `{other}`: none, deepseek or auto"
+            ))
+            .with_param("reasoning_format"));
+        }
+    };
+    if reasoning_end.as_deref() == Some("") {
+        return Err(ApiError::bad_request("domino.reasoning_end is empty")
+            .with_param("domino.reasoning_end"));
+    }
+    let regions = match (tag_plan(&request.tools, &choice, syntax), &reasoning_end) {
+        (Some(plan), _) => Some((plan, "tools")),
+        (None, Some(end)) => constraint
+            .take()
+            .map(|named| (TagPlan::reasoning(end, named.source), named.param)),
+        (None, None) => None,
+    };
     let tool_text =
-        (tool_mode != ToolMode::None).then(|| tools::instructions(&request.tools, &tool_mode));
-    let prompt = prompt_tokens(&state.model, &request, tool_text)?;
+        (choice != ToolChoice::None).then(|| instructions(&request.tools, &choice, syntax));
+    let prompt = prompt_tokens(&state.model, &request, tool_text, syntax)?;
+    let reply = Reply {
+        tools: request.tools.clone(),
+        choice,
+        syntax,
+        reasoning_end,
+    };
     let logprobs = request.logprobs.unwrap_or(false);
     let top_logprobs = match request.top_logprobs {
         None => 0,
@@ -326,6 +413,9 @@ pub async fn completions(
         top_logprobs,
         stop: request::stop_strings(&request.stop)?,
         constraint,
+        regions,
+        // The prompt ends in the template's assistant header, not in the user's text.
+        token_healing: false,
         domino: request.domino.clone(),
     };
     let started = request::start(&state, plan).await?;
@@ -337,7 +427,7 @@ pub async fn completions(
             id,
             created,
             model: state.model_id.clone(),
-            tool_mode,
+            reply,
             buffered: String::new(),
             include_usage: request
                 .stream_options
@@ -348,7 +438,7 @@ pub async fn completions(
         return Ok(sse_response(started, format));
     }
     let outcome = request::finish(started).await?;
-    let (message, finish_reason) = message(&outcome, &tool_mode);
+    let (message, finish_reason) = message(&outcome, &reply);
     let logprobs = if logprobs && !outcome.logprobs.is_empty() {
         logprobs_content(&state.model, &outcome)
     } else {
@@ -380,8 +470,8 @@ struct ChatStream {
     id: String,
     created: u64,
     model: String,
-    tool_mode: ToolMode,
-    /// Under tools the JSON is parsed at the end, so it is held until then.
+    reply: Reply,
+    /// Under tools or reasoning the text is read back at the end, so it is held until then.
     buffered: String,
     include_usage: bool,
     prompt_tokens: usize,
@@ -402,7 +492,7 @@ impl StreamFormat for ChatStream {
     }
 
     fn delta(&mut self, text: String) -> Vec<Value> {
-        if self.tool_mode != ToolMode::None {
+        if self.reply.buffered() {
             self.buffered.push_str(&text);
             return Vec::new();
         }
@@ -411,16 +501,19 @@ impl StreamFormat for ChatStream {
 
     fn done(&mut self, outcome: Outcome) -> Vec<Value> {
         let mut frames = Vec::new();
-        let finish = if self.tool_mode != ToolMode::None {
-            let (message, finish) = message(&outcome, &self.tool_mode);
-            let delta = match message.get("tool_calls") {
-                Some(calls) => {
-                    let mut calls = calls.clone();
-                    calls[0]["index"] = json!(0);
-                    json!({"tool_calls": calls})
+        let finish = if self.reply.buffered() {
+            let (message, finish) = message(&outcome, &self.reply);
+            let mut delta = json!({"content": message["content"]});
+            if let Some(r) = message.get("reasoning_content") {
+                delta["reasoning_content"] = r.clone();
+            }
+            if let Some(calls) = message.get("tool_calls") {
+                let mut calls = calls.clone();
+                for (i, c) in calls.as_array_mut().into_iter().flatten().enumerate() {
+                    c["index"] = json!(i);
                 }
-                None => json!({"content": message["content"]}),
-            };
+                delta["tool_calls"] = calls;
+            }
             frames.push(self.chunk(delta, None));
             finish
         } else {
@@ -442,5 +535,43 @@ impl StreamFormat for ChatStream {
 
     fn done_marker(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earlier_calls_are_rendered_in_the_templates_syntax() {
+        let m: MessageIn = serde_json::from_value(json!({
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "c", "type": "function",
+                "function": {"name": "add", "arguments": "{\"a\": 1}"}}]
+        }))
+        .unwrap();
+        assert_eq!(
+            message_text(&m, 0, Syntax::Generic).unwrap(),
+            "<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>"
+        );
+        assert_eq!(
+            message_text(&m, 0, Syntax::Mistral).unwrap(),
+            "[TOOL_CALLS][{\"name\":\"add\",\"arguments\":{\"a\":1}}]"
+        );
+        assert_eq!(
+            message_text(&m, 0, Syntax::Llama3).unwrap(),
+            "{\"name\":\"add\",\"parameters\":{\"a\":1}}"
+        );
+        // What is rendered parses back as the same call.
+        let tools: Vec<Tool> = serde_json::from_value(json!([
+            {"type": "function", "function": {"name": "add"}}
+        ]))
+        .unwrap();
+        for syntax in [Syntax::Generic, Syntax::Mistral, Syntax::Llama3] {
+            let text = message_text(&m, 0, syntax).unwrap();
+            let parsed = parse_calls(&text, &tools, syntax).unwrap();
+            assert_eq!(parsed.calls.len(), 1, "{syntax:?}");
+            assert_eq!(parsed.calls[0].arguments, json!({"a": 1}));
+        }
     }
 }

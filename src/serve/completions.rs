@@ -131,6 +131,8 @@ fn plan(state: &AppState, r: &CompletionRequest, llama: bool) -> Result<Plan, Ap
         top_logprobs: wants_logprobs.unwrap_or(0) as usize,
         stop: request::stop_strings(&r.stop)?,
         constraint,
+        regions: None,
+        token_healing: r.domino.token_healing.unwrap_or(true),
         domino: r.domino.clone(),
     })
 }

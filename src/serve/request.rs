@@ -13,6 +13,7 @@ use super::worker::{CancelOnDrop, DecodeSettings, Event, Job, JobConstraint};
 use crate::constraint::{ConstraintSpec, parse_lookahead};
 use crate::decode::SamplingConfig;
 use crate::decode::draft_policy::DraftPolicy;
+use crate::decode::methods::EngineGrammar;
 use crate::decode::methods::{DecoderConfig, Method};
 use crate::grammar::{CompileOptions, GrammarSource, WhitespacePolicy};
 use crate::vocab::TokenId;
@@ -50,6 +51,11 @@ pub struct DominoOptions {
     pub whitespace: Option<String>,
     /// Ignore unsupported schema keywords instead of failing.
     pub lenient: Option<bool>,
+    /// Token healing of a raw prompt's end (`/completion`, `/v1/completions`; default on).
+    pub token_healing: Option<bool>,
+    /// The end-of-reasoning marker for `reasoning_format` `deepseek`/`auto` (default
+    /// `</think>`).
+    pub reasoning_end: Option<String>,
 }
 
 /// Parse a request body (a 400 naming the problem when it is not the endpoint's JSON).
@@ -215,6 +221,13 @@ pub struct Plan {
     pub top_logprobs: usize,
     pub stop: Vec<String>,
     pub constraint: Option<NamedConstraint>,
+    /// Tagged regions (tool calls, reasoning) instead of a whole-output constraint, with the
+    /// request field they come from.
+    pub regions: Option<(crate::decode::regions::TagPlan, &'static str)>,
+    /// Token healing of a raw prompt's end (`domino.token_healing`, on by default for the
+    /// completion endpoints; chat prompts end in the template's assistant header and are
+    /// never healed).
+    pub token_healing: bool,
     pub domino: DominoOptions,
 }
 
@@ -247,30 +260,63 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
     let max_tokens = plan.max_tokens.map_or(room, |m| m.min(room));
     let settings = plan.domino.settings(&state.config.decode)?;
     let compile = plan.domino.compile_options()?;
-    let constraint = match plan.constraint {
-        None => JobConstraint::None,
-        Some(_) if settings.method == Method::None => JobConstraint::None,
-        Some(named) if settings.method == Method::LlamaGrammar => {
-            JobConstraint::LlamaGrammar(Box::new(DecoderConfig {
-                method: Method::LlamaGrammar,
-                source: Some(named.source),
-                compile,
-                ..DecoderConfig::default()
-            }))
+    let constraint = match (plan.constraint, plan.regions) {
+        (Some(named), Some((_, param))) => {
+            return Err(ApiError::bad_request(format!(
+                "a request can name one constraint, this one names {} and {param}",
+                named.param
+            ))
+            .with_code("conflicting_constraints"));
         }
-        Some(named) => {
-            let spec = ConstraintSpec {
-                label: named.param.to_string(),
-                source: named.source,
-                compile,
+        (None, Some((regions, param))) => {
+            if matches!(settings.method, Method::None | Method::LlamaGrammar) {
+                return Err(ApiError::bad_request(format!(
+                    "{param} needs the domino engine (method {} cannot constrain tagged regions)",
+                    settings.method.as_str()
+                ))
+                .with_param("domino.method"));
+            }
+            let vocab = state.model.vocabulary();
+            let key = domino_engine::hash::fnv1a(regions.key_text(&compile).as_bytes());
+            let grammar = match regions
+                .compile_plan(&compile, &vocab)
+                .map_err(|e| ApiError::from_anyhow(&anyhow::Error::new(e), param))?
+            {
+                crate::decode::regions::CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
+                crate::decode::regions::CompiledPlan::Triggered(spec) => {
+                    EngineGrammar::Triggered(spec)
+                }
             };
-            let (grammar, key) = state
-                .cache
-                .get_or_compile(spec, state.config.grammar_timeout)
-                .await
-                .map_err(|e| ApiError::from_anyhow(&e, named.param))?;
             JobConstraint::Engine { grammar, key }
         }
+        (constraint, None) => match constraint {
+            None => JobConstraint::None,
+            Some(_) if settings.method == Method::None => JobConstraint::None,
+            Some(named) if settings.method == Method::LlamaGrammar => {
+                JobConstraint::LlamaGrammar(Box::new(DecoderConfig {
+                    method: Method::LlamaGrammar,
+                    source: Some(named.source),
+                    compile,
+                    ..DecoderConfig::default()
+                }))
+            }
+            Some(named) => {
+                let spec = ConstraintSpec {
+                    label: named.param.to_string(),
+                    source: named.source,
+                    compile,
+                };
+                let (grammar, key) = state
+                    .cache
+                    .get_or_compile(spec, state.config.grammar_timeout)
+                    .await
+                    .map_err(|e| ApiError::from_anyhow(&e, named.param))?;
+                JobConstraint::Engine {
+                    grammar: EngineGrammar::Plain(grammar),
+                    key,
+                }
+            }
+        },
     };
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -283,6 +329,7 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
         stop: plan.stop,
         constraint,
         decode: settings,
+        token_healing: plan.token_healing,
         deadline: state.config.timeout.map(|t| Instant::now() + t),
         cancel: cancel.clone(),
         events: tx,

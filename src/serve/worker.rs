@@ -35,12 +35,14 @@ use super::metrics::Metrics;
 use crate::decode::draft_model::DraftModel;
 use crate::decode::draft_policy::{DraftPolicy, DraftTuner};
 use crate::decode::methods::{Decoder, DecoderConfig, Method};
+use crate::decode::methods::{EngineGrammar, TOKEN_HEALING_MAX_BACK, engine_constraint};
 use crate::decode::opportunistic::Chooser;
 use crate::decode::{
     ChoiceRule, Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationResult,
     GenerationStats, Held, Sampler, SamplingConfig, Sequence, SequenceRun, TokenEvent, Utf8Stream,
 };
-use crate::engine::{CompiledGrammar, Constraint, Options};
+use crate::engine::healing::{HealedConstraint, healing_plan};
+use crate::engine::{Options, TokenConstraint};
 use crate::runtime::{BatchPart, LogitsAt, Model, SessionOptions, SharedSession};
 use crate::vocab::TokenId;
 use std::collections::{HashMap, VecDeque};
@@ -54,11 +56,9 @@ use tokio::sync::mpsc::UnboundedSender;
 pub enum JobConstraint {
     /// Free text.
     None,
-    /// The engine, with a grammar from the cache (`key` is its content key).
-    Engine {
-        grammar: Arc<CompiledGrammar>,
-        key: u64,
-    },
+    /// The engine, with a grammar from the cache or tagged regions (tool calls, reasoning)
+    /// (`key` is its content key).
+    Engine { grammar: EngineGrammar, key: u64 },
     /// llama.cpp's own grammar sampler (`method: llama-grammar`), built per request.
     LlamaGrammar(Box<DecoderConfig>),
 }
@@ -87,6 +87,8 @@ pub struct Job {
     pub stop: Vec<String>,
     pub constraint: JobConstraint,
     pub decode: DecodeSettings,
+    /// Token healing of the prompt's end (raw prompts only; see [`crate::engine::healing`]).
+    pub token_healing: bool,
     /// `--timeout`: past it the job ends with its partial result.
     pub deadline: Option<Instant>,
     /// Raised when the client goes away (see [`CancelOnDrop`]) or the deadline passes: the
@@ -549,18 +551,28 @@ struct Active {
     draft_key: Option<u64>,
 }
 
+/// A job's choice rule, its draft-count key (engine jobs), and its token healing (how many
+/// prompt tokens were backed off, and their bytes).
+type JobRule = (ChoiceRule<'static>, Option<u64>, Option<(usize, Vec<u8>)>);
+
 impl Active {
     /// Build the job's choice rule and run.
     fn start(job: Job, model: &Model, learned: &mut Learned) -> Result<Active, ApiErrorFor> {
-        let built = Self::rule(&job, model, learned).and_then(|(rule, draft_key)| {
-            let request = GenerationRequest {
+        let built = Self::rule(&job, model, learned).and_then(|(rule, draft_key, healed)| {
+            let mut request = GenerationRequest {
                 prompt: job.prompt.clone(),
                 max_tokens: job.max_tokens,
                 sampling: job.sampling.clone(),
                 logprobs: job.logprobs,
             };
-            let seq = Sequence::new(model.vocabulary(), &request, rule)?
+            if let Some((n, _)) = &healed {
+                request.prompt.truncate(request.prompt.len() - n);
+            }
+            let mut seq = Sequence::new(model.vocabulary(), &request, rule)?
                 .with_top_logprobs(job.top_logprobs);
+            if let Some((n, bytes)) = &healed {
+                seq = seq.healed(*n, bytes);
+            }
             let control = Control::cancelled_by(&job.cancel).with_stop_strings(&job.stop);
             Ok((SequenceRun::new(seq, &control), draft_key))
         });
@@ -580,49 +592,69 @@ impl Active {
         }
     }
 
-    /// The job's choice rule, owning what it uses, and the draft-count key (engine jobs).
-    fn rule(
-        job: &Job,
-        model: &Model,
-        learned: &mut Learned,
-    ) -> anyhow::Result<(ChoiceRule<'static>, Option<u64>)> {
+    /// The job's choice rule, owning what it uses: free sampling, llama.cpp's grammar
+    /// sampler, or the engine's constraint (plain or triggered), composed with token healing
+    /// when the job asks for it and the prompt's end can be healed.
+    fn rule(job: &Job, model: &Model, learned: &mut Learned) -> anyhow::Result<JobRule> {
         let d = &job.decode;
-        match &job.constraint {
-            JobConstraint::None => Ok((ChoiceRule::Free(Sampler::new(job.sampling.clone())), None)),
-            JobConstraint::LlamaGrammar(config) => {
-                let rule = Decoder::new(config, model)?
-                    .llama_grammar_rule(model, &job.sampling)?
-                    .ok_or_else(|| anyhow::anyhow!("internal error: not a llama.cpp grammar"))?;
-                Ok((rule, None))
-            }
-            JobConstraint::Engine { grammar, key } => {
-                let vocab = model.vocabulary();
-                let lookahead = if d.method == Method::Naive {
-                    Some(0)
-                } else {
-                    d.k
-                };
-                let options = Options {
-                    lookahead,
-                    ..Options::default()
-                };
-                let constraint = Constraint::new(grammar, &vocab, options)?;
-                let (drafts, tuner) = learned.take(*key, d.draft_policy);
-                let rule = ChoiceRule::Engine {
-                    constraint: Held::Owned(Box::new(constraint)),
-                    chooser: Chooser::new(job.sampling.clone(), vocab.len(), d.opportunistic),
-                    drafts: Held::Owned(Box::new(drafts)),
-                    tuner: Held::Owned(Box::new(tuner)),
-                    opts: EngineDecodeOptions {
-                        opportunistic: d.opportunistic,
-                        draft: d.draft,
-                        draft_threshold: d.draft_threshold,
-                        template: d.method == Method::Template,
-                    },
-                };
-                Ok((rule, Some(*key)))
-            }
+        let vocab = model.vocabulary();
+        if let JobConstraint::LlamaGrammar(config) = &job.constraint {
+            let rule = Decoder::new(config, model)?
+                .llama_grammar_rule(model, &job.sampling)?
+                .ok_or_else(|| anyhow::anyhow!("internal error: not a llama.cpp grammar"))?;
+            return Ok((rule, None, None));
         }
+        let (healed_n, healed) = if job.token_healing {
+            healing_plan(&vocab, &job.prompt, TOKEN_HEALING_MAX_BACK)
+        } else {
+            (0, Vec::new())
+        };
+        let healing = healed_n > 0 && healed_n < job.prompt.len();
+        let lookahead = if d.method == Method::Naive {
+            Some(0)
+        } else {
+            d.k
+        };
+        let options = Options {
+            lookahead,
+            ..Options::default()
+        };
+        // The engine's constraint (plain or triggered), if any.
+        let (inner, key, triggered) = match &job.constraint {
+            JobConstraint::Engine { grammar, key } => (
+                Some(engine_constraint(grammar, &vocab, options)?),
+                *key,
+                matches!(grammar, EngineGrammar::Triggered(_)),
+            ),
+            _ => (None, 0, false),
+        };
+        let constraint: Box<dyn TokenConstraint> = match (healing, inner) {
+            (true, inner) => Box::new(HealedConstraint::new(healed.clone(), inner, &vocab)),
+            (false, Some(c)) => c,
+            (false, None) => {
+                return Ok((
+                    ChoiceRule::Free(Sampler::new(job.sampling.clone())),
+                    None,
+                    None,
+                ));
+            }
+        };
+        let (drafts, tuner) = learned.take(key, d.draft_policy);
+        let opts = EngineDecodeOptions {
+            // Free text must be the unconstrained model's: sample first.
+            opportunistic: d.opportunistic || triggered,
+            draft: d.draft,
+            draft_threshold: d.draft_threshold,
+            template: d.method == Method::Template,
+        };
+        let rule = ChoiceRule::Engine {
+            constraint: Held::Owned(constraint),
+            chooser: Chooser::new(job.sampling.clone(), vocab.len(), opts.opportunistic),
+            drafts: Held::Owned(Box::new(drafts)),
+            tuner: Held::Owned(Box::new(tuner)),
+            opts,
+        };
+        Ok((rule, Some(key), healing.then_some((healed_n, healed))))
     }
 
     /// Advance the run to its next pass in slot `slot` of `shared`: `Some(need_from)` when
