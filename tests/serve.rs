@@ -474,10 +474,10 @@ fn every_error_class_gets_an_openai_shaped_answer() {
     // 400: an unsupported keyword, named.
     let unsupported = chat(
         "x",
-        json!({"response_format": {"type": "json_schema", "json_schema": {"name": "u", "schema": {"type": "object", "propertyNames": {"maxLength": 3}}}}}),
+        json!({"response_format": {"type": "json_schema", "json_schema": {"name": "u", "schema": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}}}),
     );
     let error = error_of(&post("/v1/chat/completions", &unsupported.to_string()), 400);
-    assert_eq!(error["code"], "unsupported:propertyNames", "{error}");
+    assert_eq!(error["code"], "unsupported:uniqueItems", "{error}");
     // 400: a grammar error with line:column.
     let error = error_of(
         &post(
