@@ -14,7 +14,7 @@
 //! token, laying out its next tokens (the token, forced text, drafts; a new job's prompt) —
 //! and the parts of all slots go through llama.cpp in ONE batch. Drafts of several slots are
 //! verified in that same pass. Each slot reads its logits by index within its own part, so
-//! what a slot generates is the same loop as `domino generate` runs ([`sequence::run`] drives
+//! what a slot generates is the same loop as `domino generate` runs ([`crate::decode::sequence::run`] drives
 //! the same [`SequenceRun`] over a context of its own). A full queue refuses the job at once
 //! (503 with `Retry-After`).
 //!
