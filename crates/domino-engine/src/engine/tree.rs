@@ -487,7 +487,9 @@ impl SubterminalTree {
             // accept, and every byte of this trie subtree loops on that state. Then every
             // node below keeps exactly that thread and records no event, so all the subtree's
             // tokens join the root group with live set {t0} and end in that state.
-            if p1 - p0 == 1 && threads[p0].1 == 0 {
+            // (Component trees only: a state tree's root thread holds a scanner state, not a
+            // state of `t0`'s DFA.)
+            if !state_root && p1 - p0 == 1 && threads[p0].1 == 0 {
                 let s = threads[p0].0;
                 let l = *loops[s as usize].get_or_insert_with(|| {
                     let mut m = [0u64; 2];
