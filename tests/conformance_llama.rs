@@ -126,17 +126,17 @@ fn every_case_passes_through_llama_cpp_grammar_sampler() {
         "llama.cpp disagrees:\n  {}",
         failures.join("\n  ")
     );
+    let mut expected = NOT_FOR_LLAMA_CPP.to_vec();
+    expected.sort_unstable();
+    not_run.sort_unstable();
     assert_eq!(
-        not_run, NOT_FOR_LLAMA_CPP,
+        not_run, expected,
         "the cases with no GBNF llama.cpp parses are exactly NOT_FOR_LLAMA_CPP (update it, with \
          the reason, if that is expected)"
     );
-    for kind in [
-        CaseKind::Gbnf,
-        CaseKind::Lark,
-        CaseKind::Regex,
-        CaseKind::JsonSchema,
-    ] {
+    // No Lark case: Lark grammars lex greedily (a literal wins against a regex), which has no
+    // GBNF form, so none is printed for llama.cpp (see NOT_FOR_LLAMA_CPP).
+    for kind in [CaseKind::Gbnf, CaseKind::Regex, CaseKind::JsonSchema] {
         assert!(ran.contains(&kind), "no {kind:?} case ran under llama.cpp");
     }
 }

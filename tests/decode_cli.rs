@@ -36,9 +36,13 @@ const QUESTION: &str = "Natalia sold clips to 48 of her friends in April, and th
 
 #[test]
 fn gsm8k_schema_output_validates_and_reports_stats() {
+    // Schema order: the reasoning steps before the answer, as the schema lists them (in any
+    // order this small model answers first and then loops on steps).
     let (v, stderr) = json_of(generate().args([
         "--schema",
         "grammars/gsm8k.schema.json",
+        "--property-order",
+        "schema",
         "--chat",
         QUESTION,
         "-n",

@@ -38,7 +38,7 @@ use crate::decode::{
     Control, FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, SamplingConfig,
     TokenEvent, log_softmax_at,
 };
-use crate::grammar::{CompileOptions, GrammarSource};
+use crate::grammar::{CompileOptions, GrammarSource, PropertyOrder};
 use crate::runtime::{LogitsAt, Model, Session, SessionOptions};
 use crate::vocab::TokenId;
 use anyhow::{Context, bail};
@@ -53,7 +53,13 @@ pub fn decoder_config(
 ) -> anyhow::Result<Option<DecoderConfig>> {
     let base = DecoderConfig {
         source: Some(source),
-        compile: CompileOptions::default(),
+        // The paper's task grammars fix the member order (GSM8K: reasoning steps before the
+        // answer); the committed reports were measured so. `domino generate`'s default is any
+        // order, as JSON Schema allows.
+        compile: CompileOptions {
+            property_order: PropertyOrder::Schema,
+            ..CompileOptions::default()
+        },
         ..DecoderConfig::default()
     };
     Ok(Some(match method {
