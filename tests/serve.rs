@@ -325,6 +325,49 @@ fn top_logprobs_list_the_most_likely_tokens_best_first() {
     assert_eq!(error_of(&without, 400)["param"], "top_logprobs");
 }
 
+/// `domino.property_order`: `schema` keeps the schema's member order (the reasoning steps of
+/// the GSM8K schema before its answer); an unknown value is a 400 naming the field.
+#[test]
+fn property_order_is_a_request_option() {
+    let s = Server::start(&[]);
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo_root().join("grammars/gsm8k.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let r = s.post(
+        "/v1/chat/completions",
+        &chat(
+            "What is 2 + 3?",
+            json!({"temperature": 0.0, "max_tokens": 12, "response_format": {"type": "json_schema", "json_schema": {"name": "g", "schema": schema}}, "domino": {"property_order": "schema"}}),
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let content = r.json()["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first_key = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    assert!(
+        content
+            .trim_start()
+            .trim_start_matches('{')
+            .trim_start()
+            .starts_with(&format!("\"{first_key}\"")),
+        "schema order starts with `{first_key}`: {content:?}"
+    );
+    let bad = s.post(
+        "/v1/chat/completions",
+        &chat("Hi", json!({"domino": {"property_order": "random"}})),
+    );
+    assert_eq!(error_of(&bad, 400)["param"], "domino.property_order");
+}
+
 /// Continuous batching: two busy slots are decoded in the same forward passes, and what a
 /// slot generates does not depend on its neighbour (greedy: the same text alone and beside
 /// another request).

@@ -15,7 +15,7 @@ use crate::decode::SamplingConfig;
 use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::EngineGrammar;
 use crate::decode::methods::{DecoderConfig, Method};
-use crate::grammar::{CompileOptions, GrammarSource, WhitespacePolicy};
+use crate::grammar::{CompileOptions, GrammarSource, PropertyOrder, WhitespacePolicy};
 use crate::vocab::TokenId;
 use serde::Deserialize;
 use serde_json::Value;
@@ -49,6 +49,8 @@ pub struct DominoOptions {
     pub start: Option<String>,
     /// Whitespace in JSON output: `flexible`, `compact` or `pretty`.
     pub whitespace: Option<String>,
+    /// Schema objects' members: `any` order (the default) or `schema` order.
+    pub property_order: Option<String>,
     /// Ignore unsupported schema keywords instead of failing.
     pub lenient: Option<bool>,
     /// Token healing of a raw prompt's end (`/completion`, `/v1/completions`; default on).
@@ -152,10 +154,21 @@ impl DominoOptions {
                     .with_param("domino.whitespace")
             })?,
         };
+        let property_order = match self.property_order.as_deref() {
+            None | Some("any") => PropertyOrder::Any,
+            Some("schema") => PropertyOrder::Schema,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "domino.property_order: `{other}` is neither `any` nor `schema`"
+                ))
+                .with_param("domino.property_order"));
+            }
+        };
         Ok(CompileOptions {
             start: self.start.clone(),
             whitespace,
             lenient: self.lenient.unwrap_or(false),
+            property_order,
             ..CompileOptions::default()
         })
     }
