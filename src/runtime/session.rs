@@ -65,6 +65,63 @@ pub fn physical_cores() -> u32 {
     }
 }
 
+/// Which indices of a batch of `len` tokens get logits; an index outside the batch is an
+/// error. Shared by [`Session`] and [`super::SharedSession`].
+pub(super) fn wanted(at: LogitsAt<'_>, len: usize) -> Result<Vec<bool>, RuntimeError> {
+    let mut v = vec![false; len];
+    match at {
+        LogitsAt::All => v.iter_mut().for_each(|b| *b = true),
+        LogitsAt::Last => {
+            if let Some(b) = v.last_mut() {
+                *b = true
+            }
+        }
+        LogitsAt::None => {}
+        LogitsAt::Positions(ps) => {
+            for &p in ps {
+                *v.get_mut(p).ok_or(RuntimeError::LogitsPosition {
+                    position: p,
+                    batch_len: len,
+                })? = true;
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Keep the first `n` of sequence `seq`'s positions (`tokens`) in `ctx`'s KV cache and remove
+/// the rest; `has_logits` (that sequence's readable logits) is cleared. Checks that llama.cpp
+/// really removed them. Shared by [`Session`] and a [`super::SharedSession`] slot.
+pub(super) fn truncate_seq(
+    ctx: &mut LlamaContext<'_>,
+    seq: i32,
+    tokens: &mut Vec<TokenId>,
+    has_logits: &mut Vec<bool>,
+    n: usize,
+) -> Result<(), RuntimeError> {
+    let n_past = tokens.len();
+    if n > n_past {
+        return Err(RuntimeError::Truncate(format!(
+            "cannot keep {n} positions: only {n_past} are in the cache"
+        )));
+    }
+    has_logits.clear();
+    if n == n_past {
+        return Ok(());
+    }
+    let removed = ctx
+        .clear_kv_cache_seq(Some(seq as u32), Some(n as u32), None)
+        .map_err(|e| RuntimeError::Truncate(e.to_string()))?;
+    let pos_max = ctx.kv_cache_seq_pos_max(seq);
+    if !removed || pos_max != n as i32 - 1 {
+        return Err(RuntimeError::Truncate(format!(
+            "removing positions {n}.. of sequence {seq} left it ending at position {pos_max} (removed: {removed})"
+        )));
+    }
+    tokens.truncate(n);
+    Ok(())
+}
+
 /// Create a llama context over `model`, one at a time: llama.cpp may write to the model while
 /// creating a context (see llama-cpp-2's `new_context`).
 pub(super) fn create_context<'m>(
@@ -294,25 +351,7 @@ impl<'m> Session<'m> {
                 n_vocab: self.n_vocab,
             });
         }
-        self.has_logits.clear();
-        self.has_logits.resize(tokens.len(), false);
-        match logits_at {
-            LogitsAt::All => self.has_logits.iter_mut().for_each(|b| *b = true),
-            LogitsAt::Last => *self.has_logits.last_mut().expect("non-empty") = true,
-            LogitsAt::None => {}
-            LogitsAt::Positions(ps) => {
-                for &p in ps {
-                    if p >= tokens.len() {
-                        self.has_logits.clear();
-                        return Err(RuntimeError::LogitsPosition {
-                            position: p,
-                            batch_len: tokens.len(),
-                        });
-                    }
-                    self.has_logits[p] = true;
-                }
-            }
-        }
+        self.has_logits = wanted(logits_at, tokens.len())?;
         self.batch.clear();
         for (i, (&t, &logits)) in tokens.iter().zip(&self.has_logits).enumerate() {
             self.batch
@@ -369,28 +408,13 @@ impl<'m> Session<'m> {
     /// Keep the first `n` positions of the KV cache and remove the rest. Logits of the
     /// latest decode become unreadable.
     pub fn truncate(&mut self, n: usize) -> Result<(), RuntimeError> {
-        let n_past = self.tokens.len();
-        if n > n_past {
-            return Err(RuntimeError::Truncate(format!(
-                "cannot keep {n} positions: only {n_past} are in the cache"
-            )));
-        }
-        self.has_logits.clear();
-        if n == n_past {
-            return Ok(());
-        }
-        let removed = self
-            .ctx
-            .clear_kv_cache_seq(Some(self.seq as u32), Some(n as u32), None)
-            .map_err(|e| RuntimeError::Truncate(e.to_string()))?;
-        let pos_max = self.ctx.kv_cache_seq_pos_max(self.seq);
-        if !removed || pos_max != n as i32 - 1 {
-            return Err(RuntimeError::Truncate(format!(
-                "removing positions {n}.. left the cache ending at position {pos_max} (removed: {removed})"
-            )));
-        }
-        self.tokens.truncate(n);
-        Ok(())
+        truncate_seq(
+            &mut self.ctx,
+            self.seq,
+            &mut self.tokens,
+            &mut self.has_logits,
+            n,
+        )
     }
 
     /// Empty the KV cache.

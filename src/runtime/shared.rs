@@ -10,7 +10,7 @@
 //! others were placed. Rolling back one sequence's tail leaves the others (and the latest
 //! logits of the others) untouched.
 
-use super::session::{SequenceContext, physical_cores};
+use super::session::{SequenceContext, physical_cores, truncate_seq, wanted};
 use super::{LogitsAt, Model, RuntimeError, SessionOptions};
 use crate::vocab::TokenId;
 use llama_cpp_2::context::LlamaContext;
@@ -158,14 +158,7 @@ impl<'m> SharedSession<'m> {
                     n_vocab: self.n_vocab,
                 });
             }
-            if let LogitsAt::Positions(ps) = p.logits
-                && let Some(&bad) = ps.iter().find(|&&i| i >= p.tokens.len())
-            {
-                return Err(RuntimeError::LogitsPosition {
-                    position: bad,
-                    batch_len: p.tokens.len(),
-                });
-            }
+            wanted(p.logits, p.tokens.len())?;
         }
         for s in &mut self.seqs {
             s.has_logits.clear();
@@ -175,7 +168,7 @@ impl<'m> SharedSession<'m> {
         for p in parts {
             let state = &mut self.seqs[p.seq];
             state.offset = offset;
-            state.has_logits = wanted(p.logits, p.tokens.len());
+            state.has_logits = wanted(p.logits, p.tokens.len())?;
             let n_past = state.tokens.len();
             for (i, (&t, &logits)) in p.tokens.iter().zip(&state.has_logits).enumerate() {
                 self.batch
@@ -223,22 +216,6 @@ impl<'m> SharedSession<'m> {
     }
 }
 
-/// The batch indices of a part of `len` tokens that get logits.
-fn wanted(at: LogitsAt<'_>, len: usize) -> Vec<bool> {
-    let mut v = vec![false; len];
-    match at {
-        LogitsAt::All => v.iter_mut().for_each(|b| *b = true),
-        LogitsAt::Last => {
-            if let Some(b) = v.last_mut() {
-                *b = true
-            }
-        }
-        LogitsAt::None => {}
-        LogitsAt::Positions(ps) => ps.iter().for_each(|&p| v[p] = true),
-    }
-    v
-}
-
 /// One sequence of a [`SharedSession`] (see [`SharedSession::slot`]).
 pub struct Slot<'s, 'm> {
     shared: &'s mut SharedSession<'m>,
@@ -264,30 +241,14 @@ impl SequenceContext for Slot<'_, '_> {
     }
 
     fn truncate(&mut self, n: usize) -> Result<(), RuntimeError> {
-        let seq = self.seq;
-        let state = &mut self.shared.seqs[seq];
-        let n_past = state.tokens.len();
-        if n > n_past {
-            return Err(RuntimeError::Truncate(format!(
-                "cannot keep {n} positions: only {n_past} are in the cache"
-            )));
-        }
-        state.has_logits.clear();
-        if n == n_past {
-            return Ok(());
-        }
-        let removed = self
-            .shared
-            .ctx
-            .clear_kv_cache_seq(Some(seq as u32), Some(n as u32), None)
-            .map_err(|e| RuntimeError::Truncate(e.to_string()))?;
-        let pos_max = self.shared.ctx.kv_cache_seq_pos_max(seq as i32);
-        if !removed || pos_max != n as i32 - 1 {
-            return Err(RuntimeError::Truncate(format!(
-                "removing positions {n}.. of sequence {seq} left it ending at position {pos_max} (removed: {removed})"
-            )));
-        }
-        self.shared.seqs[seq].tokens.truncate(n);
-        Ok(())
+        let shared = &mut *self.shared;
+        let state = &mut shared.seqs[self.seq];
+        truncate_seq(
+            &mut shared.ctx,
+            self.seq as i32,
+            &mut state.tokens,
+            &mut state.has_logits,
+            n,
+        )
     }
 }
