@@ -554,14 +554,22 @@ fn ms_since(t: Instant) -> f64 {
 /// Which logits a decode of `len` tokens needs: batch indices `need_from..` (at least the
 /// last one). `positions` is scratch space for the index list.
 pub fn logits_from(need_from: usize, len: usize, positions: &mut Vec<usize>) -> LogitsAt<'_> {
+    positions.clear();
+    if need_from > 0 && need_from + 1 < len {
+        positions.extend(need_from..len);
+    }
+    logits_at(need_from, len, positions)
+}
+
+/// [`logits_from`] with the index list already in `positions` (`need_from..len`), for callers
+/// that lay out several batches before one decode (server slots).
+pub fn logits_at(need_from: usize, len: usize, positions: &[usize]) -> LogitsAt<'_> {
     let last = len - 1;
     if need_from >= last {
         LogitsAt::Last
     } else if need_from == 0 {
         LogitsAt::All
     } else {
-        positions.clear();
-        positions.extend(need_from..=last);
         LogitsAt::Positions(positions)
     }
 }

@@ -37,13 +37,14 @@ use crate::decode::draft_policy::{DraftPolicy, DraftTuner};
 use crate::decode::methods::{Decoder, DecoderConfig, Method};
 use crate::decode::methods::{EngineGrammar, TOKEN_HEALING_MAX_BACK, engine_constraint};
 use crate::decode::opportunistic::Chooser;
+use crate::decode::sequence::logits_at;
 use crate::decode::{
     ChoiceRule, Control, EngineDecodeOptions, FinishReason, GenerationRequest, GenerationResult,
     GenerationStats, Held, Sampler, SamplingConfig, Sequence, SequenceRun, TokenEvent, Utf8Stream,
 };
 use crate::engine::healing::{HealedConstraint, healing_plan};
 use crate::engine::{Options, TokenConstraint};
-use crate::runtime::{BatchPart, LogitsAt, Model, SessionOptions, SharedSession};
+use crate::runtime::{BatchPart, Model, SessionOptions, SharedSession};
 use crate::vocab::TokenId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -411,19 +412,6 @@ impl Pool {
         };
         self.release_slot();
         let _ = job.events.send(event);
-    }
-}
-
-/// The logits a part of `len` tokens needs from index `need_from` on (as
-/// [`crate::decode::sequence::logits_from`] decides), `positions` holding `need_from..len`.
-fn logits_at(need_from: usize, len: usize, positions: &[usize]) -> LogitsAt<'_> {
-    let last = len - 1;
-    if need_from >= last {
-        LogitsAt::Last
-    } else if need_from == 0 {
-        LogitsAt::All
-    } else {
-        LogitsAt::Positions(positions)
     }
 }
 
