@@ -325,6 +325,49 @@ fn top_logprobs_list_the_most_likely_tokens_best_first() {
     assert_eq!(error_of(&without, 400)["param"], "top_logprobs");
 }
 
+/// Streams that ask for log-probabilities carry them (in the final chunk: forced tokens get
+/// theirs from a later pass), and they equal the non-streamed answer's, token for token —
+/// with a grammar that forces tokens, so the late-filled ones are covered.
+#[test]
+fn streamed_logprobs_equal_the_non_streamed_ones() {
+    let s = Server::start(&[]);
+    let request = chat(
+        "Give a JSON object with your name.",
+        json!({"temperature": 0.0, "max_tokens": 16, "logprobs": true, "top_logprobs": 2,
+               "response_format": {"type": "json_object"}}),
+    );
+    let whole = s.post("/v1/chat/completions", &request).json();
+    let expected = whole["choices"][0]["logprobs"]["content"].clone();
+    assert!(!expected.as_array().unwrap().is_empty(), "{whole}");
+    let mut streaming = request.clone();
+    streaming["stream"] = json!(true);
+    let events = s.post("/v1/chat/completions", &streaming).events();
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let streamed: Vec<Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    assert_eq!(Value::Array(streamed), expected);
+
+    let body = json!({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0.0, "logprobs": 2});
+    let whole = s.post("/v1/completions", &body).json();
+    let mut streaming = body.clone();
+    streaming["stream"] = json!(true);
+    let events = s.post("/v1/completions", &streaming).events();
+    let with_logprobs: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(e).unwrap())
+        .filter(|c| !c["choices"][0]["logprobs"].is_null())
+        .map(|c| c["choices"][0]["logprobs"].clone())
+        .collect();
+    assert_eq!(with_logprobs, vec![whole["choices"][0]["logprobs"].clone()]);
+}
+
 /// `domino.property_order`: `schema` keeps the schema's member order (the reasoning steps of
 /// the GSM8K schema before its answer); an unknown value is a 400 naming the field.
 #[test]

@@ -2,7 +2,10 @@
 //! then a walk of commits and rollbacks. At every step the engine's k = ∞ mask must equal
 //! the reference recognizer's brute-force mask `{t : prefix · bytes(t) is viable}` (EOG iff
 //! the prefix is a sentence), `allows` must agree with the mask, and after a rollback the
-//! mask must equal the one computed at that point before.
+//! mask must equal the one computed at that point before, and the bytes the engine says every
+//! continuation starts with (`forced_bytes`, what the decoder writes without sampling) must be
+//! exactly the reference's: no other byte is viable at each of their positions, the prefix
+//! before them is not a sentence, and they stop at a sentence or a real choice.
 #![no_main]
 
 use domino_engine::engine::{CompiledGrammar, Constraint, Options};
@@ -94,6 +97,31 @@ fn oracle(r: &ReferenceRecognizer, prefix: &[u8], vocab: &Vocabulary) -> TokenSe
     want
 }
 
+/// `forced` is what every continuation of `prefix` starts with, and no longer than that.
+fn check_forced(r: &ReferenceRecognizer, prefix: &[u8], forced: &[u8], text: &str) {
+    let viable_after = |extra: &[u8]| -> Vec<u8> {
+        (0..=255u8)
+            .filter(|&b| {
+                let mut s = prefix.to_vec();
+                s.extend_from_slice(extra);
+                s.push(b);
+                r.is_viable_prefix(&s)
+            })
+            .collect()
+    };
+    for i in 0..forced.len() {
+        let mut s = prefix.to_vec();
+        s.extend_from_slice(&forced[..i]);
+        assert!(!r.accepts(&s), "forced bytes past a sentence\n{text}");
+        assert_eq!(viable_after(&forced[..i]), vec![forced[i]], "forced byte {i} is not the only one\n{text}");
+    }
+    let mut end = prefix.to_vec();
+    end.extend_from_slice(forced);
+    if forced.len() < 4096 && !r.accepts(&end) {
+        assert!(viable_after(forced).len() != 1, "forced bytes stop before a choice\n{text}");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut c = Choices(data);
     let text = grammar(&mut c);
@@ -114,6 +142,9 @@ fuzz_target!(|data: &[u8]| {
         for i in 0..vocab.len() {
             let t = TokenId(i as u32);
             assert_eq!(con.allows(t), mask.contains(t), "allows({t:?})");
+        }
+        if !mask.is_empty() {
+            check_forced(&r, &prefix, &con.forced_bytes(), &text);
         }
         if !history.is_empty() && c.below(4) == 0 {
             let back = 1 + c.below(history.len());

@@ -427,6 +427,7 @@ pub async fn completions(
             id,
             created,
             model: state.model_id.clone(),
+            logprobs: logprobs.then(|| state.model.clone()),
             reply,
             buffered: String::new(),
             include_usage: request
@@ -465,11 +466,15 @@ pub fn rand_suffix() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// `chat.completion.chunk` events.
+/// `chat.completion.chunk` events. Log-probabilities, when asked for, come with the final
+/// chunk: a token forced by the grammar gets its log-probability only from the next forward
+/// pass, so they are all known only at the end (concatenated, the chunks' `logprobs.content`
+/// is the non-streamed answer's).
 struct ChatStream {
     id: String,
     created: u64,
     model: String,
+    logprobs: Option<Arc<Model>>,
     reply: Reply,
     /// Under tools or reasoning the text is read back at the end, so it is held until then.
     buffered: String,
@@ -520,6 +525,11 @@ impl StreamFormat for ChatStream {
             openai_finish(&outcome.finish)
         };
         let mut last = self.chunk(json!({}), Some(finish));
+        if let Some(model) = &self.logprobs
+            && !outcome.logprobs.is_empty()
+        {
+            last["choices"][0]["logprobs"] = logprobs_content(model, &outcome);
+        }
         if outcome.finish == Finish::Timeout {
             last["timed_out"] = Value::Bool(true);
         }

@@ -141,6 +141,34 @@ fn token_text(model: &Model, t: TokenId) -> String {
     String::from_utf8_lossy(model.vocabulary().bytes(t)).into_owned()
 }
 
+/// OpenAI's completion `logprobs` object: tokens, their log-probabilities, per position the
+/// most likely tokens (text → log-probability) and each token's offset in the text.
+fn completion_logprobs(model: &Model, outcome: &Outcome) -> Value {
+    let tokens: Vec<String> = outcome
+        .tokens
+        .iter()
+        .map(|&t| token_text(model, t))
+        .collect();
+    let mut offsets = Vec::with_capacity(tokens.len());
+    let mut at = 0;
+    for t in &tokens {
+        offsets.push(at);
+        at += t.len();
+    }
+    let top: Vec<Value> = outcome
+        .top_logprobs
+        .iter()
+        .map(|alts| {
+            let mut m = serde_json::Map::new();
+            for &(a, lp) in alts {
+                m.entry(token_text(model, a)).or_insert(json!(lp));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    json!({"tokens": tokens, "token_logprobs": outcome.logprobs, "top_logprobs": top, "text_offset": offsets})
+}
+
 /// `POST /v1/completions`.
 pub async fn openai(state: Arc<AppState>, body: axum::body::Bytes) -> Result<Response, ApiError> {
     let r: CompletionRequest = request::parse_body(&body)?;
@@ -155,6 +183,7 @@ pub async fn openai(state: Arc<AppState>, body: axum::body::Bytes) -> Result<Res
             id,
             created,
             model: state.model_id.clone(),
+            logprobs: logprobs.then(|| state.model.clone()),
             include_usage: r.stream_options.as_ref().is_some_and(|o| o.include_usage),
             prompt_tokens,
         };
@@ -162,31 +191,7 @@ pub async fn openai(state: Arc<AppState>, body: axum::body::Bytes) -> Result<Res
     }
     let outcome = request::finish(started).await?;
     let logprobs = if logprobs && !outcome.logprobs.is_empty() {
-        let tokens: Vec<String> = outcome
-            .tokens
-            .iter()
-            .map(|&t| token_text(&state.model, t))
-            .collect();
-        let mut offsets = Vec::with_capacity(tokens.len());
-        let mut at = 0;
-        for t in &tokens {
-            offsets.push(at);
-            at += t.len();
-        }
-        // Per position, the most likely tokens' texts and log-probabilities (OpenAI's shape:
-        // one object per token, text → log-probability).
-        let top: Vec<Value> = outcome
-            .top_logprobs
-            .iter()
-            .map(|alts| {
-                let mut m = serde_json::Map::new();
-                for &(a, lp) in alts {
-                    m.entry(token_text(&state.model, a)).or_insert(json!(lp));
-                }
-                Value::Object(m)
-            })
-            .collect();
-        json!({"tokens": tokens, "token_logprobs": outcome.logprobs, "top_logprobs": top, "text_offset": offsets})
+        completion_logprobs(&state.model, &outcome)
     } else {
         Value::Null
     };
@@ -201,10 +206,15 @@ pub async fn openai(state: Arc<AppState>, body: axum::body::Bytes) -> Result<Res
     Ok(axum::Json(body).into_response())
 }
 
+/// `text_completion` chunks. Log-probabilities, when asked for, come with the final chunk:
+/// a token forced by the grammar gets its log-probability only from the next forward pass,
+/// so they are all known only at the end (concatenated, the chunks' text and `logprobs` are
+/// the non-streamed answer's).
 struct OpenAiStream {
     id: String,
     created: u64,
     model: String,
+    logprobs: Option<Arc<Model>>,
     include_usage: bool,
     prompt_tokens: usize,
 }
@@ -223,7 +233,16 @@ impl StreamFormat for OpenAiStream {
         vec![self.chunk(&text, None)]
     }
     fn done(&mut self, outcome: Outcome) -> Vec<Value> {
-        let mut frames = vec![self.chunk("", Some(openai_finish(&outcome.finish)))];
+        let mut last = self.chunk("", Some(openai_finish(&outcome.finish)));
+        if let Some(model) = &self.logprobs
+            && !outcome.logprobs.is_empty()
+        {
+            last["choices"][0]["logprobs"] = completion_logprobs(model, &outcome);
+        }
+        if outcome.finish == Finish::Timeout {
+            last["timed_out"] = Value::Bool(true);
+        }
+        let mut frames = vec![last];
         if self.include_usage {
             frames.push(json!({
                 "id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
