@@ -3,9 +3,12 @@
 //! - a saved tree cache (`TreeCache::load`: magic, version, checksum, then the trees) for a
 //!   fixed grammar and vocabulary. Fuzzing behind the checksum needs valid checksums, so
 //!   half the inputs get theirs recomputed by saving a real cache and splicing the input in.
+//! - saved draft statistics (`DraftModel::parse`, the `--draft-stats` file); a file that
+//!   loads must save and load back to the same counts.
 //! Property: no panic, hang or OOM; malformed files are errors.
 #![no_main]
 
+use domino_engine::engine::drafts::DraftModel;
 use domino_engine::engine::{CompiledGrammar, Constraint, Options};
 use domino_engine::grammar::{gbnf, lower};
 use domino_engine::vocab::{TokenId, Vocabulary, tokenizer_json};
@@ -56,7 +59,17 @@ fn checksum(body: &[u8]) -> u64 {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else { return };
-    match which % 3 {
+    match which % 4 {
+        3 => {
+            // The key the seed files carry (`"key": "1234"`), so inputs get past the key check.
+            let Ok(text) = std::str::from_utf8(rest) else { return };
+            if let Ok(model) = DraftModel::parse(text, 0x1234, "input") {
+                let path = scratch("drafts.json");
+                model.save(&path).expect("saving loaded counts");
+                let again = DraftModel::load(&path, 0x1234).expect("saved counts load back");
+                assert!(again == model, "draft counts changed through save and load");
+            }
+        }
         0 => {
             let path = scratch("tokenizer.json");
             if std::fs::write(&path, rest).is_ok() {

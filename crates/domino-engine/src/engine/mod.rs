@@ -84,6 +84,7 @@
 //! assert!(!c.is_accepting());
 //! ```
 
+pub mod drafts;
 pub mod earley;
 pub mod healing;
 mod mask_cache;
