@@ -5,6 +5,10 @@
 //!   half the inputs get theirs recomputed by saving a real cache and splicing the input in.
 //! - saved draft statistics (`DraftModel::parse`, the `--draft-stats` file); a file that
 //!   loads must save and load back to the same counts.
+//! - an eval `results.jsonl` read on `--resume` (the `domino` crate's framing,
+//!   `src/eval/jsonl.rs`, compiled here from its source file: that crate links llama.cpp);
+//!   what `--resume` keeps (the valid part, plus a newline when it needs one) must read back
+//!   as the same records with nothing dropped.
 //! Property: no panic, hang or OOM; malformed files are errors.
 #![no_main]
 
@@ -13,6 +17,9 @@ use domino_engine::engine::{CompiledGrammar, Constraint, Options};
 use domino_engine::grammar::{gbnf, lower};
 use domino_engine::vocab::{TokenId, Vocabulary, tokenizer_json};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../src/eval/jsonl.rs"]
+mod jsonl;
 use std::sync::{Arc, OnceLock};
 
 struct Fixture {
@@ -59,7 +66,19 @@ fn checksum(body: &[u8]) -> u64 {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else { return };
-    match which % 4 {
+    match which % 5 {
+        4 => {
+            type Record = serde_json::Value;
+            if let Ok(read) = jsonl::parse_results::<Record>(rest, "input") {
+                let mut kept = rest[..read.valid_len as usize].to_vec();
+                if read.needs_newline {
+                    kept.push(b'\n');
+                }
+                let again = jsonl::parse_results::<Record>(&kept, "kept").expect("the kept part reads back");
+                assert_eq!(again.records, read.records);
+                assert!(!again.dropped_partial_line && !again.needs_newline);
+            }
+        }
         3 => {
             // The key the seed files carry (`"key": "1234"`), so inputs get past the key check.
             let Ok(text) = std::str::from_utf8(rest) else { return };
@@ -78,7 +97,7 @@ fuzz_target!(|data: &[u8]| {
         }
         _ => {
             let f = fixture();
-            let bytes = if which % 3 == 1 {
+            let bytes = if which % 5 == 1 {
                 rest.to_vec()
             } else {
                 // Keep the real header, replace the body's tail with the input, fix the sum.

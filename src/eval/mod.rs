@@ -37,6 +37,7 @@ pub mod data;
 pub mod digest;
 pub mod extract;
 pub mod gold;
+pub mod jsonl;
 pub mod method;
 pub mod metrics;
 pub mod progress;

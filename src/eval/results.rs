@@ -17,71 +17,16 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The records of a results file, as far as they are complete.
-#[derive(Debug)]
-pub struct ReadResults<T> {
-    pub records: Vec<T>,
-    /// Byte length of the valid part (through the last complete record).
-    pub valid_len: u64,
-    /// Whether a partial last line was dropped.
-    pub dropped_partial_line: bool,
-    /// Whether the valid part ends without a newline (a complete record whose `\n` was lost).
-    pub needs_newline: bool,
-}
+pub use super::jsonl::ReadResults;
 
 /// Read a JSON Lines results file (missing file = no records).
 pub fn read_results<T: DeserializeOwned>(path: &Path) -> anyhow::Result<ReadResults<T>> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ReadResults {
-                records: Vec::new(),
-                valid_len: 0,
-                dropped_partial_line: false,
-                needs_newline: false,
-            });
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ReadResults::empty()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let mut records = Vec::new();
-    let mut offset = 0usize;
-    let mut line_no = 0usize;
-    let mut valid_len = 0u64;
-    let mut dropped_partial_line = false;
-    let mut needs_newline = false;
-    while offset < bytes.len() {
-        line_no += 1;
-        let (line, next, terminated) = match bytes[offset..].iter().position(|&b| b == b'\n') {
-            Some(i) => (&bytes[offset..offset + i], offset + i + 1, true),
-            None => (&bytes[offset..], bytes.len(), false),
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            offset = next;
-            valid_len = next as u64;
-            continue;
-        }
-        match serde_json::from_slice::<T>(line) {
-            Ok(record) => {
-                records.push(record);
-                valid_len = next as u64;
-                needs_newline = !terminated;
-            }
-            Err(_) if !terminated => {
-                dropped_partial_line = true;
-            }
-            Err(e) => bail!(
-                "{}:{line_no}: corrupt record ({e}); remove the line or start a fresh --out directory",
-                path.display()
-            ),
-        }
-        offset = next;
-    }
-    Ok(ReadResults {
-        records,
-        valid_len,
-        dropped_partial_line,
-        needs_newline,
-    })
+    super::jsonl::parse_results(&bytes, &path.display().to_string())
 }
 
 /// The (sample id, method) pairs done in an accuracy run's results file: those with a record
