@@ -322,7 +322,7 @@ pub struct RegionArgs {
     /// Structural tag: free text until TEXT, then a constraint (--schema, --grammar, --regex,
     /// --json) for the region that follows; repeatable. One constraint serves every trigger;
     /// with several, each trigger takes the one written right after it
-    /// (--trigger '<a>' --schema a.json --trigger '<b>' --regex '[0-9]+'). Also: --tags FILE.
+    /// (`--trigger '<a>' --schema a.json --trigger '<b>' --regex '[0-9]+'`). Also: --tags FILE.
     #[arg(
         long,
         value_name = "TEXT",

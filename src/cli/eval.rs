@@ -13,8 +13,8 @@
 //! answer is read after the marker; `llama-grammar` cannot do that and is refused. The
 //! few-shot prompts are raw text (not chat-templated) ending in `A:`, so token healing
 //! applies, on by default as in `generate`, for every method but `llama-grammar` (llama.cpp's
-//! sampler cannot start inside a token); reports measured before healing existed reproduce
-//! with `--no-token-healing`. Both settings are recorded in `run.json`: `--resume` with
+//! sampler cannot start inside a token); reports measured before healing existed were run as
+//! `--no-token-healing` runs. Both settings are recorded in `run.json`: `--resume` with
 //! another one stops (exit 2).
 //!
 //! stdout carries the result only (the report as Markdown, or `report.json` with

@@ -383,6 +383,80 @@ mod tests {
     }
 
     #[test]
+    fn each_trigger_pairs_with_the_constraint_written_after_it() {
+        use crate::grammar::GrammarSource;
+        let plan = |args: &[&str]| {
+            let mut argv = vec!["domino", "mask"];
+            argv.extend_from_slice(args);
+            let Command::Mask(m) = parse(&argv).unwrap().command else {
+                panic!("not mask")
+            };
+            m.regions.resolve(&m.constraint).map(|(_, p)| p.unwrap())
+        };
+        let p = plan(&[
+            "--trigger",
+            "<a>",
+            "-j",
+            "{}",
+            "--trigger",
+            "<b>",
+            "--regex",
+            "[a-z]+",
+        ])
+        .unwrap();
+        let begins: Vec<&str> = p.regions.iter().map(|r| r.begin.as_str()).collect();
+        assert_eq!(begins, ["<a>", "<b>"]);
+        assert!(matches!(p.regions[0].source, GrammarSource::JsonSchema(_)));
+        assert!(matches!(&p.regions[1].source, GrammarSource::Regex(r) if r == "[a-z]+"));
+        // The same flags in another order pair the other way round.
+        let p = plan(&[
+            "--trigger",
+            "<a>",
+            "--regex",
+            "[a-z]+",
+            "--trigger",
+            "<b>",
+            "--json",
+        ])
+        .unwrap();
+        assert!(matches!(p.regions[0].source, GrammarSource::Regex(_)));
+        // `--json` is the schema of an object or an array.
+        assert!(
+            matches!(&p.regions[1].source, GrammarSource::JsonSchema(v) if v["type"][0] == "object")
+        );
+        // One constraint, wherever it stands, is shared.
+        for args in [
+            &["--json", "--trigger", "<a>", "--trigger", "<b>"][..],
+            &["--trigger", "<a>", "--trigger", "<b>", "--json"][..],
+        ] {
+            let p = plan(args).unwrap();
+            assert!(
+                p.regions
+                    .iter()
+                    .all(|r| matches!(r.source, GrammarSource::JsonSchema(_)))
+            );
+        }
+        for (args, says) in [
+            (
+                &["--json", "--trigger", "a", "--regex", "x", "--trigger", "b"][..],
+                "before the first --trigger",
+            ),
+            (
+                &["--trigger", "a", "--regex", "x", "--json", "--trigger", "b"][..],
+                "followed by 2 constraints",
+            ),
+            (
+                &["--trigger", "a", "--trigger", "b", "--regex", "x", "--json"][..],
+                "no constraint of its own",
+            ),
+        ] {
+            let err = plan(args).unwrap_err();
+            assert_eq!(crate::diag::exit_code_for(&err), 2);
+            assert!(format!("{err:#}").contains(says), "{args:?}: {err:#}");
+        }
+    }
+
+    #[test]
     fn ngl_after_a_double_dash_is_left_alone() {
         let args = rewrite_llama_flags(["domino", "-ngl", "--", "-ngl"].map(Into::into));
         assert_eq!(args, ["domino", "--n-gpu-layers", "--", "-ngl"]);
