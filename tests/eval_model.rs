@@ -358,3 +358,111 @@ fn retokenize_spells_the_text_and_starts_with_the_model_preferred_token() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `domino eval gsm8k --reasoning` on a two-example data file: the text before the marker is
+/// the unconstrained model's, the task schema constrains what follows it, run.json records
+/// the setting, and resuming with another one stops with exit 2.
+#[test]
+fn eval_reasoning_constrains_only_what_follows_the_marker() {
+    let model = common::require_default_model();
+    let dir = fresh_dir("reasoning");
+    let test = std::fs::read_to_string(common::repo_root().join("../shared/data/gsm8k/test.jsonl"))
+        .expect("../shared/data is required");
+    let data = dir.join("two.jsonl");
+    std::fs::write(
+        &data,
+        test.split_inclusive('\n').take(2).collect::<String>(),
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "gsm8k",
+            "--data",
+            data.to_str().unwrap(),
+            "--shots",
+            "1",
+            "--max-tokens",
+            "24",
+            "--methods",
+            "none,domino",
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--format",
+            "json",
+            "-m",
+            model.to_str().unwrap(),
+            "--ctx",
+            "2048",
+            "--threads",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        domino(&args)
+    };
+    // SmolLM2 writes ` {` and a newline first: the newline ends its "reasoning" here.
+    let first = run(&["--reasoning", "--reasoning-end", "\n"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let rows = results(&out);
+    assert_eq!(rows.len(), 4);
+    for sample in rows.chunks(2) {
+        let (domino_row, none_row) = (&sample[0], &sample[1]);
+        assert_eq!(domino_row["method"], "domino");
+        let free = none_row["output_text"].as_str().unwrap();
+        let constrained = domino_row["output_text"].as_str().unwrap();
+        let (before, after) = constrained
+            .split_once('\n')
+            .unwrap_or_else(|| panic!("no marker in {constrained:?}"));
+        // The reasoning is the unconstrained model's text, byte for byte.
+        assert!(
+            free.starts_with(&format!("{before}\n")),
+            "{free:?} vs {constrained:?}"
+        );
+        // After the marker the answer starts as the task schema demands (an object), where
+        // the unconstrained model goes on with a member name.
+        assert!(after.trim_start().starts_with('{'), "{constrained:?}");
+        let free_after = free.split_once('\n').unwrap().1;
+        assert!(!free_after.trim_start().starts_with('{'), "{free:?}");
+        // The answer is read after the marker: the truncated object there, not a missing one.
+        let note = domino_row["score_note"].as_str().unwrap_or("");
+        assert!(!note.contains("marker"), "{domino_row}");
+    }
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(config["provenance"]["reasoning_end"], "\n");
+    assert_eq!(config["provenance"]["token_healing"], true);
+
+    // Resuming without --reasoning (or with another marker) is another run: exit 2.
+    for extra in [
+        &["--resume"][..],
+        &["--resume", "--reasoning", "--reasoning-end", "}"],
+    ] {
+        let again = run(extra);
+        assert_eq!(again.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&again.stderr);
+        assert!(err.contains("reasoning setting"), "{err}");
+    }
+    // llama.cpp's sampler cannot leave the reasoning free: a usage error before any run.
+    let bad = domino(&[
+        "eval",
+        "gsm8k",
+        "--data",
+        data.to_str().unwrap(),
+        "--methods",
+        "domino,llama-grammar",
+        "--reasoning",
+        "--out",
+        dir.join("bad").to_str().unwrap(),
+        "-m",
+        model.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("llama-grammar"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

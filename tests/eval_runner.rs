@@ -755,3 +755,115 @@ fn resume_with_other_data_stops_naming_it() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+/// Writes a decoy document, the end-of-reasoning marker, then the answer; records what the
+/// runner asked for.
+struct ReasoningBackend {
+    seen: Vec<(Option<String>, bool)>,
+}
+
+impl EvalBackend for ReasoningBackend {
+    fn model_name(&self) -> String {
+        "fake-reasoning-model".into()
+    }
+
+    fn run(&mut self, req: &GenerationRequest<'_>) -> anyhow::Result<GenerationOutcome> {
+        self.seen
+            .push((req.reasoning_end.map(String::from), req.token_healing));
+        Ok(GenerationOutcome {
+            text: r#" {"thoughts": [{"step": "guess", "calculation": "1", "result": 1}], "answer": 1} then </end> {"thoughts": [{"step": "count", "calculation": "2", "result": 2}], "answer": 2}"#.into(),
+            ..GenerationOutcome::default()
+        })
+    }
+}
+
+#[test]
+fn reasoning_reads_the_answer_after_the_marker_and_resume_checks_the_setting() {
+    let dir = fresh_dir("reasoning");
+    let mut opts = options(2);
+    opts.methods = vec![Method::None, "domino".parse().unwrap()];
+    opts.reasoning_end = Some("</end>".into());
+    opts.token_healing = true;
+    let mut backend = ReasoningBackend { seen: Vec::new() };
+    run_task(Task::Gsm8k, &mut backend, &opts, &dir).unwrap();
+    assert_eq!(backend.seen.len(), 4);
+    assert!(
+        backend
+            .seen
+            .iter()
+            .all(|s| *s == (Some("</end>".to_string()), true)),
+        "{:?}",
+        backend.seen
+    );
+    let records = read_results::<SampleResult>(&dir.join("results.jsonl"))
+        .unwrap()
+        .records;
+    for r in &records {
+        // The document after the marker is the answer, not the one before it.
+        assert_eq!(r.parsed_answer, serde_json::json!(2), "{r:?}");
+        assert!(r.well_formed);
+    }
+    let config: serde_json::Value = serde_json::from_str(&read(&dir, "run.json")).unwrap();
+    assert_eq!(config["provenance"]["reasoning_end"], "</end>");
+    assert_eq!(config["provenance"]["token_healing"], true);
+
+    // Without --reasoning the first document is read.
+    let plain = fresh_dir("reasoning-off");
+    let mut off = opts.clone();
+    off.reasoning_end = None;
+    run_task(
+        Task::Gsm8k,
+        &mut ReasoningBackend { seen: Vec::new() },
+        &off,
+        &plain,
+    )
+    .unwrap();
+    let records = read_results::<SampleResult>(&plain.join("results.jsonl"))
+        .unwrap()
+        .records;
+    assert!(
+        records
+            .iter()
+            .all(|r| r.parsed_answer == serde_json::json!(1))
+    );
+
+    // Resuming with another reasoning setting (or healing setting) stops, exit 2.
+    let changes: [fn(&mut RunOptions); 3] = [
+        |o| o.reasoning_end = None,
+        |o| o.reasoning_end = Some("\n".into()),
+        |o| o.token_healing = false,
+    ];
+    for change in changes {
+        let mut other = opts.clone();
+        other.resume = true;
+        change(&mut other);
+        let mut backend = ReasoningBackend { seen: Vec::new() };
+        let err = run_task(Task::Gsm8k, &mut backend, &other, &dir).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("cannot resume"), "{msg}");
+        assert_eq!(domino::diag::exit_code_for(&err), 2, "{msg}");
+        assert!(backend.seen.is_empty());
+    }
+    // The same setting resumes (nothing left to do).
+    let mut same = opts.clone();
+    same.resume = true;
+    run_task(
+        Task::Gsm8k,
+        &mut ReasoningBackend { seen: Vec::new() },
+        &same,
+        &dir,
+    )
+    .unwrap();
+
+    // llama.cpp's grammar sampler cannot leave the reasoning free: refused before any run.
+    let mut bad = opts.clone();
+    bad.methods.push(Method::LlamaGrammar);
+    let mut backend = ReasoningBackend { seen: Vec::new() };
+    let err = run_task(Task::Gsm8k, &mut backend, &bad, &fresh_dir("reasoning-bad")).unwrap_err();
+    assert_eq!(domino::diag::exit_code_for(&err), 2, "{err:#}");
+    assert!(format!("{err:#}").contains("llama-grammar"), "{err:#}");
+    assert!(backend.seen.is_empty());
+    for d in [dir, plain] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

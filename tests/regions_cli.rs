@@ -270,6 +270,8 @@ fn required_tool_choice_returns_a_call_whose_arguments_validate() {
         tools.to_str().unwrap(),
         "--tool-choice",
         "required",
+        "--parallel-tool-calls",
+        "false",
         "-n",
         "96",
         "What will the weather be in Paris this week?",
@@ -285,6 +287,190 @@ fn required_tool_choice_returns_a_call_whose_arguments_validate() {
     assert!(validator.is_valid(&calls[0]["arguments"]), "{}", calls[0]);
     assert!(out["text"].as_str().unwrap().starts_with("<tool_call>"));
     assert_eq!(out["finish_reason"], "grammar_end", "{out}");
+}
+
+#[test]
+fn parallel_tool_calls_allow_several_calls_or_at_most_one() {
+    let dir = common::scratch_dir("regions-tools-parallel");
+    let tools = dir.join("tools.json");
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}},
+        "required": ["city"],
+        "additionalProperties": false
+    });
+    std::fs::write(
+        &tools,
+        serde_json::json!([{"type": "function", "function": {
+            "name": "get_weather", "description": "Current weather in a city",
+            "parameters": schema}}])
+        .to_string(),
+    )
+    .unwrap();
+    let run = |parallel: &str| {
+        generate_json(&[
+            "--tools",
+            tools.to_str().unwrap(),
+            "--tool-choice",
+            "required",
+            "--parallel-tool-calls",
+            parallel,
+            "-n",
+            "120",
+            "What is the weather in Paris and in London?",
+        ])
+    };
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    // OpenAI's default (true): the model calls once per city, and every call is listed.
+    let several = run("true");
+    let calls = several["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{several}");
+    for call in calls {
+        assert_eq!(call["name"], "get_weather");
+        assert!(validator.is_valid(&call["arguments"]), "{call}");
+    }
+    assert_ne!(calls[0]["arguments"], calls[1]["arguments"], "{several}");
+    // false: the grammar ends after the first call.
+    let one = run("false");
+    let calls = one["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{one}");
+    assert_eq!(calls[0], several["tool_calls"][0]);
+    assert_eq!(one["finish_reason"], "grammar_end", "{one}");
+}
+
+#[test]
+fn each_trigger_takes_the_constraint_written_after_it() {
+    let prefixes = ["x", "x<a>", "x<b>"];
+    let paired = masks(
+        &[
+            "--trigger",
+            "<a>",
+            "-j",
+            r#"{"type": "integer"}"#,
+            "--trigger",
+            "<b>",
+            "--regex",
+            "[a-z]+",
+            "--after-region",
+            "end",
+        ],
+        &prefixes,
+    );
+    let integer = masks(&["-j", r#"{"type": "integer"}"#], &[""]);
+    let letters = masks(&["--regex", "[a-z]+"], &[""]);
+    assert_eq!(allowed(&paired[0]).len(), 49152);
+    assert_eq!(allowed(&paired[1]), allowed(&integer[0]));
+    assert_eq!(allowed(&paired[2]), allowed(&letters[0]));
+    // One constraint after several triggers: shared by all (the meaning it always had).
+    let shared = masks(
+        &[
+            "--trigger",
+            "<a>",
+            "--trigger",
+            "<b>",
+            "--regex",
+            "[a-z]+",
+            "--after-region",
+            "end",
+        ],
+        &prefixes,
+    );
+    assert_eq!(allowed(&shared[1]), allowed(&letters[0]));
+    assert_eq!(allowed(&shared[2]), allowed(&letters[0]));
+    // Ambiguous command lines are usage errors that say what to write.
+    for (args, says) in [
+        (
+            &[
+                "--trigger",
+                "<a>",
+                "--regex",
+                "x",
+                "--json",
+                "--trigger",
+                "<b>",
+            ][..],
+            "followed by 2 constraints",
+        ),
+        (
+            &[
+                "--regex",
+                "x",
+                "--trigger",
+                "<a>",
+                "--json",
+                "--trigger",
+                "<b>",
+            ][..],
+            "before the first --trigger",
+        ),
+        (
+            &[
+                "--trigger",
+                "<a>",
+                "--trigger",
+                "<b>",
+                "--regex",
+                "x",
+                "--json",
+            ][..],
+            "no constraint of its own",
+        ),
+        (&["--regex", "x", "--json"][..], "one constraint at a time"),
+    ] {
+        let out = domino()
+            .arg("mask")
+            .arg("--model")
+            .arg(common::require_default_model())
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            err.contains("--trigger '<a>' --schema a.json"),
+            "{args:?}: {err}"
+        );
+    }
+    // generate pairs the same way. Unconstrained, SmolLM2 answers the spider question with
+    // ` <b>1`; the region after `<b>` is letters only, so the digit is refused there.
+    let prompt = |question: &str| {
+        format!(
+            "Q: What color is the sky?\nA: <b>blue\nQ: How many legs has a cat?\nA: <a>4\nQ: {question}\nA:"
+        )
+    };
+    let paired = |question: &str| {
+        text(&generate_json(&[
+            "--trigger",
+            "<a>",
+            "-j",
+            r#"{"type": "integer"}"#,
+            "--trigger",
+            "<b>",
+            "--regex",
+            "[a-z]{1,8}",
+            "--after-region",
+            "end",
+            "-n",
+            "24",
+            &prompt(question),
+        ]))
+    };
+    let free = text(&generate_json(&[
+        "-n",
+        "6",
+        &prompt("How many legs has a spider?"),
+    ]));
+    assert!(free.starts_with(" <b>1"), "{free:?}");
+    let spider = paired("How many legs has a spider?");
+    let region = spider
+        .strip_prefix(" <b>")
+        .unwrap_or_else(|| panic!("{spider:?}"));
+    assert!(
+        !region.is_empty() && region.chars().all(|c| c.is_ascii_lowercase()),
+        "{spider:?}"
+    );
+    assert_eq!(paired("What color is grass?"), " <b>green");
 }
 
 #[test]

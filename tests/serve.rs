@@ -113,12 +113,81 @@ fn json_schema_and_tool_call_outputs_validate() {
     assert_eq!(call["function"]["name"], "get_weather", "{}", r.body);
 
     // The grammar was compiled once per distinct constraint: /metrics counts the misses
-    // (the json_schema one; tool-call regions are compiled per request, outside the cache).
-    let metrics = s.get("/metrics").body;
-    assert!(
-        metrics.contains("domino_grammar_cache_misses_total 1"),
-        "{metrics}"
+    // (the json_schema one and the two tool-call plans) and no hit so far.
+    let metric = |name: &str| -> u64 {
+        let metrics = s.get("/metrics").body;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(metric("domino_grammar_cache_misses_total"), 3);
+    assert_eq!(metric("domino_grammar_cache_hits_total"), 0);
+    // The same tools request again: its plan comes from the cache (one hit, no new miss),
+    // and so does the same answer.
+    let again = s.post(
+        "/v1/chat/completions",
+        &chat(
+            "What is the weather in Paris?",
+            json!({"tools": tools, "tool_choice": "required"}),
+        ),
     );
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(
+        again.json()["choices"][0]["message"]["tool_calls"][0]["function"],
+        choice["message"]["tool_calls"][0]["function"]
+    );
+    assert_eq!(metric("domino_grammar_cache_misses_total"), 3);
+    assert_eq!(metric("domino_grammar_cache_hits_total"), 1);
+}
+
+#[test]
+fn parallel_tool_calls_list_every_call_or_at_most_one() {
+    let s = Server::start(&[]);
+    let parameters = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 20}},
+        "required": ["city"],
+        "additionalProperties": false
+    });
+    let tools = json!([{"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather in a city", "parameters": parameters}}]);
+    let ask = |extra: Value| {
+        let mut body = chat(
+            "What is the weather in Paris and in London?",
+            json!({"tools": tools, "tool_choice": "required", "max_tokens": 120}),
+        );
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let r = s.post("/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["choices"][0].clone()
+    };
+    let calls_of = |choice: &Value| -> Vec<Value> {
+        assert_eq!(choice["finish_reason"], "tool_calls", "{choice}");
+        let calls = choice["message"]["tool_calls"].as_array().unwrap().clone();
+        for c in &calls {
+            assert_eq!(c["function"]["name"], "get_weather");
+            let args: Value =
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert!(valid(&parameters, &args), "{c}");
+        }
+        calls
+    };
+    // OpenAI's default is true: both calls the model writes are listed, each validated.
+    let default = calls_of(&ask(json!({})));
+    assert_eq!(default.len(), 2, "{default:?}");
+    assert_ne!(default[0]["function"], default[1]["function"]);
+    let explicit = calls_of(&ask(json!({"parallel_tool_calls": true})));
+    assert_eq!(explicit.len(), 2);
+    // false: the grammar ends after one call.
+    let one = calls_of(&ask(json!({"parallel_tool_calls": false})));
+    assert_eq!(one.len(), 1, "{one:?}");
+    assert_eq!(one[0]["function"], default[0]["function"]);
 }
 
 #[test]

@@ -22,11 +22,20 @@ pub enum OutputFormat {
     Json,
 }
 
-/// Which constraint to apply: exactly one of `--grammar`, `--schema`, `-j/--json-schema`,
-/// `--regex`, `--json`, `--json-value`. `-` as a file reads the grammar (GBNF) or schema from
-/// stdin, as llama.cpp's tools do.
+/// Which constraint to apply: one of `--grammar`, `--schema`, `-j/--json-schema`, `--regex`,
+/// `--json`, `--json-value`. `-` as a file reads the grammar (GBNF) or schema from stdin, as
+/// llama.cpp's tools do.
+///
+/// Each flag may be given more than once only to pair constraints with structural tags
+/// (`--trigger '<a>' --schema a.json --trigger '<b>' --regex '[0-9]+'`: each trigger gets the
+/// constraint written right after it); otherwise two constraints are a usage error
+/// ([`ConstraintArgs::spec`]). Where each one stood on the command line is recorded after
+/// parsing ([`ConstraintArgs::record_positions`], from clap's `indices_of`).
 #[derive(Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Constraint")]
+#[command(
+    next_help_heading = "Constraint",
+    group(clap::ArgGroup::new("constraint").multiple(true))
+)]
 pub struct ConstraintArgs {
     /// Grammar file: .gbnf (llama.cpp GBNF), .lark (Lark subset) or .json (JSON Schema), by
     /// extension; `-` reads GBNF from stdin.
@@ -36,7 +45,7 @@ pub struct ConstraintArgs {
         value_name = "FILE",
         group = "constraint"
     )]
-    pub grammar: Option<PathBuf>,
+    pub grammar: Vec<PathBuf>,
     /// JSON Schema file the output must validate against (whatever its extension); `-` reads
     /// the schema from stdin.
     #[arg(
@@ -45,19 +54,19 @@ pub struct ConstraintArgs {
         value_name = "FILE",
         group = "constraint"
     )]
-    pub schema: Option<PathBuf>,
+    pub schema: Vec<PathBuf>,
     /// Inline JSON Schema, e.g. -j '{"type":"object","required":["name"]}'.
     #[arg(short = 'j', long, value_name = "JSON", group = "constraint")]
-    pub json_schema: Option<String>,
+    pub json_schema: Vec<String>,
     /// Rust-regex pattern the whole output must match.
     #[arg(long, value_name = "RE", group = "constraint")]
-    pub regex: Option<String>,
+    pub regex: Vec<String>,
     /// A JSON object or array (llama.cpp's json.gbnf); --json-value for any JSON value.
-    #[arg(long, group = "constraint")]
-    pub json: bool,
+    #[arg(long, group = "constraint", action = clap::ArgAction::Count)]
+    pub json: u8,
     /// Any JSON value, a bare number or string included.
-    #[arg(long, group = "constraint")]
-    pub json_value: bool,
+    #[arg(long, group = "constraint", action = clap::ArgAction::Count)]
+    pub json_value: u8,
     /// Start rule of a grammar (default: `root` for GBNF, `start` for Lark).
     #[arg(long, value_name = "RULE")]
     pub start: Option<String>,
@@ -83,6 +92,36 @@ pub struct ConstraintArgs {
     /// 2; in `generate`, a constrained output cut by the token limit exits 3.
     #[arg(long)]
     pub strict: bool,
+    /// Where each constraint flag stood on the command line (clap's argument indices), in
+    /// command-line order; empty when the flags were not parsed from a command line.
+    #[arg(skip)]
+    pub positions: Vec<(usize, ConstraintFlag)>,
+}
+
+/// One occurrence of a constraint flag: which flag, and for the flags that take a value,
+/// the index of that value among the flag's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConstraintFlag {
+    Grammar(usize),
+    Schema(usize),
+    JsonSchema(usize),
+    Regex(usize),
+    Json,
+    JsonValue,
+}
+
+impl ConstraintFlag {
+    /// The flag as a user writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConstraintFlag::Grammar(_) => "--grammar",
+            ConstraintFlag::Schema(_) => "--schema",
+            ConstraintFlag::JsonSchema(_) => "--json-schema",
+            ConstraintFlag::Regex(_) => "--regex",
+            ConstraintFlag::Json => "--json",
+            ConstraintFlag::JsonValue => "--json-value",
+        }
+    }
 }
 
 /// `-` as a file name: stdin.
@@ -99,45 +138,113 @@ fn read_stdin(what: &str) -> anyhow::Result<String> {
 }
 
 impl ConstraintArgs {
-    /// The chosen constraint (files read), or `None` when no constraint flag was given.
-    pub fn spec(&self) -> anyhow::Result<Option<ConstraintSpec>> {
+    /// Record where each constraint flag stood in `matches` (the subcommand's matches of a
+    /// parsed command line), so that [`RegionArgs::resolve`] can pair each `--trigger` with
+    /// the constraint written after it.
+    pub fn record_positions(&mut self, matches: &clap::ArgMatches) {
+        let mut at = Vec::new();
+        for (id, make) in [
+            (
+                "grammar",
+                ConstraintFlag::Grammar as fn(usize) -> ConstraintFlag,
+            ),
+            ("schema", ConstraintFlag::Schema),
+            ("json_schema", ConstraintFlag::JsonSchema),
+            ("regex", ConstraintFlag::Regex),
+        ] {
+            for (i, index) in command_line_indices(matches, id).into_iter().enumerate() {
+                at.push((index, make(i)));
+            }
+        }
+        for (id, flag) in [
+            ("json", ConstraintFlag::Json),
+            ("json_value", ConstraintFlag::JsonValue),
+        ] {
+            for index in command_line_indices(matches, id) {
+                at.push((index, flag));
+            }
+        }
+        at.sort_by_key(|(index, _)| *index);
+        self.positions = at;
+    }
+
+    /// Every constraint flag given, in command-line order when the positions are known
+    /// (else in the order the flags are declared), with its position.
+    pub fn occurrences(&self) -> Vec<(Option<usize>, ConstraintFlag)> {
+        let count = self.grammar.len()
+            + self.schema.len()
+            + self.json_schema.len()
+            + self.regex.len()
+            + usize::from(self.json)
+            + usize::from(self.json_value);
+        if self.positions.len() == count {
+            return self.positions.iter().map(|&(i, f)| (Some(i), f)).collect();
+        }
+        let mut out = Vec::new();
+        out.extend((0..self.grammar.len()).map(ConstraintFlag::Grammar));
+        out.extend((0..self.schema.len()).map(ConstraintFlag::Schema));
+        out.extend((0..self.json_schema.len()).map(ConstraintFlag::JsonSchema));
+        out.extend((0..self.regex.len()).map(ConstraintFlag::Regex));
+        out.extend((0..self.json).map(|_| ConstraintFlag::Json));
+        out.extend((0..self.json_value).map(|_| ConstraintFlag::JsonValue));
+        out.into_iter().map(|f| (None, f)).collect()
+    }
+
+    /// The constraint one flag occurrence names (files read).
+    pub fn spec_of(&self, flag: ConstraintFlag) -> anyhow::Result<ConstraintSpec> {
         let compile = self.compile_options();
-        Ok(if let Some(p) = &self.grammar {
-            Some(if is_stdin(p) {
-                ConstraintSpec::gbnf_text("grammar (stdin)", &read_stdin("grammar")?, compile)
-            } else {
-                ConstraintSpec::grammar_file(p, compile)?
-            })
-        } else if let Some(p) = &self.schema {
-            Some(if is_stdin(p) {
-                ConstraintSpec::schema_text("schema (stdin)", &read_stdin("schema")?, compile)?
-            } else {
-                ConstraintSpec::schema_file(p, compile)?
-            })
-        } else if let Some(text) = &self.json_schema {
-            Some(ConstraintSpec::schema_text(
+        Ok(match flag {
+            ConstraintFlag::Grammar(i) => {
+                let p = &self.grammar[i];
+                if is_stdin(p) {
+                    ConstraintSpec::gbnf_text("grammar (stdin)", &read_stdin("grammar")?, compile)
+                } else {
+                    ConstraintSpec::grammar_file(p, compile)?
+                }
+            }
+            ConstraintFlag::Schema(i) => {
+                let p = &self.schema[i];
+                if is_stdin(p) {
+                    ConstraintSpec::schema_text("schema (stdin)", &read_stdin("schema")?, compile)?
+                } else {
+                    ConstraintSpec::schema_file(p, compile)?
+                }
+            }
+            ConstraintFlag::JsonSchema(i) => ConstraintSpec::schema_text(
                 "schema (--json-schema)",
-                text,
+                &self.json_schema[i],
                 compile,
-            )?)
-        } else if let Some(r) = &self.regex {
-            Some(ConstraintSpec::regex(r, compile))
-        } else if self.json {
-            Some(ConstraintSpec::json(compile))
-        } else if self.json_value {
-            Some(ConstraintSpec::json_value(compile))
-        } else {
-            None
+            )?,
+            ConstraintFlag::Regex(i) => ConstraintSpec::regex(&self.regex[i], compile),
+            ConstraintFlag::Json => ConstraintSpec::json(compile),
+            ConstraintFlag::JsonValue => ConstraintSpec::json_value(compile),
         })
+    }
+
+    /// The chosen constraint (files read), or `None` when no constraint flag was given; two
+    /// or more are a usage error (only `--trigger` pairs several, see [`RegionArgs::resolve`]).
+    pub fn spec(&self) -> anyhow::Result<Option<ConstraintSpec>> {
+        let all = self.occurrences();
+        match all.as_slice() {
+            [] => Ok(None),
+            [(_, flag)] => Ok(Some(self.spec_of(*flag)?)),
+            several => {
+                let names: Vec<&str> = several.iter().map(|(_, f)| f.name()).collect();
+                Err(crate::diag::UsageError(format!(
+                    "one constraint at a time, but {} are given ({}); to give each structural tag its own, \
+                     write each constraint right after its trigger: --trigger '<a>' --schema a.json --trigger '<b>' --regex '[0-9]+'",
+                    several.len(),
+                    names.join(", ")
+                ))
+                .into())
+            }
+        }
     }
 
     /// Whether the constraint is read from stdin (`--grammar -` or `--schema -`), which then
     /// cannot also hold the prompt.
     pub fn reads_stdin(&self) -> bool {
-        [&self.grammar, &self.schema]
-            .into_iter()
-            .flatten()
-            .any(|p| is_stdin(p))
+        self.grammar.iter().chain(&self.schema).any(|p| is_stdin(p))
     }
 
     /// The chosen constraint; a usage error when none was given.
@@ -164,21 +271,58 @@ impl ConstraintArgs {
     }
 }
 
-/// Where the constraint applies and the prompt boundary: reasoning, structural tags
-/// (triggers), and token healing. Shared by `generate`, `mask`, `repl` and `eval`.
+/// `--reasoning [--reasoning-end TEXT]`: a reasoning model's free text until the
+/// end-of-reasoning marker, the constraint after it. Shared by `generate`, `mask`, `repl`
+/// (through [`RegionArgs`]) and `eval`.
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Regions and token healing")]
-pub struct RegionArgs {
+pub struct ReasoningArgs {
     /// Reasoning model: free text until the end-of-reasoning marker (--reasoning-end), then
-    /// the constraint (--schema, --grammar, --regex, --json), then the end.
-    #[arg(long, requires = "constraint")]
+    /// the constraint (--schema, --grammar, --regex, --json; in eval the task's schema), then
+    /// the end.
+    #[arg(long)]
     pub reasoning: bool,
     /// The end-of-reasoning marker for --reasoning.
     #[arg(long, value_name = "TEXT", default_value = crate::decode::regions::DEFAULT_REASONING_END)]
     pub reasoning_end: String,
-    /// Structural tag: free text until TEXT, then the constraint (--schema, --grammar,
-    /// --regex, --json) for the region that follows; repeatable (each trigger opens a region
-    /// with that grammar). Different grammars per trigger: --tags FILE.
+}
+
+impl ReasoningArgs {
+    /// The end-of-reasoning marker when --reasoning is on (a usage error when it is empty).
+    pub fn marker(&self) -> anyhow::Result<Option<&str>> {
+        if !self.reasoning {
+            return Ok(None);
+        }
+        if self.reasoning_end.is_empty() {
+            return Err(crate::diag::UsageError("--reasoning-end is empty".into()).into());
+        }
+        Ok(Some(&self.reasoning_end))
+    }
+}
+
+/// `--no-token-healing`: shared by every command whose prompts can be raw text.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Regions and token healing")]
+pub struct HealingArgs {
+    /// Do not heal the prompt's last token. By default, when the prompt ends in a token that
+    /// some other token extends (mid-word, `http:`), it is backed off and the output must
+    /// re-write it (the stats say when this happened).
+    #[arg(long)]
+    pub no_token_healing: bool,
+}
+
+/// Where the constraint applies and the prompt boundary: reasoning, structural tags
+/// (triggers), and token healing. Shared by `generate`, `mask` and `repl` (`eval` takes
+/// [`ReasoningArgs`] and [`HealingArgs`]).
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Regions and token healing")]
+pub struct RegionArgs {
+    #[command(flatten)]
+    pub reasoning: ReasoningArgs,
+    /// Structural tag: free text until TEXT, then a constraint (--schema, --grammar, --regex,
+    /// --json) for the region that follows; repeatable. One constraint serves every trigger;
+    /// with several, each trigger takes the one written right after it
+    /// (`--trigger '<a>' --schema a.json --trigger '<b>' --regex '[0-9]+'`). Also: --tags FILE.
     #[arg(
         long,
         value_name = "TEXT",
@@ -199,11 +343,12 @@ pub struct RegionArgs {
     /// At least one tagged region must be written (end-of-generation is blocked before).
     #[arg(long)]
     pub require_region: bool,
-    /// Do not heal the prompt's last token. By default, when the prompt ends in a token that
-    /// some other token extends (mid-word, `http:`), it is backed off and the output must
-    /// re-write it (the stats say when this happened).
-    #[arg(long)]
-    pub no_token_healing: bool,
+    #[command(flatten)]
+    pub healing: HealingArgs,
+    /// Where each --trigger stood on the command line (clap's argument indices); empty when
+    /// the flags were not parsed from a command line.
+    #[arg(skip)]
+    pub trigger_positions: Vec<usize>,
 }
 
 fn after_parser() -> impl TypedValueParser<Value = crate::decode::regions::After> {
@@ -211,24 +356,182 @@ fn after_parser() -> impl TypedValueParser<Value = crate::decode::regions::After
         .map(|s| s.parse().expect("a possible value"))
 }
 
+/// The command-line indices of the values (or, for a flag, the occurrences) of argument
+/// `id` in `matches`; none when it was not given on the command line (a default).
+fn command_line_indices(matches: &clap::ArgMatches, id: &str) -> Vec<usize> {
+    if matches.value_source(id) != Some(clap::parser::ValueSource::CommandLine) {
+        return Vec::new();
+    }
+    matches
+        .indices_of(id)
+        .map(|i| i.collect())
+        .unwrap_or_default()
+}
+
+/// Pair each trigger with its own constraint by command-line position: `triggers` and
+/// `constraints` are `(position, name)` in command-line order, with at least two
+/// constraints. Each trigger takes the one constraint written after it and before the next
+/// trigger. Returns, per trigger, the index of its constraint in `constraints`; an
+/// ambiguous command line is an error that says what to write instead.
+pub fn pair_triggers(
+    triggers: &[(usize, &str)],
+    constraints: &[(usize, &str)],
+) -> Result<Vec<usize>, String> {
+    let example = "--trigger '<a>' --schema a.json --trigger '<b>' --regex '[0-9]+'";
+    let Some(&(first, _)) = triggers.first() else {
+        return Err("several constraints need --trigger flags to pair with".into());
+    };
+    if let Some((_, name)) = constraints.iter().find(|(at, _)| *at < first) {
+        return Err(format!(
+            "{name} stands before the first --trigger while other constraints follow triggers, \
+             so it is unclear which trigger it belongs to: write each constraint right after its \
+             trigger ({example}), or give a single constraint that every trigger shares"
+        ));
+    }
+    let mut pairs = Vec::with_capacity(triggers.len());
+    for (i, &(at, text)) in triggers.iter().enumerate() {
+        let next = triggers.get(i + 1).map_or(usize::MAX, |t| t.0);
+        let own: Vec<usize> = (0..constraints.len())
+            .filter(|&c| constraints[c].0 > at && constraints[c].0 < next)
+            .collect();
+        match own.as_slice() {
+            [c] => pairs.push(*c),
+            [] => {
+                return Err(format!(
+                    "--trigger {text:?} has no constraint of its own while other triggers do: \
+                     write one right after it ({example}), or give a single constraint that every trigger shares"
+                ));
+            }
+            [a, b, ..] => {
+                return Err(format!(
+                    "--trigger {text:?} is followed by {} constraints ({} and {}): each trigger takes \
+                     exactly one, written right after it ({example})",
+                    own.len(),
+                    constraints[*a].1,
+                    constraints[*b].1
+                ));
+            }
+        }
+    }
+    Ok(pairs)
+}
+
 impl RegionArgs {
-    /// The tagged regions these flags describe around `spec` (the constraint flags' grammar),
-    /// or `None` when the constraint applies to the whole output.
+    /// Record where each `--trigger` stood in `matches` (see [`pair_triggers`]).
+    pub fn record_positions(&mut self, matches: &clap::ArgMatches) {
+        self.trigger_positions = command_line_indices(matches, "trigger");
+    }
+
+    /// The constraint flags' grammar and the tagged regions these flags describe around it:
+    /// `(whole-output constraint, regions)`. With several constraints, each `--trigger`
+    /// gets its own by position ([`pair_triggers`]); the first constraint is then returned
+    /// as the (unused) whole-output one.
+    pub fn resolve(
+        &self,
+        constraint: &ConstraintArgs,
+    ) -> anyhow::Result<(
+        Option<ConstraintSpec>,
+        Option<crate::decode::regions::TagPlan>,
+    )> {
+        let all = constraint.occurrences();
+        if self.trigger.is_empty() || all.len() <= 1 {
+            let spec = constraint.spec()?;
+            let plan = self.plan(spec.as_ref())?;
+            return Ok((spec, plan));
+        }
+        let usage = |m: String| -> anyhow::Error { crate::diag::UsageError(m).into() };
+        let known = |p: Option<usize>| {
+            p.ok_or_else(|| {
+                usage("several constraints with --trigger need their command-line positions".into())
+            })
+        };
+        if self.trigger_positions.len() != self.trigger.len() {
+            return Err(usage(
+                "several constraints with --trigger need their command-line positions".into(),
+            ));
+        }
+        let triggers: Vec<(usize, &str)> = self
+            .trigger_positions
+            .iter()
+            .zip(&self.trigger)
+            .map(|(&at, t)| (at, t.as_str()))
+            .collect();
+        let mut constraints = Vec::with_capacity(all.len());
+        for (at, flag) in &all {
+            constraints.push((known(*at)?, flag.name()));
+        }
+        let pairs = pair_triggers(&triggers, &constraints).map_err(usage)?;
+        if constraint
+            .grammar
+            .iter()
+            .chain(&constraint.schema)
+            .filter(|p| is_stdin(p))
+            .count()
+            > 1
+        {
+            return Err(usage(
+                "only one constraint can be read from stdin (`-`)".into(),
+            ));
+        }
+        let specs = all
+            .iter()
+            .map(|(_, flag)| constraint.spec_of(*flag))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let regions = pairs
+            .iter()
+            .zip(&self.trigger)
+            .enumerate()
+            .map(|(i, (&c, t))| self.region(i, t, &specs[c]))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((specs.into_iter().next(), Some(self.tag_plan(regions))))
+    }
+
+    /// The region of trigger number `i` (0-based) with text `trigger` and grammar `spec`.
+    fn region(
+        &self,
+        i: usize,
+        trigger: &str,
+        spec: &ConstraintSpec,
+    ) -> anyhow::Result<crate::decode::regions::TagRegion> {
+        if trigger.is_empty() {
+            return Err(crate::diag::UsageError("--trigger is empty".into()).into());
+        }
+        Ok(crate::decode::regions::TagRegion {
+            name: format!("tag {}", i + 1),
+            begin: trigger.to_string(),
+            prefix: String::new(),
+            source: spec.source.clone(),
+            end: self.trigger_end.clone().unwrap_or_default(),
+        })
+    }
+
+    /// The plan of tagged `regions` under these flags (--after-region, --require-region).
+    fn tag_plan(
+        &self,
+        regions: Vec<crate::decode::regions::TagRegion>,
+    ) -> crate::decode::regions::TagPlan {
+        use crate::decode::regions::{After, TagPlan};
+        TagPlan {
+            regions,
+            after: self.after_region,
+            min_regions: usize::from(self.require_region),
+            max_regions: (self.after_region == After::End).then_some(1),
+            from_start: false,
+        }
+    }
+
+    /// The tagged regions these flags describe around `spec` (the constraint flags' one
+    /// grammar, shared by every trigger), or `None` when the constraint applies to the whole
+    /// output.
     pub fn plan(
         &self,
         spec: Option<&ConstraintSpec>,
     ) -> anyhow::Result<Option<crate::decode::regions::TagPlan>> {
-        use crate::decode::regions::{After, TagPlan, TagRegion, tag_regions_from_json};
+        use crate::decode::regions::{TagPlan, tag_regions_from_json};
         let usage = |m: String| -> anyhow::Error { crate::diag::UsageError(m).into() };
-        if self.reasoning {
+        if let Some(end) = self.reasoning.marker()? {
             let spec = spec.ok_or_else(|| usage("--reasoning needs a constraint for the answer: --schema, --grammar, --regex or --json".into()))?;
-            if self.reasoning_end.is_empty() {
-                return Err(usage("--reasoning-end is empty".into()));
-            }
-            return Ok(Some(TagPlan::reasoning(
-                &self.reasoning_end,
-                spec.source.clone(),
-            )));
+            return Ok(Some(TagPlan::reasoning(end, spec.source.clone())));
         }
         let regions = if let Some(path) = &self.tags {
             use anyhow::Context;
@@ -239,35 +542,20 @@ impl RegionArgs {
             tag_regions_from_json(&value).map_err(|e| usage(format!("{}: {e}", path.display())))?
         } else if !self.trigger.is_empty() {
             let spec = spec.ok_or_else(|| usage("--trigger needs a constraint for its region: --schema, --grammar, --regex or --json".into()))?;
-            let mut regions = Vec::new();
-            for (i, t) in self.trigger.iter().enumerate() {
-                if t.is_empty() {
-                    return Err(usage("--trigger is empty".into()));
-                }
-                regions.push(TagRegion {
-                    name: format!("tag {}", i + 1),
-                    begin: t.clone(),
-                    prefix: String::new(),
-                    source: spec.source.clone(),
-                    end: self.trigger_end.clone().unwrap_or_default(),
-                });
-            }
-            regions
+            self.trigger
+                .iter()
+                .enumerate()
+                .map(|(i, t)| self.region(i, t, spec))
+                .collect::<anyhow::Result<Vec<_>>>()?
         } else {
             return Ok(None);
         };
-        Ok(Some(TagPlan {
-            regions,
-            after: self.after_region,
-            min_regions: usize::from(self.require_region),
-            max_regions: (self.after_region == After::End).then_some(1),
-            from_start: false,
-        }))
+        Ok(Some(self.tag_plan(regions)))
     }
 
     /// Whether token healing is on.
     pub fn token_healing(&self) -> bool {
-        !self.no_token_healing
+        !self.healing.no_token_healing
     }
 }
 

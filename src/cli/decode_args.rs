@@ -89,8 +89,7 @@ pub struct DecodeArgs {
 impl DecodeArgs {
     /// The decoder configuration these flags describe.
     pub fn config(&self) -> anyhow::Result<DecoderConfig> {
-        let spec = self.constraint.spec()?;
-        let regions = self.regions.plan(spec.as_ref())?;
+        let (spec, regions) = self.regions.resolve(&self.constraint)?;
         let method = self
             .method
             .method

@@ -7,10 +7,20 @@
 //! `--show-prompt` prints the exact prompt of the first selected test sample and exits, and
 //! `--report-only` rewrites reports — so prompts and reports can be inspected anywhere.
 //!
+//! `--reasoning [--reasoning-end TEXT]` and `--no-token-healing` are the flags `generate`
+//! takes ([`ReasoningArgs`], [`HealingArgs`]). With `--reasoning` the text before the marker
+//! is free (stopped at `\nQ:` like `none`), the task schema constrains what follows, and the
+//! answer is read after the marker; `llama-grammar` cannot do that and is refused. The
+//! few-shot prompts are raw text (not chat-templated) ending in `A:`, so token healing
+//! applies, on by default as in `generate`, for every method but `llama-grammar` (llama.cpp's
+//! sampler cannot start inside a token); reports measured before healing existed were run as
+//! `--no-token-healing` runs. Both settings are recorded in `run.json`: `--resume` with
+//! another one stops (exit 2).
+//!
 //! stdout carries the result only (the report as Markdown, or `report.json` with
 //! `--format json`); progress goes to stderr.
 
-use crate::cli::args::{ModelArgs, OutputFormat, json_style_parser};
+use crate::cli::args::{HealingArgs, ModelArgs, OutputFormat, ReasoningArgs, json_style_parser};
 use crate::diag::UsageError;
 use crate::eval::Task;
 use crate::eval::backend::LlamaEvalBackend;
@@ -121,6 +131,10 @@ pub struct TaskArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
     #[command(flatten)]
+    pub reasoning: ReasoningArgs,
+    #[command(flatten)]
+    pub healing: HealingArgs,
+    #[command(flatten)]
     pub model: ModelArgs,
 }
 
@@ -202,6 +216,11 @@ impl TaskArgs {
             command_line,
             progress: !self.quiet,
             shard: self.shard,
+            reasoning_end: self
+                .reasoning
+                .reasoning
+                .then(|| self.reasoning.reasoning_end.clone()),
+            token_healing: !self.healing.no_token_healing,
         }
     }
 }

@@ -80,6 +80,19 @@ pub struct GenerateArgs {
         help_heading = "Tools"
     )]
     pub tool_choice: String,
+    /// Allow several tool calls in one answer (OpenAI's `parallel_tool_calls`, default
+    /// true); `--parallel-tool-calls false`: at most one.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        requires = "tools",
+        help_heading = "Tools"
+    )]
+    pub parallel_tool_calls: bool,
 }
 
 /// `--tools FILE` read and checked, with `--tool-choice`.
@@ -286,7 +299,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 None => text,
             });
         }
-        decode_config.regions = tools::tag_plan(tools, choice, found);
+        decode_config.regions = tools::tag_plan(tools, choice, found, args.parallel_tool_calls);
         if decode_config.regions.is_some() && args.decode.method.method.is_none() {
             decode_config.method = crate::decode::methods::Method::Domino;
         }

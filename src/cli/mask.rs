@@ -114,8 +114,7 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
         lookahead: k,
         ..Default::default()
     };
-    let spec = args.constraint.spec()?;
-    let plan = args.regions.plan(spec.as_ref())?;
+    let (_, plan) = args.regions.resolve(&args.constraint)?;
     let (base, vocab): (Box<dyn TokenConstraint>, _) = match plan {
         Some(plan) => {
             let vocab = args.vocab.load()?;

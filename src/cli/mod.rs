@@ -134,8 +134,28 @@ pub fn version_text() -> &'static str {
     })
 }
 
+/// Parse a command line (llama.cpp spellings rewritten, [`rewrite_llama_flags`]) and record
+/// where each constraint flag and `--trigger` stood, so that each trigger can take the
+/// constraint written after it ([`args::RegionArgs::resolve`]).
+pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().try_get_matches_from(rewrite_llama_flags(args))?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let Some((_, sub)) = matches.subcommand() {
+        let (constraint, regions) = match &mut cli.command {
+            Command::Generate(g) => (&mut g.decode.constraint, &mut g.decode.regions),
+            Command::Mask(m) => (&mut m.constraint, &mut m.regions),
+            Command::Repl(r) => (&mut r.constraint, &mut r.regions),
+            _ => return Ok(cli),
+        };
+        constraint.record_positions(sub);
+        regions.record_positions(sub);
+    }
+    Ok(cli)
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse_from(rewrite_llama_flags(std::env::args_os()));
+    let cli = parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     crate::diag::set_verbosity(cli.verbose);
     let result = match cli.command {
         Command::Generate(args) => generate::run(*args),
@@ -259,12 +279,12 @@ mod tests {
         assert_eq!(g.model.threads, Some(1));
         assert_eq!(g.model.n_gpu_layers, Some(0));
         assert_eq!(g.max_tokens, 7);
-        assert_eq!(g.decode.constraint.json_schema.as_deref(), Some("{}"));
+        assert_eq!(g.decode.constraint.json_schema, ["{}"]);
         assert_eq!(g.system_prompt.as_deref(), Some("S"));
         assert!(g.escape);
         assert_eq!(g.sampling.top_k, 40);
         assert_eq!(g.sampling.min_p, 0.05);
-        let cli = Cli::try_parse_from([
+        let cli = parse(&[
             "domino",
             "generate",
             "--ctx-size",
@@ -273,10 +293,16 @@ mod tests {
             "g.gbnf",
             "--json-schema-file",
             "s",
-        ]);
+        ])
+        .unwrap();
+        let Command::Generate(g) = cli.command else {
+            panic!("not generate")
+        };
+        let err = g.decode.config().unwrap_err();
+        assert_eq!(crate::diag::exit_code_for(&err), 2, "{err:#}");
         assert!(
-            cli.is_err(),
-            "--grammar-file and --json-schema-file are one constraint each"
+            format!("{err:#}").contains("one constraint at a time"),
+            "--grammar-file and --json-schema-file are one constraint each: {err:#}"
         );
         let cli = Cli::try_parse_from([
             "domino",
@@ -293,8 +319,8 @@ mod tests {
         };
         assert_eq!(g.model.ctx, 64);
         assert_eq!(
-            g.decode.constraint.schema.as_deref(),
-            Some(std::path::Path::new("s.txt"))
+            g.decode.constraint.schema,
+            [std::path::PathBuf::from("s.txt")]
         );
     }
 
@@ -305,7 +331,7 @@ mod tests {
     }
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(rewrite_llama_flags(args.iter().map(Into::into)))
+        super::parse(args.iter().map(Into::into))
     }
 
     fn n_gpu_layers(cli: &Cli) -> Option<u32> {
@@ -354,6 +380,80 @@ mod tests {
         }
         let cli = parse(&["domino", "generate", "x"]).unwrap();
         assert_eq!(n_gpu_layers(&cli), None);
+    }
+
+    #[test]
+    fn each_trigger_pairs_with_the_constraint_written_after_it() {
+        use crate::grammar::GrammarSource;
+        let plan = |args: &[&str]| {
+            let mut argv = vec!["domino", "mask"];
+            argv.extend_from_slice(args);
+            let Command::Mask(m) = parse(&argv).unwrap().command else {
+                panic!("not mask")
+            };
+            m.regions.resolve(&m.constraint).map(|(_, p)| p.unwrap())
+        };
+        let p = plan(&[
+            "--trigger",
+            "<a>",
+            "-j",
+            "{}",
+            "--trigger",
+            "<b>",
+            "--regex",
+            "[a-z]+",
+        ])
+        .unwrap();
+        let begins: Vec<&str> = p.regions.iter().map(|r| r.begin.as_str()).collect();
+        assert_eq!(begins, ["<a>", "<b>"]);
+        assert!(matches!(p.regions[0].source, GrammarSource::JsonSchema(_)));
+        assert!(matches!(&p.regions[1].source, GrammarSource::Regex(r) if r == "[a-z]+"));
+        // The same flags in another order pair the other way round.
+        let p = plan(&[
+            "--trigger",
+            "<a>",
+            "--regex",
+            "[a-z]+",
+            "--trigger",
+            "<b>",
+            "--json",
+        ])
+        .unwrap();
+        assert!(matches!(p.regions[0].source, GrammarSource::Regex(_)));
+        // `--json` is the schema of an object or an array.
+        assert!(
+            matches!(&p.regions[1].source, GrammarSource::JsonSchema(v) if v["type"][0] == "object")
+        );
+        // One constraint, wherever it stands, is shared.
+        for args in [
+            &["--json", "--trigger", "<a>", "--trigger", "<b>"][..],
+            &["--trigger", "<a>", "--trigger", "<b>", "--json"][..],
+        ] {
+            let p = plan(args).unwrap();
+            assert!(
+                p.regions
+                    .iter()
+                    .all(|r| matches!(r.source, GrammarSource::JsonSchema(_)))
+            );
+        }
+        for (args, says) in [
+            (
+                &["--json", "--trigger", "a", "--regex", "x", "--trigger", "b"][..],
+                "before the first --trigger",
+            ),
+            (
+                &["--trigger", "a", "--regex", "x", "--json", "--trigger", "b"][..],
+                "followed by 2 constraints",
+            ),
+            (
+                &["--trigger", "a", "--trigger", "b", "--regex", "x", "--json"][..],
+                "no constraint of its own",
+            ),
+        ] {
+            let err = plan(args).unwrap_err();
+            assert_eq!(crate::diag::exit_code_for(&err), 2);
+            assert!(format!("{err:#}").contains(says), "{args:?}: {err:#}");
+        }
     }
 
     #[test]

@@ -52,10 +52,10 @@ impl ReplArgs {
     pub fn config(&self) -> anyhow::Result<ReplConfig> {
         let sampling = self.sampling.config()?;
         let draft_threshold = self.method.draft_threshold()?;
-        let constraint = self.constraint.spec()?;
+        let (constraint, regions) = self.regions.resolve(&self.constraint)?;
         Ok(ReplConfig {
             model: self.model.config(),
-            regions: self.regions.plan(constraint.as_ref())?,
+            regions,
             token_healing: self.regions.token_healing(),
             constraint,
             compile: self.constraint.compile_options(),

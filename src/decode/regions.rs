@@ -124,6 +124,16 @@ impl TagPlan {
                 self.compile(opts, vocab)?,
             )));
         }
+        let ir = crate::grammar::lower::lower(&self.whole_def(opts)?)?;
+        Ok(CompiledPlan::Whole(CompiledGrammar::new(ir).map_err(
+            |e| GrammarError::whole(format!("cannot compile the grammar: {e}")),
+        )?))
+    }
+
+    /// The grammar of a plan that starts in a region ([`TagPlan::from_start`]): one of the
+    /// regions (`begin · prefix · grammar · end`); under [`After::Free`] one or more of them,
+    /// a newline between two, at most `max_regions`.
+    pub fn whole_def(&self, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
         if self.regions.is_empty() {
             return Err(GrammarError::whole("no tagged regions (no trigger given)"));
         }
@@ -133,11 +143,8 @@ impl TagPlan {
             let open = format!("{}{}", r.begin, r.prefix);
             defs.push(wrap(def, open.as_bytes(), r.end.as_bytes()));
         }
-        let def = repeat(alternatives(defs), self.after == After::Free, b"\n");
-        let ir = crate::grammar::lower::lower(&def)?;
-        Ok(CompiledPlan::Whole(CompiledGrammar::new(ir).map_err(
-            |e| GrammarError::whole(format!("cannot compile the grammar: {e}")),
-        )?))
+        let many = self.after == After::Free && self.max_regions.is_none_or(|m| m > 1);
+        Ok(repeat(alternatives(defs), many, b"\n"))
     }
 
     /// A key for this plan's content (draft statistics, caches).

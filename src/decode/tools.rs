@@ -20,11 +20,15 @@
 //! tokens inside a call, which a region grammar cannot contain: DeepSeek templates get the
 //! generic syntax.
 //!
-//! # `tool_choice`
+//! # `tool_choice` and `parallel_tool_calls`
 //! `none`: no tools, no constraint. `auto`: free text with call regions anywhere (none
 //! needed). `required` / a named function: the output is constrained from its first token to
-//! one call (of that function), then the end — a model that would otherwise talk first
-//! cannot leave the call out.
+//! calls (of that function), then the end — a model that would otherwise talk first cannot
+//! leave the call out. `parallel_tool_calls` (OpenAI's request field, default true) decides
+//! how many: true allows several (`auto`: any number of call regions; forced: one or more
+//! calls, each on its own line; Mistral: an array of any length), false at most one (`auto`:
+//! `max_regions` 1, after which free text cannot open another call; forced: exactly one;
+//! Mistral: `maxItems` 1).
 //!
 //! The tools are described in a system message ([`instructions`]): llama.cpp's legacy
 //! template engine does not render a `tools` field. Parsing ([`parse_calls`]) finds every
@@ -236,8 +240,13 @@ fn offered<'t>(tools: &'t [Tool], choice: &ToolChoice) -> Vec<&'t Tool> {
 
 /// The regions for `syntax` and `choice` (`None` for [`ToolChoice::None`]); see the module
 /// doc. `required` and a named function make the plan start in a region
-/// ([`TagPlan::from_start`]).
-pub fn tag_plan(tools: &[Tool], choice: &ToolChoice, syntax: Syntax) -> Option<TagPlan> {
+/// ([`TagPlan::from_start`]); `parallel` (`parallel_tool_calls`) allows more than one call.
+pub fn tag_plan(
+    tools: &[Tool],
+    choice: &ToolChoice,
+    syntax: Syntax,
+    parallel: bool,
+) -> Option<TagPlan> {
     let offered = offered(tools, choice);
     if offered.is_empty() {
         return None;
@@ -266,9 +275,11 @@ pub fn tag_plan(tools: &[Tool], choice: &ToolChoice, syntax: Syntax) -> Option<T
             name: "tool_calls".into(),
             begin: "[TOOL_CALLS]".into(),
             prefix: String::new(),
-            source: GrammarSource::JsonSchema(json!({
-                "type": "array", "items": any_call(), "minItems": 1
-            })),
+            source: GrammarSource::JsonSchema(if parallel {
+                json!({"type": "array", "items": any_call(), "minItems": 1})
+            } else {
+                json!({"type": "array", "items": any_call(), "minItems": 1, "maxItems": 1})
+            }),
             end: String::new(),
         }],
         Syntax::Llama3 => offered
@@ -288,10 +299,15 @@ pub fn tag_plan(tools: &[Tool], choice: &ToolChoice, syntax: Syntax) -> Option<T
     let forced = matches!(choice, ToolChoice::Required | ToolChoice::Named(_));
     Some(TagPlan {
         regions,
-        // Forced: one call, then the end (a small model would otherwise call again and again).
-        after: if forced { After::End } else { After::Free },
+        // Forced: calls from the first token, one per line when parallel (`After::Free` repeats
+        // the region), else exactly one and then the end.
+        after: if !forced || parallel {
+            After::Free
+        } else {
+            After::End
+        },
         min_regions: usize::from(forced),
-        max_regions: None,
+        max_regions: (!parallel).then_some(1),
         from_start: forced,
     })
 }
@@ -479,16 +495,61 @@ mod tests {
     #[test]
     fn plans_follow_the_choice() {
         let t = tools();
-        assert!(tag_plan(&t, &ToolChoice::None, Syntax::Hermes).is_none());
-        let auto = tag_plan(&t, &ToolChoice::Auto, Syntax::Hermes).unwrap();
+        assert!(tag_plan(&t, &ToolChoice::None, Syntax::Hermes, true).is_none());
+        let auto = tag_plan(&t, &ToolChoice::Auto, Syntax::Hermes, true).unwrap();
         assert_eq!((auto.min_regions, auto.from_start), (0, false));
-        let req = tag_plan(&t, &ToolChoice::Required, Syntax::Generic).unwrap();
+        let req = tag_plan(&t, &ToolChoice::Required, Syntax::Generic, true).unwrap();
         assert_eq!((req.min_regions, req.from_start), (1, true));
-        let llama = tag_plan(&t, &ToolChoice::Named("now".into()), Syntax::Llama3).unwrap();
+        let llama = tag_plan(&t, &ToolChoice::Named("now".into()), Syntax::Llama3, true).unwrap();
         assert_eq!(llama.regions.len(), 1);
         assert_eq!(llama.regions[0].begin, "{\"name\": \"now\"");
-        let all = tag_plan(&t, &ToolChoice::Auto, Syntax::Llama3).unwrap();
+        let all = tag_plan(&t, &ToolChoice::Auto, Syntax::Llama3, true).unwrap();
         assert_eq!(all.regions.len(), 2);
+        // parallel_tool_calls: false caps the calls at one.
+        let auto = tag_plan(&t, &ToolChoice::Auto, Syntax::Hermes, false).unwrap();
+        assert_eq!((auto.after, auto.max_regions), (After::Free, Some(1)));
+        let auto = tag_plan(&t, &ToolChoice::Auto, Syntax::Hermes, true).unwrap();
+        assert_eq!((auto.after, auto.max_regions), (After::Free, None));
+    }
+
+    /// The language of a forced (`required`) plan: one call, or several on their own lines
+    /// when `parallel` — checked with the reference recognizer on the compiled grammar.
+    #[test]
+    fn parallel_tool_calls_decide_how_many_forced_calls_the_grammar_accepts() {
+        use crate::grammar::reference::ReferenceRecognizer;
+        let t = tools();
+        let accepts = |parallel: bool, syntax: Syntax, text: &str| {
+            let plan = tag_plan(&t, &ToolChoice::Required, syntax, parallel).unwrap();
+            let ir = crate::grammar::lower::lower(
+                &plan
+                    .whole_def(&crate::grammar::CompileOptions::default())
+                    .unwrap(),
+            )
+            .unwrap();
+            let r = ReferenceRecognizer::new(&ir).unwrap();
+            let mut s = r.start();
+            for &b in text.as_bytes() {
+                match r.feed(&s, b) {
+                    Some(n) => s = n,
+                    None => return false,
+                }
+            }
+            r.is_accepting(&s)
+        };
+        let one = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+        let two = format!(
+            "{one}\n<tool_call>\n{{\"name\": \"add\", \"arguments\": {{\"a\": 1, \"b\": 2}}}}\n</tool_call>"
+        );
+        for parallel in [true, false] {
+            assert!(accepts(parallel, Syntax::Generic, one), "{parallel}");
+            assert_eq!(accepts(parallel, Syntax::Generic, &two), parallel);
+        }
+        let m1 = "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}]";
+        let m2 = "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}}, {\"name\": \"now\", \"arguments\": {}}]";
+        for parallel in [true, false] {
+            assert!(accepts(parallel, Syntax::Mistral, m1), "{parallel}");
+            assert_eq!(accepts(parallel, Syntax::Mistral, m2), parallel);
+        }
     }
 
     #[test]

@@ -16,6 +16,14 @@
 //! | `template` | `Method::Template` (forced text appended without the model) |
 //! | `llama-grammar` | llama.cpp's GBNF sampler |
 //!
+//! # Reasoning and token healing
+//! With a request's `reasoning_end` (`domino eval … --reasoning`), every engine method gets
+//! [`TagPlan::reasoning`]: free text until the marker, the task schema after it, then the
+//! end; the free text stops at the request's stop strings (`\nQ:`) as `none` does.
+//! `token_healing` (on unless `--no-token-healing`: the few-shot prompts are raw text
+//! ending in `A:`, a token other tokens extend) backs off the prompt's last token(s) for
+//! every method but `llama-grammar`, whose sampler cannot start inside a token.
+//!
 //! # The KV cache between requests
 //! The few-shot prefix (`shared_prefix_len` bytes of the prompt) is evaluated once and kept:
 //! a request truncates the cache back to the prefix's tokens and evaluates only the rest.
@@ -34,6 +42,7 @@ use super::metrics::FinishReason;
 use super::runner::{EvalBackend, GenerationOutcome, GenerationRequest};
 use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::{Decoder, DecoderConfig, Method as DecodeMethod};
+use crate::decode::regions::TagPlan;
 use crate::decode::{
     Control, FinishReason as DecodeFinish, GenerationRequest as DecodeRequest, SamplingConfig,
     TokenEvent, log_softmax_at,
@@ -43,7 +52,7 @@ use crate::runtime::{LogitsAt, Model, Session, SessionOptions};
 use crate::vocab::TokenId;
 use anyhow::{Context, bail};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The decoder configuration an eval method stands for (`None` for `none`, which needs no
 /// grammar).
@@ -122,11 +131,25 @@ struct CachedPrefix {
     tokens: Vec<TokenId>,
 }
 
+/// What a cached decoder was built for: task, grammar file, method, reasoning marker,
+/// token healing.
+type DecoderKey = (String, PathBuf, Method, Option<String>, bool);
+
+fn decoder_key(request: &GenerationRequest<'_>) -> DecoderKey {
+    (
+        request.task.to_string(),
+        request.grammar.to_path_buf(),
+        request.method,
+        request.reasoning_end.map(str::to_string),
+        request.token_healing,
+    )
+}
+
 /// See the module doc.
 pub struct LlamaEvalBackend<'m> {
     model: &'m Model,
     session: Session<'m>,
-    decoders: HashMap<(String, PathBuf, Method), Decoder>,
+    decoders: HashMap<DecoderKey, Decoder>,
     prefix: Option<CachedPrefix>,
     /// The current throughput workload's warm-up is over: decoders built from now on start
     /// frozen too (so `--warmup 0` measures methods without learned priors).
@@ -150,19 +173,19 @@ impl<'m> LlamaEvalBackend<'m> {
         self.session.n_ctx()
     }
 
-    fn decoder(
-        &mut self,
-        task: &str,
-        grammar: &Path,
-        method: Method,
-    ) -> anyhow::Result<Option<&mut Decoder>> {
+    fn decoder(&mut self, request: &GenerationRequest<'_>) -> anyhow::Result<Option<&mut Decoder>> {
+        let (grammar, method) = (request.grammar, request.method);
         if method == Method::None {
             return Ok(None);
         }
-        let key = (task.to_string(), grammar.to_path_buf(), method);
+        let key = decoder_key(request);
         if !self.decoders.contains_key(&key) {
             let source = GrammarSource::from_path(grammar)?;
-            let config = decoder_config(method, source)?.expect("constrained method");
+            let mut config = decoder_config(method, source.clone())?.expect("constrained method");
+            config.regions = request
+                .reasoning_end
+                .map(|end| TagPlan::reasoning(end, source));
+            config.token_healing = request.token_healing;
             let mut decoder = Decoder::new(&config, self.model).with_context(|| {
                 format!("cannot build method {method} for {}", grammar.display())
             })?;
@@ -236,7 +259,7 @@ impl EvalBackend for LlamaEvalBackend<'_> {
 
     fn run(&mut self, request: &GenerationRequest<'_>) -> anyhow::Result<GenerationOutcome> {
         // Build (or fetch) the decoder first: a grammar error must not disturb the cache.
-        self.decoder(request.task, request.grammar, request.method)?;
+        self.decoder(request)?;
         let tail = self.prepare_prompt(request.prompt, request.shared_prefix_len)?;
         let prompt_end = self.session.n_past() + tail.len();
         let decode_request = DecodeRequest {
@@ -255,6 +278,7 @@ impl EvalBackend for LlamaEvalBackend<'_> {
             let mut decoder = Decoder::new(
                 &DecoderConfig {
                     method: DecodeMethod::None,
+                    token_healing: request.token_healing,
                     ..DecoderConfig::default()
                 },
                 self.model,
@@ -266,22 +290,27 @@ impl EvalBackend for LlamaEvalBackend<'_> {
                 &mut |_: &TokenEvent<'_>| Ok(()),
             )?
         } else {
-            let key = (
-                request.task.to_string(),
-                request.grammar.to_path_buf(),
-                request.method,
-            );
-            let decoder = self.decoders.get_mut(&key).expect("built above");
+            let decoder = self
+                .decoders
+                .get_mut(&decoder_key(request))
+                .expect("built above");
+            // A grammar ends the output itself; the free reasoning before the marker needs
+            // the stop strings, as `none` does.
+            let control = match request.reasoning_end {
+                Some(_) => Control::none().with_stop_strings(request.stop),
+                None => Control::none(),
+            };
             decoder.run(
                 &mut self.session,
                 &decode_request,
-                &Control::none(),
+                &control,
                 &mut |_: &TokenEvent<'_>| Ok(()),
             )?
         };
         fill_missing_logprobs(
             &mut self.session,
-            prompt_end,
+            // Healed prompt tokens were backed off: the output starts that much earlier.
+            prompt_end - result.stats.healed_tokens,
             &result.tokens,
             &mut result.logprobs,
         )?;
@@ -302,7 +331,7 @@ impl EvalBackend for LlamaEvalBackend<'_> {
 
     /// A new throughput workload: drop the decoders (and their draft counts) of the others.
     fn begin_workload(&mut self, workload: &str) {
-        self.decoders.retain(|(task, _, _), _| task == workload);
+        self.decoders.retain(|(task, ..), _| task == workload);
         self.drafts_frozen = false;
     }
 

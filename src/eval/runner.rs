@@ -60,6 +60,12 @@ pub struct GenerationRequest<'a> {
     /// 0 = greedy.
     pub temperature: f32,
     pub seed: u64,
+    /// `--reasoning`: the end-of-reasoning marker. The text before its first occurrence is
+    /// free, the grammar constrains what follows (methods that cannot constrain a region are
+    /// refused before the run), and the answer is read after the marker.
+    pub reasoning_end: Option<&'a str>,
+    /// Token healing of the prompt's end (the few-shot prompts are raw text ending in `A:`).
+    pub token_healing: bool,
 }
 
 /// What the backend returns for one generation.
@@ -149,6 +155,11 @@ pub struct RunOptions {
     pub progress: bool,
     /// Evaluate only this shard's samples (see the module doc).
     pub shard: Option<Shard>,
+    /// `--reasoning`: the end-of-reasoning marker (see [`GenerationRequest::reasoning_end`]).
+    pub reasoning_end: Option<String>,
+    /// Token healing of the prompts' end (off unless asked for; the command line turns it on
+    /// unless `--no-token-healing`).
+    pub token_healing: bool,
 }
 
 /// Shard `index` of `count` (`--shard I/N`, `0 ≤ I < N`): the samples whose index is `I`
@@ -252,6 +263,8 @@ impl Default for RunOptions {
             command_line: String::new(),
             progress: false,
             shard: None,
+            reasoning_end: None,
+            token_healing: false,
         }
     }
 }
@@ -295,11 +308,23 @@ pub struct Provenance {
     /// The llama.cpp binding the build links ([`crate::runtime::LLAMA_CPP_VERSION`]; the
     /// llama-cpp-sys-2 version pins one llama.cpp commit).
     pub llama_cpp: String,
+    /// `--reasoning`'s end-of-reasoning marker (None: the grammar constrains the whole answer;
+    /// also what `run.json` files written before the flag existed mean).
+    #[serde(default)]
+    pub reasoning_end: Option<String>,
+    /// Whether the prompts' end was token-healed (false in files written before healing).
+    #[serde(default)]
+    pub token_healing: bool,
 }
 
 impl Provenance {
-    /// Digests of `prepared`'s files and of `model` (if any), and this build's versions.
-    pub fn of(prepared: &PreparedTask, model: Option<&Path>) -> anyhow::Result<Provenance> {
+    /// Digests of `prepared`'s files and of `model` (if any), this build's versions, and the
+    /// run's reasoning and healing settings.
+    pub fn of(
+        prepared: &PreparedTask,
+        model: Option<&Path>,
+        opts: &RunOptions,
+    ) -> anyhow::Result<Provenance> {
         let digest = |what: &str, p: &Path| {
             super::digest::sha256_file(p)
                 .with_context(|| format!("cannot read the {what} {} to digest it", p.display()))
@@ -311,12 +336,16 @@ impl Provenance {
             model_sha256: model.map(|m| digest("model", m)).transpose()?,
             domino_commit: env!("DOMINO_COMMIT").to_string(),
             llama_cpp: crate::runtime::LLAMA_CPP_VERSION.to_string(),
+            reasoning_end: opts.reasoning_end.clone(),
+            token_healing: opts.token_healing,
         })
     }
 
     /// The first recorded input that differs from `now`, as `(name, recorded, now)`.
     pub fn difference(&self, now: &Provenance) -> Option<(&'static str, String, String)> {
         let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+        let marker = |o: &Option<String>| o.as_ref().map_or("off".into(), |m| format!("{m:?}"));
+        let on = |b: bool| if b { "on" } else { "off" }.to_string();
         [
             (
                 "test data file (--data)",
@@ -343,6 +372,16 @@ impl Provenance {
                 "llama.cpp version",
                 self.llama_cpp.clone(),
                 now.llama_cpp.clone(),
+            ),
+            (
+                "reasoning setting (--reasoning, --reasoning-end)",
+                marker(&self.reasoning_end),
+                marker(&now.reasoning_end),
+            ),
+            (
+                "token healing (--no-token-healing)",
+                on(self.token_healing),
+                on(now.token_healing),
             ),
         ]
         .into_iter()
@@ -452,6 +491,7 @@ pub fn run_task(
     if opts.methods.is_empty() {
         bail!(UsageError("no methods to evaluate".into()));
     }
+    check_reasoning(opts)?;
     let prepared = PreparedTask::load(task, opts)?;
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create output directory {}", out_dir.display()))?;
@@ -467,7 +507,11 @@ pub fn run_task(
         temperature: opts.temperature,
         json_style: opts.json_style,
         command: opts.command_line.clone(),
-        provenance: Some(Provenance::of(&prepared, backend.model_path().as_deref())?),
+        provenance: Some(Provenance::of(
+            &prepared,
+            backend.model_path().as_deref(),
+            opts,
+        )?),
     };
     let own_path = results_path(out_dir, opts.shard);
     // Results other processes wrote into this directory: other shards of this run, or the
@@ -534,6 +578,8 @@ pub fn run_task(
                 stop: &stop,
                 temperature: opts.temperature,
                 seed: opts.seed.wrapping_add(sample_id as u64),
+                reasoning_end: opts.reasoning_end.as_deref(),
+                token_healing: opts.token_healing,
             };
             let record = match backend.run(&request) {
                 Ok(outcome) => {
@@ -545,6 +591,7 @@ pub fn run_task(
                         &config.prompt_id,
                         &gold,
                         outcome,
+                        opts.reasoning_end.as_deref(),
                     )
                 }
                 Err(err) => {
@@ -600,7 +647,42 @@ fn complete_prefix(
         .count()
 }
 
-/// Score a backend outcome into a result record.
+/// `--reasoning` with methods that cannot leave the reasoning free and constrain only what
+/// follows the marker is refused before anything runs (rather than failing every sample).
+fn check_reasoning(opts: &RunOptions) -> anyhow::Result<()> {
+    let Some(marker) = &opts.reasoning_end else {
+        return Ok(());
+    };
+    if marker.is_empty() {
+        bail!(UsageError("--reasoning-end is empty".into()));
+    }
+    let refused: Vec<String> = opts
+        .methods
+        .iter()
+        .filter(|m| matches!(m, Method::LlamaGrammar | Method::Llguidance))
+        .map(|m| m.to_string())
+        .collect();
+    if !refused.is_empty() {
+        bail!(UsageError(format!(
+            "--reasoning: method {} cannot leave the reasoning free and constrain only the answer after the marker \
+             (llama.cpp's grammar sampler constrains from the first token); choose --methods from none, domino…, naive, template",
+            refused.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The part of `text` the answer is read from: all of it, or with `--reasoning` what follows
+/// the first end-of-reasoning marker (`None` when the output has no marker).
+pub fn answer_text<'t>(text: &'t str, reasoning_end: Option<&str>) -> Option<&'t str> {
+    match reasoning_end {
+        None => Some(text),
+        Some(marker) => text.find(marker).map(|at| &text[at + marker.len()..]),
+    }
+}
+
+/// Score a backend outcome into a result record; with `reasoning_end` (`--reasoning`) the
+/// answer is the text after the first marker ([`answer_text`]).
 pub fn score_outcome(
     prepared: &PreparedTask,
     sample_id: usize,
@@ -608,12 +690,18 @@ pub fn score_outcome(
     prompt_id: &str,
     gold: &Gold,
     outcome: GenerationOutcome,
+    reasoning_end: Option<&str>,
 ) -> SampleResult {
-    let score = prepared.scorer.score(&outcome.text, gold);
-    let score_note = match (&score.extract_error, &score.schema_error) {
-        (Some(e), _) => Some(e.to_string()),
-        (None, Some(e)) => Some(format!("schema: {e}")),
-        (None, None) => None,
+    let answer = answer_text(&outcome.text, reasoning_end);
+    let score = prepared.scorer.score(answer.unwrap_or(""), gold);
+    let score_note = match (answer, &score.extract_error, &score.schema_error) {
+        (None, _, _) => Some(format!(
+            "no end-of-reasoning marker {:?} in the output",
+            reasoning_end.unwrap_or_default()
+        )),
+        (_, Some(e), _) => Some(e.to_string()),
+        (_, None, Some(e)) => Some(format!("schema: {e}")),
+        (_, None, None) => None,
     };
     // A backend that does not say why it stopped is taken to have stopped normally.
     let finish_reason = outcome.finish_reason.unwrap_or(FinishReason::Eos);

@@ -516,6 +516,9 @@ pub fn run_throughput(
                     stop: &stop,
                     temperature,
                     seed: workload_seed.wrapping_add(1_000_000 + i as u64),
+                    // Throughput measures the methods on the whole output, as the paper does.
+                    reasoning_end: None,
+                    token_healing: false,
                 };
                 // A method that cannot run this workload at all (llama.cpp's GBNF cannot express
                 // a Lark `%ignore`) is not a reason to lose the other methods: its measured
@@ -545,6 +548,9 @@ pub fn run_throughput(
                     stop: &stop,
                     temperature,
                     seed: workload_seed.wrapping_add(rep as u64),
+                    // Throughput measures the methods on the whole output, as the paper does.
+                    reasoning_end: None,
+                    token_healing: false,
                 };
                 let record = match backend.run(&request) {
                     Ok(o) => ThroughputRecord {

@@ -469,7 +469,7 @@ impl<'m> Repl<'m> {
     /// The tagged regions of the next generation: the tools', else the command line's.
     fn current_regions(&self) -> Option<crate::decode::regions::TagPlan> {
         match &self.tools {
-            Some(t) => crate::decode::tools::tag_plan(&t.tools, &t.choice, t.syntax),
+            Some(t) => crate::decode::tools::tag_plan(&t.tools, &t.choice, t.syntax, true),
             None => self.regions.clone(),
         }
     }

@@ -47,6 +47,9 @@ pub struct ChatRequest {
     #[serde(default)]
     pub tools: Vec<Tool>,
     pub tool_choice: Option<Value>,
+    /// OpenAI's `parallel_tool_calls` (default true): several calls in one answer, or at
+    /// most one.
+    pub parallel_tool_calls: Option<bool>,
     /// llama-server's `reasoning_format`: `none` (default: the constraint applies from the
     /// first token and the text is returned as it is), `deepseek` or `auto` (free text until
     /// the end-of-reasoning marker, `domino.reasoning_end`, default `</think>`; then the
@@ -366,7 +369,11 @@ pub async fn completions(
         return Err(ApiError::bad_request("domino.reasoning_end is empty")
             .with_param("domino.reasoning_end"));
     }
-    let regions = match (tag_plan(&request.tools, &choice, syntax), &reasoning_end) {
+    let parallel = request.parallel_tool_calls.unwrap_or(true);
+    let regions = match (
+        tag_plan(&request.tools, &choice, syntax, parallel),
+        &reasoning_end,
+    ) {
         (Some(plan), _) => Some((plan, "tools")),
         (None, Some(end)) => constraint
             .take()

@@ -8,10 +8,21 @@
 //! sends one schema over and over compiles it once. Bounded by entry count: the least
 //! recently used entry goes when a new one would exceed it. Compilation runs on a blocking
 //! thread under a time limit ([`GrammarCache::get_or_compile`]).
+//!
+//! Tool-call and reasoning plans ([`TagPlan`], built per request from `tools`,
+//! `tool_choice`, `parallel_tool_calls`, the template's call syntax and the reasoning marker)
+//! go through the same cache ([`GrammarCache::get_or_compile_plan`]), keyed by the plan's
+//! content ([`plan_key`]): a client that sends the same tools with every request compiles
+//! them once, and its later requests count as hits in `/metrics`. A plan's entry is a
+//! [`EngineGrammar`]: a whole-output grammar (forced calls) or a triggered spec, whose
+//! free-text masks are then built once too.
 
 use crate::constraint::ConstraintSpec;
+use crate::decode::methods::EngineGrammar;
+use crate::decode::regions::{CompiledPlan, TagPlan};
 use crate::engine::CompiledGrammar;
 use crate::grammar::{CompileOptions, GrammarSource};
+use crate::vocab::Vocabulary;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +44,7 @@ pub struct GrammarCache {
 /// One grammar: compiled once, by the first request that needs it; requests that arrive
 /// while it compiles wait for that compilation instead of starting their own.
 struct Entry {
-    cell: Arc<OnceCell<Arc<CompiledGrammar>>>,
+    cell: Arc<OnceCell<EngineGrammar>>,
     last_used: u64,
 }
 
@@ -41,6 +52,15 @@ struct Entry {
 pub fn content_key(source: &GrammarSource, compile: &CompileOptions) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     format!("{source:?}\u{0}{compile:?}").hash(&mut h);
+    h.finish()
+}
+
+/// The cache key of a tagged-region plan: its content (regions with their grammars, triggers
+/// and closing texts, what follows a region, how many, whether it starts in one) and the
+/// compile options, hashed apart from [`content_key`]'s.
+pub fn plan_key(plan: &TagPlan, compile: &CompileOptions) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("plan\u{0}{}", plan.key_text(compile)).hash(&mut h);
     h.finish()
 }
 
@@ -67,7 +87,7 @@ impl GrammarCache {
     }
 
     /// The entry of `key`, made (evicting the least recently used one) if missing.
-    fn cell(&self, key: u64) -> Arc<OnceCell<Arc<CompiledGrammar>>> {
+    fn cell(&self, key: u64) -> Arc<OnceCell<EngineGrammar>> {
         let tick = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = entries.get_mut(&key) {
@@ -104,12 +124,51 @@ impl GrammarCache {
         limit: Duration,
     ) -> anyhow::Result<(Arc<CompiledGrammar>, u64)> {
         let key = content_key(&spec.source, &spec.compile);
+        let (grammar, key) = self
+            .get_or_build(key, limit, move || spec.compile().map(EngineGrammar::Plain))
+            .await?;
+        match grammar {
+            EngineGrammar::Plain(g) => Ok((g, key)),
+            EngineGrammar::Triggered(_) => {
+                anyhow::bail!("internal error: a grammar's cache entry holds a tagged-region plan")
+            }
+        }
+    }
+
+    /// A tagged-region plan (tool calls, reasoning) compiled for `vocab`, and its key: from
+    /// the cache (keyed by [`plan_key`]) or compiled as [`GrammarCache::get_or_compile`]
+    /// compiles a grammar.
+    pub async fn get_or_compile_plan(
+        self: &Arc<Self>,
+        plan: TagPlan,
+        compile: CompileOptions,
+        vocab: Arc<Vocabulary>,
+        limit: Duration,
+    ) -> anyhow::Result<(EngineGrammar, u64)> {
+        let key = plan_key(&plan, &compile);
+        self.get_or_build(key, limit, move || {
+            Ok(match plan.compile_plan(&compile, &vocab)? {
+                CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
+                CompiledPlan::Triggered(spec) => EngineGrammar::Triggered(spec),
+            })
+        })
+        .await
+    }
+
+    /// The entry of `key`, built by `build` on a blocking thread when missing (see
+    /// [`GrammarCache::get_or_compile`]); counts a hit or a miss.
+    async fn get_or_build(
+        self: &Arc<Self>,
+        key: u64,
+        limit: Duration,
+        build: impl FnOnce() -> anyhow::Result<EngineGrammar> + Send + 'static,
+    ) -> anyhow::Result<(EngineGrammar, u64)> {
         let cell = self.cell(key);
         let mut compiled_here = false;
         let result = cell
             .get_or_try_init(|| {
                 compiled_here = true;
-                self.compile(spec, limit)
+                self.compile(build, limit)
             })
             .await
             .cloned();
@@ -133,13 +192,13 @@ impl GrammarCache {
 
     async fn compile(
         self: &Arc<Self>,
-        spec: ConstraintSpec,
+        build: impl FnOnce() -> anyhow::Result<EngineGrammar> + Send + 'static,
         limit: Duration,
-    ) -> anyhow::Result<Arc<CompiledGrammar>> {
+    ) -> anyhow::Result<EngineGrammar> {
         let cache = self.clone();
         let task = tokio::task::spawn_blocking(move || {
             let start = Instant::now();
-            let compiled = spec.compile();
+            let compiled = build();
             cache
                 .compile_us
                 .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -180,6 +239,49 @@ mod tests {
         // `[0-9]+` was the least recently used: compiling it again is a miss.
         cache.get_or_compile(regex("[0-9]+"), limit).await.unwrap();
         assert_eq!(cache.misses.load(Ordering::Relaxed), 4);
+    }
+
+    #[tokio::test]
+    async fn the_same_plan_is_compiled_once_and_its_content_is_the_key() {
+        use crate::decode::tools::{Syntax, ToolChoice, parse_tools, tag_plan};
+        let cache = Arc::new(GrammarCache::new(8));
+        let limit = Duration::from_secs(30);
+        let tokens: Vec<Vec<u8>> = (0u8..128).map(|b| vec![b]).collect();
+        let special = vec![false; tokens.len()];
+        let vocab = Arc::new(Vocabulary::new(
+            tokens,
+            special,
+            vec![crate::vocab::TokenId(0)],
+        ));
+        let tools = parse_tools(&serde_json::json!([
+            {"name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}
+        ]))
+        .unwrap();
+        let plan = |choice: ToolChoice, parallel| {
+            tag_plan(&tools, &choice, Syntax::Generic, parallel).unwrap()
+        };
+        let opts = CompileOptions::default();
+        let get = |p: TagPlan| cache.get_or_compile_plan(p, opts.clone(), vocab.clone(), limit);
+        let (a, key_a) = get(plan(ToolChoice::Auto, true)).await.unwrap();
+        let (b, key_b) = get(plan(ToolChoice::Auto, true)).await.unwrap();
+        assert_eq!(key_a, key_b);
+        match (a, b) {
+            (EngineGrammar::Triggered(a), EngineGrammar::Triggered(b)) => {
+                assert!(Arc::ptr_eq(&a, &b))
+            }
+            _ => panic!("auto tool calls are a triggered plan"),
+        }
+        assert_eq!(cache.misses.load(Ordering::Relaxed), 1);
+        assert_eq!(cache.hits.load(Ordering::Relaxed), 1);
+        // Another choice or parallel flag is another plan.
+        let (_, key_c) = get(plan(ToolChoice::Auto, false)).await.unwrap();
+        let (req, _) = get(plan(ToolChoice::Required, true)).await.unwrap();
+        assert!(matches!(req, EngineGrammar::Plain(_)));
+        assert_ne!(key_a, key_c);
+        assert_eq!(cache.misses.load(Ordering::Relaxed), 3);
+        // A plan and a grammar never share an entry.
+        let (_, key_g) = cache.get_or_compile(regex("[0-9]+"), limit).await.unwrap();
+        assert!(![key_a, key_c].contains(&key_g));
     }
 
     #[tokio::test]

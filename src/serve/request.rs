@@ -289,17 +289,16 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
                 ))
                 .with_param("domino.method"));
             }
-            let vocab = state.model.vocabulary();
-            let key = domino_engine::hash::fnv1a(regions.key_text(&compile).as_bytes());
-            let grammar = match regions
-                .compile_plan(&compile, &vocab)
-                .map_err(|e| ApiError::from_anyhow(&anyhow::Error::new(e), param))?
-            {
-                crate::decode::regions::CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
-                crate::decode::regions::CompiledPlan::Triggered(spec) => {
-                    EngineGrammar::Triggered(spec)
-                }
-            };
+            let (grammar, key) = state
+                .cache
+                .get_or_compile_plan(
+                    regions,
+                    compile,
+                    state.model.vocabulary(),
+                    state.config.grammar_timeout,
+                )
+                .await
+                .map_err(|e| ApiError::from_anyhow(&e, param))?;
             JobConstraint::Engine { grammar, key }
         }
         (constraint, None) => match constraint {
