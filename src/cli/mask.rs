@@ -116,6 +116,9 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
     };
     let spec = args.constraint.spec()?;
     let plan = args.regions.plan(spec.as_ref())?;
+    // Compiling, the token trees and every mask this command computes run under the compile
+    // budget (--compile-timeout, --compile-memory): a grammar over it exits 2 naming the limit.
+    let _budget = args.constraint.compile_options().budget.enter();
     let (base, vocab): (Box<dyn TokenConstraint>, _) = match plan {
         Some(plan) => {
             let vocab = args.vocab.load()?;
@@ -125,8 +128,11 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
             (Box::new(c), vocab)
         }
         None => {
-            let grammar = compile_constraint(&args.constraint)?;
             let vocab = args.vocab.load()?;
+            let grammar = args
+                .constraint
+                .required_spec()?
+                .compile_for(&vocab, opts.clone())?;
             (Box::new(Constraint::new(&grammar, &vocab, opts)?), vocab)
         }
     };
@@ -143,6 +149,7 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
         let ok = committed.is_ok();
         if ok {
             c.compute_mask(&mut mask);
+            crate::engine::budget::status().map_err(crate::grammar::GrammarError::from)?;
         } else {
             mask.clear();
         }

@@ -131,9 +131,17 @@ pub struct LlamaEvalBackend<'m> {
     /// The current throughput workload's warm-up is over: decoders built from now on start
     /// frozen too (so `--warmup 0` measures methods without learned priors).
     drafts_frozen: bool,
+    /// The compile budget of each method's grammar (`--compile-timeout`, `--compile-memory`).
+    budget: crate::engine::budget::Budget,
 }
 
 impl<'m> LlamaEvalBackend<'m> {
+    /// Compile every method's grammar under `budget` instead of the default one.
+    pub fn with_budget(mut self, budget: crate::engine::budget::Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
     pub fn new(model: &'m Model, options: SessionOptions) -> anyhow::Result<Self> {
         let session = model.session(options)?;
         Ok(LlamaEvalBackend {
@@ -142,6 +150,7 @@ impl<'m> LlamaEvalBackend<'m> {
             decoders: HashMap::new(),
             prefix: None,
             drafts_frozen: false,
+            budget: crate::engine::budget::Budget::DEFAULT,
         })
     }
 
@@ -162,7 +171,8 @@ impl<'m> LlamaEvalBackend<'m> {
         let key = (task.to_string(), grammar.to_path_buf(), method);
         if !self.decoders.contains_key(&key) {
             let source = GrammarSource::from_path(grammar)?;
-            let config = decoder_config(method, source)?.expect("constrained method");
+            let mut config = decoder_config(method, source)?.expect("constrained method");
+            config.compile.budget = self.budget;
             let mut decoder = Decoder::new(&config, self.model).with_context(|| {
                 format!("cannot build method {method} for {}", grammar.display())
             })?;
