@@ -116,24 +116,23 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
     };
     let spec = args.constraint.spec()?;
     let plan = args.regions.plan(spec.as_ref())?;
+    let vocab = args.vocab.load()?;
     // Compiling, the token trees and every mask this command computes run under the compile
     // budget (--compile-timeout, --compile-memory): a grammar over it exits 2 naming the limit.
     let _budget = args.constraint.compile_options().budget.enter();
-    let (base, vocab): (Box<dyn TokenConstraint>, _) = match plan {
+    let base: Box<dyn TokenConstraint> = match plan {
         Some(plan) => {
-            let vocab = args.vocab.load()?;
             let spec = plan.compile(&args.constraint.compile_options(), &vocab)?;
             let c =
                 crate::engine::triggered::TriggeredConstraint::new(Arc::new(spec), &vocab, opts)?;
-            (Box::new(c), vocab)
+            Box::new(c)
         }
         None => {
-            let vocab = args.vocab.load()?;
             let grammar = args
                 .constraint
                 .required_spec()?
                 .compile_for(&vocab, opts.clone())?;
-            (Box::new(Constraint::new(&grammar, &vocab, opts)?), vocab)
+            Box::new(Constraint::new(&grammar, &vocab, opts)?)
         }
     };
     let prefixes = match &args.prefixes {

@@ -272,7 +272,8 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
     let room = n_ctx - prompt_tokens;
     let max_tokens = plan.max_tokens.map_or(room, |m| m.min(room));
     let settings = plan.domino.settings(&state.config.decode)?;
-    let compile = plan.domino.compile_options()?;
+    let mut compile = plan.domino.compile_options()?;
+    compile.budget = state.config.grammar_budget;
     let constraint = match (plan.constraint, plan.regions) {
         (Some(named), Some((_, param))) => {
             return Err(ApiError::bad_request(format!(
@@ -291,15 +292,18 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
             }
             let vocab = state.model.vocabulary();
             let key = domino_engine::hash::fnv1a(regions.key_text(&compile).as_bytes());
-            let grammar = match regions
-                .compile_plan(&compile, &vocab)
-                .map_err(|e| ApiError::from_anyhow(&anyhow::Error::new(e), param))?
-            {
-                crate::decode::regions::CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
-                crate::decode::regions::CompiledPlan::Triggered(spec) => {
-                    EngineGrammar::Triggered(spec)
-                }
+            let compiled = {
+                // Tagged regions compile here, under the request's budget too.
+                let _budget = compile.budget.enter();
+                regions.compile_plan(&compile, &vocab)
             };
+            let grammar =
+                match compiled.map_err(|e| ApiError::from_anyhow(&anyhow::Error::new(e), param))? {
+                    crate::decode::regions::CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
+                    crate::decode::regions::CompiledPlan::Triggered(spec) => {
+                        EngineGrammar::Triggered(spec)
+                    }
+                };
             JobConstraint::Engine { grammar, key }
         }
         (constraint, None) => match constraint {
@@ -321,7 +325,7 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
                 };
                 let (grammar, key) = state
                     .cache
-                    .get_or_compile(spec, state.config.grammar_timeout)
+                    .get_or_compile(spec, state.model.vocabulary())
                     .await
                     .map_err(|e| ApiError::from_anyhow(&e, named.param))?;
                 JobConstraint::Engine {

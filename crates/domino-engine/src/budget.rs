@@ -234,7 +234,7 @@ fn probe() -> i64 {
 /// A full checkpoint: `Err` when the armed budget (if any) is exceeded, naming `stage`.
 /// Costs a clock read; in hot loops use [`over`], which looks only every 256th call.
 pub fn check(stage: &'static str) -> Result<(), BudgetExceeded> {
-    ACTIVE.with(|a| {
+    let r = ACTIVE.with(|a| {
         let mut a = a.borrow_mut();
         let Some(a) = a.as_mut() else {
             return Ok(());
@@ -260,7 +260,11 @@ pub fn check(stage: &'static str) -> Result<(), BudgetExceeded> {
                 Err(e)
             }
         }
-    })
+    });
+    if r.is_err() {
+        EXCEEDED_HINT.with(|h| h.set(true));
+    }
+    r
 }
 
 /// A cheap checkpoint for hot loops: `true` when the budget is exceeded (the caller stops its
@@ -276,11 +280,7 @@ pub fn over(stage: &'static str) -> bool {
     if n % 256 != 0 && !EXCEEDED_HINT.with(Cell::get) {
         return false;
     }
-    let r = check(stage).is_err();
-    if r {
-        EXCEEDED_HINT.with(|h| h.set(true));
-    }
-    r
+    check(stage).is_err()
 }
 
 thread_local! {

@@ -203,6 +203,7 @@ impl CompiledGrammar {
         vocab: &Arc<Vocabulary>,
         opts: Options,
     ) -> Result<(), EngineError> {
+        budget::check("the token trees")?;
         let mut c = Constraint::new(self, vocab, opts)?;
         let mut mask = TokenSet::new(vocab.len());
         c.compute_mask_uncached(&mut mask);

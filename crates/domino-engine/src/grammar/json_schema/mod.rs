@@ -185,8 +185,13 @@ use presence::required_only;
 pub const MAX_SCHEMA_DEPTH: usize = 128;
 /// `Pretty` indents this many levels; deeper values are written compactly.
 pub const MAX_PRETTY_DEPTH: u32 = 16;
-/// More `enum` values than this are a `Limit` error.
+/// More `enum` values than this are a `Limit` error, unless every value is a scalar (a
+/// string, number, boolean or null: one literal each), up to [`MAX_SCALAR_ENUM_VALUES`].
 pub const MAX_ENUM_VALUES: usize = 4096;
+/// More scalar `enum` values than this are a `Limit` error. 256 or more scalar values become
+/// one rule of literal alternatives, which lowering turns into ONE terminal whose DFA is their
+/// trie (`lower::LITERAL_SET_MIN`): set-up grows linearly (100,000 values: seconds).
+pub const MAX_SCALAR_ENUM_VALUES: usize = 1_000_000;
 /// A grammar with more rules than this is a `Limit` error.
 pub const MAX_RULES: usize = 100_000;
 /// `allOf` merges (and sibling distributions) allowed per schema.

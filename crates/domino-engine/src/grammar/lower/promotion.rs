@@ -95,7 +95,7 @@ pub(super) fn promote(
         }
     }
     for &r in &order {
-        crate::grammar::budget_over("lowering (promoting rules to terminals)")?;
+        crate::grammar::budget_over("the lowered grammar (promoting rules to terminals)")?;
         let rule = &def.rules[r];
         let candidate = rule.kind == RuleKind::Syntactic
             && opts.promote
