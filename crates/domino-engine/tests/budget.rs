@@ -130,3 +130,22 @@ fn a_budget_within_limits_changes_nothing() {
     CompiledGrammar::new(ir).unwrap();
     assert!(budget::exceeded().is_none());
 }
+
+/// A 20,000-value string enum (past the 4,096 limit for mixed values) is one trie terminal
+/// and means exactly its values.
+#[test]
+fn a_large_string_enum_is_one_trie_terminal() {
+    use domino_engine::grammar::reference::ReferenceRecognizer;
+    let values: Vec<String> = (0..20_000).map(|i| format!("v{i}")).collect();
+    let schema = serde_json::json!({"type": "string", "enum": values});
+    let ir = GrammarSource::JsonSchema(schema)
+        .compile(&CompileOptions::default())
+        .unwrap();
+    assert!(ir.terminals.len() < 8, "{} terminals", ir.terminals.len());
+    let r = ReferenceRecognizer::new(&ir).unwrap();
+    assert!(r.accepts(b"\"v0\""));
+    assert!(r.accepts(b"\"v19999\""));
+    assert!(!r.accepts(b"\"v20000\""));
+    assert!(!r.accepts(b"\"v\""));
+    assert!(r.is_viable_prefix(b"\"v1999"));
+}
