@@ -116,8 +116,10 @@
 //!
 //! # Limits (errors, never stack overflows)
 //! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
-//! [`MAX_ENUM_VALUES`] values, a grammar at most [`MAX_RULES`] rules, and `allOf` merging does
-//! at most [`MAX_MERGE_STEPS`] steps.
+//! [`MAX_ENUM_VALUES`] values ([`MAX_SCALAR_ENUM_VALUES`] when all are scalars: 256 or more
+//! become one rule of literals, one trie terminal after lowering), a grammar at most
+//! [`MAX_RULES`] rules, and `allOf` merging does at most [`MAX_MERGE_STEPS`] steps. Time and
+//! memory are bounded by the compile budget ([`crate::budget`]).
 //!
 //! # Modules
 //! [`compile`] and the dispatch from one schema to its grammar (`Compiler::value`: unsupported
