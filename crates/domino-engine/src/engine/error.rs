@@ -21,13 +21,13 @@ pub enum EngineError {
     /// The constraint already ended (an end-of-generation token was committed).
     Finished,
     /// A constraint specification no text can satisfy, or one naming unusable triggers
-    /// (a triggered constraint's [`TriggerSpec`]).
+    /// (a triggered constraint's [`TriggerSpec`](super::TriggerSpec)).
     InvalidSpec(String),
     /// Building the subterminal tree of this grammar part (a terminal, or a scanner state's
-    /// terminals) took more than the work limit ([`tree::MAX_TREE_WORK`] by default): its
+    /// terminals) took more than the work limit ([`super::tree::MAX_TREE_WORK`] by default): its
     /// tokens split into too many terminal sequences.
     TreeLimit { part: String, limit: u64 },
-    /// The compile budget ([`budget`]) ran out: the stage and the limit.
+    /// The compile budget ([`budget`](crate::budget)) ran out: the stage and the limit.
     Budget(budget::BudgetExceeded),
 }
 
