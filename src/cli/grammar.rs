@@ -105,6 +105,7 @@ fn convert(args: ConvertArgs) -> anyhow::Result<()> {
         )
     })?;
     let opts = args.constraint.compile_options();
+    let _budget = opts.budget.enter();
     let def = source.parse(&opts)?;
     for w in &def.warnings {
         eprintln!("warning: {w}");
