@@ -117,9 +117,9 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
     let spec = args.constraint.spec()?;
     let plan = args.regions.plan(spec.as_ref())?;
     let vocab = args.vocab.load()?;
-    // Compiling, the token trees and every mask this command computes run under the compile
-    // budget (--compile-timeout, --compile-memory): a grammar over it exits 2 naming the limit.
-    let _budget = args.constraint.compile_options().budget.enter();
+    // Compiling, the token trees and the first mask run under the compile budget
+    // (--compile-timeout, --compile-memory): a grammar over it exits 2 naming the limit.
+    let budget = args.constraint.compile_options().budget.enter();
     let base: Box<dyn TokenConstraint> = match plan {
         Some(plan) => {
             let spec = plan.compile(&args.constraint.compile_options(), &vocab)?;
@@ -135,6 +135,7 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
             Box::new(Constraint::new(&grammar, &vocab, opts)?)
         }
     };
+    drop(budget);
     let prefixes = match &args.prefixes {
         Some(p) => read_json_lines(p)?,
         None => vec![args.prefix.clone().unwrap_or_default()],
@@ -148,7 +149,6 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
         let ok = committed.is_ok();
         if ok {
             c.compute_mask(&mut mask);
-            crate::engine::budget::status().map_err(crate::grammar::GrammarError::from)?;
         } else {
             mask.clear();
         }
