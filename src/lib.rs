@@ -13,7 +13,7 @@
 //! tables; [`repl`] is the interactive shell; [`cli`] is the `domino` command.
 //! [`constraint`] turns a named grammar, schema or regex into a compiled constraint, and
 //! [`models`] says which model file to load and how; [`diag`] holds errors, exit codes and
-//! logging.
+//! logging; [`memory`] is the counting allocator that lets compile budgets measure memory.
 //!
 //! # Layers
 //! Dependencies point one way (`scripts/check-layers` enforces it): `cli` → {`serve`,
@@ -30,6 +30,7 @@ pub mod constraint;
 pub mod decode;
 pub mod diag;
 pub mod eval;
+pub mod memory;
 pub mod models;
 pub mod repl;
 pub mod runtime;

@@ -2,6 +2,11 @@
 
 use std::process::ExitCode;
 
+/// Counts each thread's allocations so compile budgets can measure memory (`domino::memory`).
+#[global_allocator]
+static ALLOCATOR: domino::memory::CountingAllocator = domino::memory::CountingAllocator;
+
 fn main() -> ExitCode {
+    domino::memory::install();
     domino::cli::main()
 }

@@ -190,6 +190,65 @@ fn schema_jsonl_reports_every_line_and_a_summary() {
     std::fs::remove_dir_all(&d).ok();
 }
 
+/// One schema over the compile budget is reported as such, and the report goes on: the
+/// schemas before and after it are checked, the command exits 0 within seconds.
+#[test]
+fn schema_jsonl_reports_a_schema_over_its_budget_and_completes_the_rest() {
+    let d = temp_dir("jsonl-bomb");
+    let p = d.join("schemas.jsonl");
+    let values: Vec<String> = (0..4000)
+        .map(|i| format!("value-{i:05}-{}", "x".repeat(i % 40)))
+        .collect();
+    let lines = [
+        serde_json::json!({"id": "before", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}),
+        serde_json::json!({"id": "items", "schema": {"type": "array", "maxItems": 1_000_000_000u64, "items": {"type": "integer"}}}),
+        serde_json::json!({"id": "bomb", "schema": {"type": "string", "enum": values}}),
+        serde_json::json!({"id": "after", "schema": {"type": "array", "items": {"type": "number"}}}),
+    ];
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&p, text.join("\n")).unwrap();
+    let started = std::time::Instant::now();
+    let out = domino()
+        .args([
+            "grammar",
+            "check",
+            "--format",
+            "json",
+            "--compile-memory",
+            "24",
+            "--schema-jsonl",
+        ])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert_eq!(lines[0]["status"], "ok");
+    assert_eq!(
+        lines[1]["status"], "ok",
+        "maxItems 1e9 is built by doubling"
+    );
+    assert_eq!(lines[2]["id"], "bomb");
+    assert_eq!(lines[2]["status"], "error");
+    assert_eq!(lines[2]["kind"], "limit");
+    let e = lines[2]["error"].as_str().unwrap();
+    assert!(e.contains("memory budget of 24 MB"), "{e}");
+    assert_eq!(lines[3]["status"], "ok");
+    assert_eq!(lines[4]["summary"]["total"], 4);
+    assert_eq!(lines[4]["summary"]["ok"], 3);
+    std::fs::remove_dir_all(&d).ok();
+}
+
 #[test]
 fn convert_prints_gbnf_that_reads_back() {
     let out = domino()

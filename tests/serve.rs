@@ -768,3 +768,38 @@ fn reasoning_format_frees_the_text_before_the_marker() {
         "{e}"
     );
 }
+
+/// A request's grammar over the compile budget (`--grammar-memory`) gets a 400 naming the
+/// limit; its compile thread stops, and the server goes on answering.
+#[test]
+fn a_grammar_over_its_compile_budget_is_a_400_naming_the_limit() {
+    let s = Server::start(&["--grammar-memory", "16", "--grammar-timeout", "60"]);
+    let mut bomb = String::from("root ::= r0\n");
+    for i in 0..20_000 {
+        bomb.push_str(&format!(
+            "r{i} ::= \"value-{i:05}-a\" r{} | \"(\" r{i} \")\" | \"v{i}\"\n",
+            i + 1
+        ));
+    }
+    bomb.push_str("r20000 ::= \"end\"\n");
+    let started = std::time::Instant::now();
+    let r = s.post(
+        "/completion",
+        &json!({"prompt": "x", "grammar": bomb, "n_predict": 4}),
+    );
+    let error = error_of(&r, 400);
+    assert_eq!(error["code"], "grammar_limit", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("memory budget of 16 MB"),
+        "{error}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    let ok = s.post(
+        "/completion",
+        &json!({"prompt": "Say yes:", "grammar": "root ::= \"yes\" | \"no\"", "n_predict": 4}),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}

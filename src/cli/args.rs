@@ -7,12 +7,14 @@ use crate::constraint::ConstraintSpec;
 use crate::decode::SamplingConfig;
 use crate::decode::draft_policy::DraftPolicy;
 use crate::decode::methods::Method;
+use crate::engine::budget::Budget;
 use crate::eval::prompt::JsonStyle;
 use crate::grammar::{CompileOptions, PropertyOrder, WhitespacePolicy};
 use crate::models::ModelConfig;
 use clap::Args;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `--format text|json`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -92,6 +94,8 @@ pub struct ConstraintArgs {
     /// 2; in `generate`, a constrained output cut by the token limit exits 3.
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Where each constraint flag stood on the command line (clap's argument indices), in
     /// command-line order; empty when the flags were not parsed from a command line.
     #[arg(skip)]
@@ -121,6 +125,48 @@ impl ConstraintFlag {
             ConstraintFlag::Json => "--json",
             ConstraintFlag::JsonValue => "--json-value",
         }
+    }
+}
+
+/// The compile budget (`crate::engine::budget`): how long and how much memory compiling one
+/// constraint — parsing, lowering, the scanner, follow sets, parser tables, the token trees
+/// and the first mask — may take before it stops with an error (exit 2) instead of hanging or
+/// being killed. Shared by every command that compiles a constraint.
+#[derive(Args, Debug, Clone)]
+pub struct BudgetArgs {
+    /// Time budget for compiling the constraint, in seconds (0 = none). The default, 30 s,
+    /// is three times the slowest legitimate schema we know (JSONSchemaBench, loaded 2-core
+    /// machine) and ends a pathological grammar within half a minute.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub compile_timeout: f64,
+    /// Memory budget for compiling the constraint, in MB (0 = none), measured by domino's
+    /// counting allocator. The default, 2048, leaves half of a 4 GB cap (`ulimit -v 4000000`), so a
+    /// capped process gets this error rather than an abort.
+    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    pub compile_memory: u64,
+}
+
+impl Default for BudgetArgs {
+    fn default() -> Self {
+        BudgetArgs {
+            compile_timeout: 30.0,
+            compile_memory: 2048,
+        }
+    }
+}
+
+impl BudgetArgs {
+    /// The budget these flags describe.
+    pub fn budget(&self) -> Budget {
+        budget_of(self.compile_timeout, self.compile_memory)
+    }
+}
+
+/// A budget from seconds and megabytes, 0 meaning "no limit" (shared with `serve`).
+pub fn budget_of(seconds: f64, megabytes: u64) -> Budget {
+    Budget {
+        time: (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds)),
+        max_bytes: (megabytes > 0).then(|| megabytes.saturating_mul(1 << 20)),
     }
 }
 
@@ -267,6 +313,7 @@ impl ConstraintArgs {
             strict: self.strict,
             trailing_whitespace: self.trailing_whitespace,
             property_order: self.property_order,
+            budget: self.budget.budget(),
         }
     }
 }

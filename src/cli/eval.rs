@@ -135,6 +135,8 @@ pub struct TaskArgs {
     #[command(flatten)]
     pub healing: HealingArgs,
     #[command(flatten)]
+    pub budget: crate::cli::args::BudgetArgs,
+    #[command(flatten)]
     pub model: ModelArgs,
 }
 
@@ -178,6 +180,8 @@ pub struct ThroughputArgs {
     pub quiet: bool,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
+    #[command(flatten)]
+    pub budget: crate::cli::args::BudgetArgs,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -286,7 +290,8 @@ pub fn run(
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("eval-runs/throughput"));
             let (model, session_options) = load_model()?;
-            let mut backend = LlamaEvalBackend::new(&model, session_options)?;
+            let mut backend =
+                LlamaEvalBackend::new(&model, session_options)?.with_budget(args.budget.budget());
             let report =
                 run_throughput(&manifest, &mut backend as &mut dyn EvalBackend, &opts, &out)?;
             match args.format {
@@ -332,7 +337,8 @@ fn run_accuracy(
         crate::eval::runner::rewrite_report(task, &opts, &out)?
     } else {
         let (model, session_options) = load_model()?;
-        let mut backend = LlamaEvalBackend::new(&model, session_options)?;
+        let mut backend =
+            LlamaEvalBackend::new(&model, session_options)?.with_budget(args.budget.budget());
         run_task(task, &mut backend as &mut dyn EvalBackend, &opts, &out)?
     };
     match args.format {

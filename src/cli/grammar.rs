@@ -5,8 +5,10 @@
 //! JSON Schema) and prints `ok` with statistics or the positioned error; any failing file
 //! makes the command exit 2. `check --schema-jsonl FILE` compiles every `{"id","schema"}`
 //! line (JSONSchemaBench's format) and prints a summary; it is a report, so it exits 0
-//! whatever the schemas' status. Every item compiles in a worker thread under a time limit
-//! (`--timeout-ms`), and a panic is reported as an error for that item, never a crash.
+//! whatever the schemas' status. Every item compiles in a worker thread under a compile budget
+//! (`crate::engine::budget`: `--timeout-ms`, `--compile-memory`) that stops the worker itself —
+//! an item over it is reported (`timeout`, or the memory limit) and the rest of the report
+//! goes on — and a panic is reported as an error for that item, never a crash.
 //! `--format json` prints one JSON object per item and a closing `{"summary": …}` line.
 
 use crate::cli::args::{ConstraintArgs, OutputFormat};
@@ -41,9 +43,14 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub format: OutputFormat,
-    /// Time limit per grammar or schema, in milliseconds.
+    /// Time budget per grammar or schema, in milliseconds: the compilation stops there and
+    /// the item is reported as a timeout.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// Memory budget per grammar or schema, in MB (0 = none), measured by domino's counting
+    /// allocator; below a 4 GB cap by default, so one schema cannot abort the batch.
+    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    pub compile_memory: u64,
     /// Start rule (default: `root` for GBNF, `start` for Lark).
     #[arg(long, value_name = "RULE")]
     pub start: Option<String>,
@@ -98,6 +105,7 @@ fn convert(args: ConvertArgs) -> anyhow::Result<()> {
         )
     })?;
     let opts = args.constraint.compile_options();
+    let _budget = opts.budget.enter();
     let def = source.parse(&opts)?;
     for w in &def.warnings {
         eprintln!("warning: {w}");
@@ -153,15 +161,18 @@ pub enum Outcome {
 /// statistics. A grammar whose scanner exceeds its limits is a [`ErrorKind::Limit`] error:
 /// the engine could not run it, so it is not "ok".
 pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<Stats, GrammarError> {
+    let _budget = opts.budget.enter();
     let def = source.parse(opts)?;
     let g = crate::grammar::lower::lower(&def)?;
-    let scanner = crate::lexer::Scanner::new(&g).map_err(|e| {
-        GrammarError::whole(format!(
+    let scanner = crate::lexer::Scanner::new(&g).map_err(|e| match e {
+        crate::lexer::LexerError::Budget(b) => GrammarError::from(b),
+        e => GrammarError::whole(format!(
             "the engine cannot build this grammar's scanner: {e}"
         ))
-        .with_kind(ErrorKind::Limit)
+        .with_kind(ErrorKind::Limit),
     })?;
     let (states, complete) = scanner.explore(SCANNER_STATES_COUNTED);
+    crate::engine::budget::status()?;
     Ok(Stats {
         rules: def.rules.len(),
         terminals: g.terminals.len(),
@@ -179,20 +190,30 @@ pub fn compile_stats(source: &GrammarSource, opts: &CompileOptions) -> Result<St
     })
 }
 
-/// Compile in a worker thread with a time limit; panics become [`Outcome::Panic`].
-/// A timed-out worker is left to finish in the background (threads cannot be killed).
+/// Compile in a worker thread under `opts.budget` with its time set to `timeout`; panics
+/// become [`Outcome::Panic`]. The budget stops the worker at its next checkpoint (it is not
+/// left running); a worker that has not answered `WORKER_GRACE` after the deadline (stuck
+/// between checkpoints) is reported as a timeout and left to finish in the background.
 pub fn check_with_timeout(
     source: GrammarSource,
-    opts: CompileOptions,
+    mut opts: CompileOptions,
     timeout: Duration,
 ) -> Outcome {
+    opts.budget.time = Some(timeout);
     let (tx, rx) = mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("grammar-check".into())
         .stack_size(64 << 20)
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                compile_stats(&source, &opts)
+                let r = compile_stats(&source, &opts);
+                // The budget's time limit is this command's timeout.
+                if r.as_ref()
+                    .is_err_and(|e| e.kind == ErrorKind::Limit && e.message.contains("time budget"))
+                {
+                    return Err(None);
+                }
+                r.map_err(Some)
             }));
             let _ = tx.send(r);
         });
@@ -200,14 +221,15 @@ pub fn check_with_timeout(
         return Outcome::Panic(format!("cannot start a worker thread: {e}"));
     }
     let started = Instant::now();
-    let received = rx.recv_timeout(timeout);
+    let received = rx.recv_timeout(timeout + WORKER_GRACE);
     if received.is_ok() && started.elapsed() > timeout {
         // Finished, but after the deadline: still a timeout (deterministic for tiny limits).
         return Outcome::Timeout;
     }
     match received {
         Ok(Ok(Ok(stats))) => Outcome::Ok(stats),
-        Ok(Ok(Err(e))) => Outcome::Failed(e),
+        Ok(Ok(Err(Some(e)))) => Outcome::Failed(e),
+        Ok(Ok(Err(None))) => Outcome::Timeout,
         Ok(Err(p)) => Outcome::Panic(
             p.downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -355,6 +377,10 @@ fn expand_directories(paths: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// How long past its deadline a check worker may take to notice it (checkpoints are far more
+/// frequent; this only catches a stage without one).
+const WORKER_GRACE: Duration = Duration::from_secs(30);
+
 fn check(args: CheckArgs) -> anyhow::Result<()> {
     if args.files.is_empty() && args.schema_jsonl.is_none() {
         return Err(
@@ -368,6 +394,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         property_order: args.property_order,
         lenient: args.lenient,
         strict: args.strict,
+        budget: crate::cli::args::budget_of(0.0, args.compile_memory),
         ..CompileOptions::default()
     };
     let timeout = Duration::from_millis(args.timeout_ms);

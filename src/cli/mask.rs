@@ -115,20 +115,26 @@ pub fn run(args: MaskArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let (_, plan) = args.regions.resolve(&args.constraint)?;
-    let (base, vocab): (Box<dyn TokenConstraint>, _) = match plan {
+    let vocab = args.vocab.load()?;
+    // Compiling, the token trees and the first mask run under the compile budget
+    // (--compile-timeout, --compile-memory): a grammar over it exits 2 naming the limit.
+    let budget = args.constraint.compile_options().budget.enter();
+    let base: Box<dyn TokenConstraint> = match plan {
         Some(plan) => {
-            let vocab = args.vocab.load()?;
             let spec = plan.compile(&args.constraint.compile_options(), &vocab)?;
             let c =
                 crate::engine::triggered::TriggeredConstraint::new(Arc::new(spec), &vocab, opts)?;
-            (Box::new(c), vocab)
+            Box::new(c)
         }
         None => {
-            let grammar = compile_constraint(&args.constraint)?;
-            let vocab = args.vocab.load()?;
-            (Box::new(Constraint::new(&grammar, &vocab, opts)?), vocab)
+            let grammar = args
+                .constraint
+                .required_spec()?
+                .compile_for(&vocab, opts.clone())?;
+            Box::new(Constraint::new(&grammar, &vocab, opts)?)
         }
     };
+    drop(budget);
     let prefixes = match &args.prefixes {
         Some(p) => read_json_lines(p)?,
         None => vec![args.prefix.clone().unwrap_or_default()],

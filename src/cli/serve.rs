@@ -56,9 +56,14 @@ pub struct ServeArgs {
     /// Compiled grammars kept for reuse by later requests.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub grammar_cache: usize,
-    /// Longest a request's grammar may take to compile, in seconds (400 beyond).
+    /// Time budget for compiling a request's grammar (with its first mask), in seconds
+    /// (0 = none): beyond it the compilation stops and the request gets a 400 naming the limit.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub grammar_timeout: f64,
+    /// Memory budget for compiling a request's grammar, in MB (0 = none), measured by domino's
+    /// counting allocator: beyond it the compilation stops and the request gets a 400.
+    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    pub grammar_memory: u64,
     /// The model's name in responses [default: the model's file name].
     #[arg(long, short = 'a', value_name = "NAME")]
     pub alias: Option<String>,
@@ -87,7 +92,10 @@ impl ServeArgs {
             timeout: (!timeout.is_zero()).then_some(timeout),
             body_limit: self.body_limit,
             grammar_cache: self.grammar_cache,
-            grammar_timeout: seconds(self.grammar_timeout, "--grammar-timeout")?,
+            grammar_budget: crate::cli::args::budget_of(
+                seconds(self.grammar_timeout, "--grammar-timeout")?.as_secs_f64(),
+                self.grammar_memory,
+            ),
             decode: DecodeSettings {
                 method: self.method.method.unwrap_or(Method::Domino),
                 k: self.method.k.0,

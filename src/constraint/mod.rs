@@ -14,8 +14,9 @@
 #[cfg(feature = "bench-llguidance")]
 pub mod llguidance;
 
-use crate::engine::{CompiledGrammar, EngineError};
+use crate::engine::{CompiledGrammar, EngineError, Options};
 use crate::grammar::{CompileOptions, ErrorKind, GrammarError, GrammarSource};
+use crate::vocab::Vocabulary;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -108,7 +109,12 @@ impl ConstraintSpec {
     /// schema keywords, keywords `lenient` ignored, subsets the compiler chose) are printed on
     /// stderr, one `warning: LABEL: …` line each, so no command loses them silently
     /// (generate, repl, eval, mask, serve all compile here).
+    ///
+    /// The whole compilation runs under `self.compile.budget` (see
+    /// [`crate::engine::budget`]); over it, the error names the stage and the limit. Use
+    /// [`ConstraintSpec::compile_for`] to bound the first mask too.
     pub fn compile(&self) -> anyhow::Result<Arc<CompiledGrammar>> {
+        let _budget = self.compile.budget.enter();
         let ir = self.source.compile(&self.compile)?;
         for w in &ir.warnings {
             eprintln!("warning: {}: {w}", self.label);
@@ -117,8 +123,28 @@ impl ConstraintSpec {
             EngineError::Lexer(l) => {
                 anyhow::Error::new(GrammarError::whole(l.to_string()).with_kind(ErrorKind::Limit))
             }
+            EngineError::Budget(b) => anyhow::Error::new(GrammarError::from(b)),
             other => anyhow::Error::new(other),
         })
+    }
+
+    /// [`ConstraintSpec::compile`], then the first mask over `vocab` (its token trees), all
+    /// under one budget: what a server or a command that must not hang on a grammar calls.
+    pub fn compile_for(
+        &self,
+        vocab: &Arc<Vocabulary>,
+        opts: Options,
+    ) -> anyhow::Result<Arc<CompiledGrammar>> {
+        let _budget = self.compile.budget.enter();
+        let grammar = self.compile()?;
+        grammar.prepare(vocab, opts).map_err(|e| match e {
+            EngineError::Budget(b) => anyhow::Error::new(GrammarError::from(b)),
+            EngineError::TreeLimit { .. } => {
+                anyhow::Error::new(GrammarError::whole(e.to_string()).with_kind(ErrorKind::Limit))
+            }
+            other => anyhow::Error::new(other),
+        })?;
+        Ok(grammar)
     }
 }
 

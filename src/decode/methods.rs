@@ -198,6 +198,9 @@ impl Decoder {
             .into());
         }
         let vocab = model.vocabulary();
+        // Compiling the constraint, its trees and its first mask run under the compile budget:
+        // a grammar that would take too long or too much memory stops here with an error.
+        let _budget = config.compile.budget.enter();
         let mut key = domino_engine::hash::fnv1a(&vocab.fingerprint().to_le_bytes());
         if let Some(plan) = &config.regions {
             key = domino_engine::hash::Fnv1a::resume(key)
@@ -311,16 +314,24 @@ impl Decoder {
                 let t0 = std::time::Instant::now();
                 let grammar = CompiledGrammar::new(ir)
                     .map_err(|e| GrammarError::whole(format!("cannot compile the grammar: {e}")))?;
-                crate::log!(
-                    1,
-                    "grammar compiled in {:.0} ms",
-                    t0.elapsed().as_secs_f64() * 1000.0
-                );
                 let lookahead = if m == Method::Naive {
                     Some(0)
                 } else {
                     config.k
                 };
+                let first = Options {
+                    lookahead,
+                    ..Options::default()
+                };
+                grammar.prepare(&vocab, first).map_err(|e| {
+                    GrammarError::whole(format!("cannot compile the grammar: {e}"))
+                        .with_kind(crate::grammar::ErrorKind::Limit)
+                })?;
+                crate::log!(
+                    1,
+                    "grammar compiled in {:.0} ms",
+                    t0.elapsed().as_secs_f64() * 1000.0
+                );
                 let opts = EngineDecodeOptions {
                     opportunistic: config.opportunistic,
                     draft: config.draft,

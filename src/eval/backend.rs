@@ -154,9 +154,17 @@ pub struct LlamaEvalBackend<'m> {
     /// The current throughput workload's warm-up is over: decoders built from now on start
     /// frozen too (so `--warmup 0` measures methods without learned priors).
     drafts_frozen: bool,
+    /// The compile budget of each method's grammar (`--compile-timeout`, `--compile-memory`).
+    budget: crate::engine::budget::Budget,
 }
 
 impl<'m> LlamaEvalBackend<'m> {
+    /// Compile every method's grammar under `budget` instead of the default one.
+    pub fn with_budget(mut self, budget: crate::engine::budget::Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
     pub fn new(model: &'m Model, options: SessionOptions) -> anyhow::Result<Self> {
         let session = model.session(options)?;
         Ok(LlamaEvalBackend {
@@ -165,6 +173,7 @@ impl<'m> LlamaEvalBackend<'m> {
             decoders: HashMap::new(),
             prefix: None,
             drafts_frozen: false,
+            budget: crate::engine::budget::Budget::DEFAULT,
         })
     }
 
@@ -186,6 +195,7 @@ impl<'m> LlamaEvalBackend<'m> {
                 .reasoning_end
                 .map(|end| TagPlan::reasoning(end, source));
             config.token_healing = request.token_healing;
+            config.compile.budget = self.budget;
             let mut decoder = Decoder::new(&config, self.model).with_context(|| {
                 format!("cannot build method {method} for {}", grammar.display())
             })?;

@@ -14,6 +14,24 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 
+/// Why llama.cpp refused `gbnf`: domino's GBNF parser's positioned error when it has one,
+/// else a message that says llama.cpp's stricter parser refused a grammar domino reads.
+pub fn refusal(gbnf: &str, root: &str) -> crate::grammar::GrammarError {
+    use crate::grammar::GrammarError;
+    match crate::grammar::gbnf::parse(gbnf, root) {
+        Err(e) => GrammarError {
+            message: format!(
+                "llama.cpp's grammar sampler cannot use this grammar: {}",
+                e.message
+            ),
+            ..e
+        },
+        Ok(_) => GrammarError::whole(format!(
+            "llama.cpp's grammar parser refused the grammar (root rule `{root}`) although domino's GBNF parser reads it: llama.cpp's is stricter (an alternative continued on a new line, a repetition form or an escape it does not know); use --method domino, or `domino grammar convert` to print the grammar in the one-rule-per-line form"
+        )),
+    }
+}
+
 /// llama.cpp's grammar sampler over one model's vocabulary (see the module doc).
 pub struct LlamaGrammar {
     sampler: LlamaSampler,
@@ -22,13 +40,12 @@ pub struct LlamaGrammar {
 }
 
 impl LlamaGrammar {
-    /// Build llama.cpp's grammar sampler, turning its refusal into a grammar error (exit 2).
+    /// Build llama.cpp's grammar sampler, turning its refusal into a grammar error (exit 2)
+    /// that says what was refused: llama.cpp itself answers only "null", so the grammar is
+    /// first read with domino's GBNF parser, whose error has a line and column.
     pub fn new(model: &Model, gbnf: &str, root: &str) -> anyhow::Result<LlamaGrammar> {
-        let sampler = LlamaSampler::grammar(model.llama(), gbnf, root).map_err(|e| {
-            anyhow::Error::new(crate::grammar::GrammarError::whole(format!(
-                "llama.cpp could not parse the grammar (root rule `{root}`): {e}"
-            )))
-        })?;
+        let sampler = LlamaSampler::grammar(model.llama(), gbnf, root)
+            .map_err(|_| anyhow::Error::new(refusal(gbnf, root)))?;
         Ok(LlamaGrammar {
             sampler,
             candidates: Vec::new(),
@@ -82,5 +99,33 @@ impl LlamaGrammar {
                     token.0
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+    use crate::grammar::Location;
+
+    #[test]
+    fn a_refused_grammar_says_where_or_why() {
+        let e = refusal("root ::= \"a\" b\nb ::= [a-\n", "root");
+        assert!(
+            matches!(e.location, Location::LineColumn { line: 2, .. }),
+            "{e}"
+        );
+        assert!(
+            e.message
+                .starts_with("llama.cpp's grammar sampler cannot use"),
+            "{e}"
+        );
+        let e = refusal("root ::= \"a\"\n", "start");
+        assert!(e.to_string().contains("start"), "{e}");
+        let e = refusal("root ::= \"a\"\n", "root");
+        assert!(
+            e.message.contains("refused the grammar (root rule `root`)"),
+            "{e}"
+        );
+        assert!(!e.message.contains("null"), "{e}");
     }
 }

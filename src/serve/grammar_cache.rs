@@ -6,8 +6,10 @@
 //! content of the constraint (its [`GrammarSource`] and [`CompileOptions`], hashed), the
 //! cache hands every later request with the same grammar the same `Arc`, so a service that
 //! sends one schema over and over compiles it once. Bounded by entry count: the least
-//! recently used entry goes when a new one would exceed it. Compilation runs on a blocking
-//! thread under a time limit ([`GrammarCache::get_or_compile`]).
+//! recently used entry goes when a new one would exceed it. Compilation — the grammar, its
+//! token trees and first mask — runs on a blocking thread under the request's compile budget
+//! (`--grammar-timeout`, `--grammar-memory`; see [`crate::engine::budget`]), which stops that
+//! thread with an error naming the limit ([`GrammarCache::get_or_compile`]).
 //!
 //! Tool-call and reasoning plans ([`TagPlan`], built per request from `tools`,
 //! `tool_choice`, `parallel_tool_calls`, the template's call syntax and the reasoning marker)
@@ -20,7 +22,8 @@
 use crate::constraint::ConstraintSpec;
 use crate::decode::methods::EngineGrammar;
 use crate::decode::regions::{CompiledPlan, TagPlan};
-use crate::engine::CompiledGrammar;
+use crate::engine::budget::Budget;
+use crate::engine::{CompiledGrammar, Options};
 use crate::grammar::{CompileOptions, GrammarSource};
 use crate::vocab::Vocabulary;
 use std::collections::HashMap;
@@ -29,6 +32,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
+
+/// How long past its time budget a compile thread may take to notice it before the request
+/// is answered anyway (checkpoints come far more often; this only catches a stage without).
+pub const COMPILE_GRACE: Duration = Duration::from_secs(10);
 
 /// The cache (see the module doc) and its counters.
 pub struct GrammarCache {
@@ -114,18 +121,24 @@ impl GrammarCache {
         cell
     }
 
-    /// The compiled grammar of `spec` and its key: from the cache, or compiled on a blocking
-    /// thread that may take at most `limit` (past it the request fails; the compilation
-    /// finishes in the background and its result is dropped). A failed compilation is not
-    /// kept: the next request with that grammar tries again (and fails the same way).
+    /// The compiled grammar of `spec` and its key: from the cache, or compiled (with the
+    /// first mask over `vocab`) on a blocking thread under `spec.compile.budget`. Over the
+    /// budget the thread stops at its next checkpoint and the request fails with a grammar
+    /// limit error naming the limit; a thread stuck between checkpoints is given up on
+    /// [`COMPILE_GRACE`] past the time limit (its result is dropped). A failed compilation is
+    /// not kept: the next request with that grammar tries again (and fails the same way).
     pub async fn get_or_compile(
         self: &Arc<Self>,
         spec: ConstraintSpec,
-        limit: Duration,
+        vocab: Arc<Vocabulary>,
     ) -> anyhow::Result<(Arc<CompiledGrammar>, u64)> {
         let key = content_key(&spec.source, &spec.compile);
+        let budget = spec.compile.budget;
         let (grammar, key) = self
-            .get_or_build(key, limit, move || spec.compile().map(EngineGrammar::Plain))
+            .get_or_build(key, budget, move || {
+                spec.compile_for(&vocab, Options::default())
+                    .map(EngineGrammar::Plain)
+            })
             .await?;
         match grammar {
             EngineGrammar::Plain(g) => Ok((g, key)),
@@ -137,16 +150,17 @@ impl GrammarCache {
 
     /// A tagged-region plan (tool calls, reasoning) compiled for `vocab`, and its key: from
     /// the cache (keyed by [`plan_key`]) or compiled as [`GrammarCache::get_or_compile`]
-    /// compiles a grammar.
+    /// compiles a grammar, the whole plan under `compile.budget`.
     pub async fn get_or_compile_plan(
         self: &Arc<Self>,
         plan: TagPlan,
         compile: CompileOptions,
         vocab: Arc<Vocabulary>,
-        limit: Duration,
     ) -> anyhow::Result<(EngineGrammar, u64)> {
         let key = plan_key(&plan, &compile);
-        self.get_or_build(key, limit, move || {
+        let budget = compile.budget;
+        self.get_or_build(key, budget, move || {
+            let _armed = budget.enter();
             Ok(match plan.compile_plan(&compile, &vocab)? {
                 CompiledPlan::Whole(g) => EngineGrammar::Plain(g),
                 CompiledPlan::Triggered(spec) => EngineGrammar::Triggered(spec),
@@ -160,7 +174,7 @@ impl GrammarCache {
     async fn get_or_build(
         self: &Arc<Self>,
         key: u64,
-        limit: Duration,
+        budget: Budget,
         build: impl FnOnce() -> anyhow::Result<EngineGrammar> + Send + 'static,
     ) -> anyhow::Result<(EngineGrammar, u64)> {
         let cell = self.cell(key);
@@ -168,7 +182,7 @@ impl GrammarCache {
         let result = cell
             .get_or_try_init(|| {
                 compiled_here = true;
-                self.compile(build, limit)
+                self.compile(build, budget)
             })
             .await
             .cloned();
@@ -193,8 +207,11 @@ impl GrammarCache {
     async fn compile(
         self: &Arc<Self>,
         build: impl FnOnce() -> anyhow::Result<EngineGrammar> + Send + 'static,
-        limit: Duration,
+        budget: Budget,
     ) -> anyhow::Result<EngineGrammar> {
+        let limit = budget
+            .time
+            .map_or(Duration::MAX, |t| t.saturating_add(COMPILE_GRACE));
         let cache = self.clone();
         let task = tokio::task::spawn_blocking(move || {
             let start = Instant::now();
@@ -207,10 +224,11 @@ impl GrammarCache {
         match tokio::time::timeout(limit, task).await {
             Ok(Ok(compiled)) => compiled,
             Ok(Err(join)) => anyhow::bail!("grammar compilation failed: {join}"),
-            Err(_) => Err(crate::diag::UsageError(format!(
-                "the grammar took longer than {:.1} s to compile (--grammar-timeout)",
-                limit.as_secs_f64()
+            Err(_) => Err(crate::grammar::GrammarError::whole(format!(
+                "the grammar took longer than its time budget of {:.1} s to compile (--grammar-timeout)",
+                budget.time.unwrap_or_default().as_secs_f64()
             ))
+            .with_kind(crate::grammar::ErrorKind::Limit)
             .into()),
         }
     }
@@ -224,20 +242,34 @@ mod tests {
         ConstraintSpec::regex(re, CompileOptions::default())
     }
 
+    fn vocab() -> Arc<Vocabulary> {
+        let pieces: Vec<Vec<u8>> = ["a", "b", "0", "1", "(", "x"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        Arc::new(Vocabulary::new(pieces, vec![false; 6], vec![]))
+    }
+
     #[tokio::test]
     async fn the_same_grammar_is_compiled_once_and_the_oldest_goes() {
         let cache = Arc::new(GrammarCache::new(2));
-        let limit = Duration::from_secs(30);
-        let (a, _) = cache.get_or_compile(regex("[0-9]+"), limit).await.unwrap();
-        let (a2, _) = cache.get_or_compile(regex("[0-9]+"), limit).await.unwrap();
+        let v = vocab();
+        let (a, _) = cache
+            .get_or_compile(regex("[0-9]+"), v.clone())
+            .await
+            .unwrap();
+        let (a2, _) = cache
+            .get_or_compile(regex("[0-9]+"), v.clone())
+            .await
+            .unwrap();
         assert!(Arc::ptr_eq(&a, &a2));
         assert_eq!(cache.hits.load(Ordering::Relaxed), 1);
         assert_eq!(cache.misses.load(Ordering::Relaxed), 1);
-        cache.get_or_compile(regex("a+"), limit).await.unwrap();
-        cache.get_or_compile(regex("b+"), limit).await.unwrap();
+        cache.get_or_compile(regex("a+"), v.clone()).await.unwrap();
+        cache.get_or_compile(regex("b+"), v.clone()).await.unwrap();
         assert_eq!(cache.len(), 2);
         // `[0-9]+` was the least recently used: compiling it again is a miss.
-        cache.get_or_compile(regex("[0-9]+"), limit).await.unwrap();
+        cache.get_or_compile(regex("[0-9]+"), v).await.unwrap();
         assert_eq!(cache.misses.load(Ordering::Relaxed), 4);
     }
 
@@ -245,7 +277,6 @@ mod tests {
     async fn the_same_plan_is_compiled_once_and_its_content_is_the_key() {
         use crate::decode::tools::{Syntax, ToolChoice, parse_tools, tag_plan};
         let cache = Arc::new(GrammarCache::new(8));
-        let limit = Duration::from_secs(30);
         let tokens: Vec<Vec<u8>> = (0u8..128).map(|b| vec![b]).collect();
         let special = vec![false; tokens.len()];
         let vocab = Arc::new(Vocabulary::new(
@@ -261,7 +292,7 @@ mod tests {
             tag_plan(&tools, &choice, Syntax::Generic, parallel).unwrap()
         };
         let opts = CompileOptions::default();
-        let get = |p: TagPlan| cache.get_or_compile_plan(p, opts.clone(), vocab.clone(), limit);
+        let get = |p: TagPlan| cache.get_or_compile_plan(p, opts.clone(), vocab.clone());
         let (a, key_a) = get(plan(ToolChoice::Auto, true)).await.unwrap();
         let (b, key_b) = get(plan(ToolChoice::Auto, true)).await.unwrap();
         assert_eq!(key_a, key_b);
@@ -280,32 +311,53 @@ mod tests {
         assert_ne!(key_a, key_c);
         assert_eq!(cache.misses.load(Ordering::Relaxed), 3);
         // A plan and a grammar never share an entry.
-        let (_, key_g) = cache.get_or_compile(regex("[0-9]+"), limit).await.unwrap();
+        let (_, key_g) = cache
+            .get_or_compile(regex("[0-9]+"), vocab.clone())
+            .await
+            .unwrap();
         assert!(![key_a, key_c].contains(&key_g));
     }
 
     #[tokio::test]
     async fn a_bad_grammar_is_an_error_and_not_cached() {
         let cache = Arc::new(GrammarCache::new(4));
-        assert!(
-            cache
-                .get_or_compile(regex("("), Duration::from_secs(30))
-                .await
-                .is_err()
-        );
+        assert!(cache.get_or_compile(regex("("), vocab()).await.is_err());
         assert!(cache.is_empty());
     }
 
     #[tokio::test]
     async fn concurrent_requests_share_one_compilation() {
         let cache = Arc::new(GrammarCache::new(4));
-        let limit = Duration::from_secs(30);
+        let v = vocab();
         let (a, b) = tokio::join!(
-            cache.get_or_compile(regex("[a-z]{2,9}"), limit),
-            cache.get_or_compile(regex("[a-z]{2,9}"), limit)
+            cache.get_or_compile(regex("[a-z]{2,9}"), v.clone()),
+            cache.get_or_compile(regex("[a-z]{2,9}"), v)
         );
         assert!(Arc::ptr_eq(&a.unwrap().0, &b.unwrap().0));
         assert_eq!(cache.misses.load(Ordering::Relaxed), 1);
         assert_eq!(cache.hits.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn a_grammar_over_its_budget_is_a_limit_error_naming_it() {
+        let cache = Arc::new(GrammarCache::new(4));
+        let mut spec = regex("[a-z]{2,9}");
+        spec.compile.budget = crate::engine::budget::Budget {
+            time: Some(Duration::ZERO),
+            max_bytes: None,
+        };
+        let started = Instant::now();
+        let e = cache.get_or_compile(spec, vocab()).await.unwrap_err();
+        assert!(
+            started.elapsed() < COMPILE_GRACE,
+            "the compile thread stopped itself"
+        );
+        let g = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<crate::grammar::GrammarError>())
+            .expect("a grammar error");
+        assert_eq!(g.kind, crate::grammar::ErrorKind::Limit);
+        assert!(g.message.contains("time budget of 0.0 s"), "{g}");
+        assert!(cache.is_empty());
     }
 }

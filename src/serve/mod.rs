@@ -66,8 +66,9 @@ pub struct ServeConfig {
     pub body_limit: usize,
     /// Compiled grammars kept.
     pub grammar_cache: usize,
-    /// Longest a grammar may take to compile.
-    pub grammar_timeout: Duration,
+    /// The compile budget of a request's grammar (time and memory; see
+    /// [`crate::engine::budget`]): over it the request gets a 400 naming the limit.
+    pub grammar_budget: crate::engine::budget::Budget,
     /// Decoding settings for requests that do not override them.
     pub decode: DecodeSettings,
 }

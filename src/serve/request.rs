@@ -272,7 +272,8 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
     let room = n_ctx - prompt_tokens;
     let max_tokens = plan.max_tokens.map_or(room, |m| m.min(room));
     let settings = plan.domino.settings(&state.config.decode)?;
-    let compile = plan.domino.compile_options()?;
+    let mut compile = plan.domino.compile_options()?;
+    compile.budget = state.config.grammar_budget;
     let constraint = match (plan.constraint, plan.regions) {
         (Some(named), Some((_, param))) => {
             return Err(ApiError::bad_request(format!(
@@ -291,12 +292,7 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
             }
             let (grammar, key) = state
                 .cache
-                .get_or_compile_plan(
-                    regions,
-                    compile,
-                    state.model.vocabulary(),
-                    state.config.grammar_timeout,
-                )
+                .get_or_compile_plan(regions, compile, state.model.vocabulary())
                 .await
                 .map_err(|e| ApiError::from_anyhow(&e, param))?;
             JobConstraint::Engine { grammar, key }
@@ -320,7 +316,7 @@ pub async fn start(state: &AppState, plan: Plan) -> Result<Started, ApiError> {
                 };
                 let (grammar, key) = state
                     .cache
-                    .get_or_compile(spec, state.config.grammar_timeout)
+                    .get_or_compile(spec, state.model.vocabulary())
                     .await
                     .map_err(|e| ApiError::from_anyhow(&e, named.param))?;
                 JobConstraint::Engine {

@@ -35,6 +35,7 @@
 //! assert!(c.allows(TokenId(4)));    // the bridge token `"a` (quote, then the key)
 //! ```
 
+pub mod budget;
 pub mod engine;
 pub mod grammar;
 pub mod hash;

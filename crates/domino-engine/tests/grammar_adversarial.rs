@@ -102,6 +102,15 @@ fn empty_language_is_an_error() {
         let e = lower::lower(&def).unwrap_err();
         assert!(e.message.contains("empty"), "{text}: {e}");
     }
+    // The error names the rules that never terminate, with their position.
+    let text = "root ::= \"a\" b\nb ::= \"(\" c \")\"\nc ::= \"x\" c\n";
+    let e = lower::lower(&gbnf::parse(text, "root").unwrap()).unwrap_err();
+    assert!(
+        e.message.contains("`b` (2:1)")
+            && e.message.contains("`c` (3:1)")
+            && e.message.contains("never terminate"),
+        "{e}"
+    );
     // An unproductive alternative is removed with a warning; the rest still works.
     let g =
         lower::lower(&gbnf::parse("root ::= \"a\" | x\nx ::= \"b\" x", "root").unwrap()).unwrap();

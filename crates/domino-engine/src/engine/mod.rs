@@ -86,6 +86,7 @@
 
 pub mod drafts;
 pub mod earley;
+mod error;
 pub mod healing;
 mod mask_cache;
 pub mod persist;
@@ -94,6 +95,8 @@ pub mod tree;
 pub mod trie;
 pub mod triggered;
 
+pub use crate::budget;
+pub use error::EngineError;
 pub use healing::{HealedConstraint, healing_plan};
 pub use token_constraint::TokenConstraint;
 pub use triggered::{AfterRegion, Region, Trigger, TriggerSpec, TriggeredConstraint};
@@ -108,72 +111,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tree::{Follow, SubterminalTree};
 use trie::VocabTrie;
-
-/// Errors of the engine (compiling a grammar for it, or driving a constraint).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EngineError {
-    /// The terminals could not be compiled into a scanner.
-    Lexer(LexerError),
-    /// `commit(token)` of a token the grammar does not allow here.
-    TokenNotAllowed {
-        token: TokenId,
-        after_commits: usize,
-    },
-    /// `commit_bytes`: the bytes stop being a viable prefix at this offset.
-    BytesNotAllowed { offset: usize, after_commits: usize },
-    /// A token id outside the vocabulary.
-    TokenOutOfRange(TokenId),
-    /// The constraint already ended (an end-of-generation token was committed).
-    Finished,
-    /// A constraint specification no text can satisfy, or one naming unusable triggers
-    /// (a triggered constraint's [`TriggerSpec`]).
-    InvalidSpec(String),
-    /// Building the subterminal tree of this grammar part (a terminal, or a scanner state's
-    /// terminals) took more than the work limit ([`tree::MAX_TREE_WORK`] by default): its
-    /// tokens split into too many terminal sequences.
-    TreeLimit { part: String, limit: u64 },
-}
-
-impl std::fmt::Display for EngineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EngineError::Lexer(e) => write!(f, "cannot build the scanner: {e}"),
-            EngineError::TokenNotAllowed {
-                token,
-                after_commits,
-            } => {
-                write!(
-                    f,
-                    "token {} is not allowed by the grammar after {after_commits} commits",
-                    token.0
-                )
-            }
-            EngineError::BytesNotAllowed {
-                offset,
-                after_commits,
-            } => write!(
-                f,
-                "text is not allowed by the grammar at byte {offset} (after {after_commits} commits)"
-            ),
-            EngineError::TokenOutOfRange(t) => {
-                write!(f, "token id {} is outside the vocabulary", t.0)
-            }
-            EngineError::Finished => write!(f, "the constraint has already ended"),
-            EngineError::InvalidSpec(m) => write!(f, "invalid constraint specification: {m}"),
-            EngineError::TreeLimit { part, limit } => write!(
-                f,
-                "building the token tree of {part} took more than {limit} steps: vocabulary tokens split into too many sequences of its terminals (overlapping short terminals repeated, e.g. \"a\" | \"aa\" in a loop); merge them into one terminal or make them distinct"
-            ),
-        }
-    }
-}
-impl std::error::Error for EngineError {}
-
-impl From<LexerError> for EngineError {
-    fn from(e: LexerError) -> Self {
-        EngineError::Lexer(e)
-    }
-}
 
 /// Constraint options.
 #[derive(Clone, Debug)]
@@ -220,12 +157,22 @@ impl std::fmt::Debug for CompiledGrammar {
 }
 
 impl CompiledGrammar {
+    /// Build the scanner, follow sets and parser tables, under the thread's armed
+    /// [`budget`] (if any): over it, [`EngineError::Budget`] names the stage.
     pub fn new(g: ir::Grammar) -> Result<Arc<Self>, EngineError> {
+        budget::check("follow sets")?;
         let follow = Follow::new(&g);
+        budget::status()?;
         // The scanner keeps, per live set, which terminals it may follow: tree walks prune
         // pieces that could never become a terminal allowed after the one just ended.
-        let scanner = Scanner::with_follow(&g, Some(&|t, u| follow.can_follow(t, u)))?;
+        // (No relation when everything may follow everything: the scanner then keeps no
+        // per-terminal rows, which would be quadratic in the terminals.)
+        let may_follow = |t, u| follow.can_follow(t, u);
+        let may_follow: Option<&dyn Fn(_, _) -> bool> = (!follow.is_all()).then_some(&may_follow);
+        let scanner = Scanner::with_follow(&g, may_follow)?;
+        budget::check("the parser tables")?;
         let tables = Arc::new(ParserTables::new(&g));
+        budget::check("the parser tables")?;
         Ok(Arc::new(CompiledGrammar {
             grammar: g,
             scanner,
@@ -246,6 +193,26 @@ impl CompiledGrammar {
     /// Scanner states built so far (the scanner grows as decoding reaches new ones).
     pub fn scanner_states(&self) -> usize {
         self.scanner.num_states()
+    }
+
+    /// Build what the first mask over `vocab` needs (its tree cache, the trees of the start
+    /// state) by computing that mask, under the thread's armed [`budget`]: a server or a
+    /// command that wants the whole set-up bounded calls this inside the budget's scope.
+    /// Errors: the budget ran out ([`EngineError::Budget`]) or a tree hit its work limit.
+    pub fn prepare(
+        self: &Arc<Self>,
+        vocab: &Arc<Vocabulary>,
+        opts: Options,
+    ) -> Result<(), EngineError> {
+        budget::check("the token trees")?;
+        let mut c = Constraint::new(self, vocab, opts)?;
+        let mut mask = TokenSet::new(vocab.len());
+        c.compute_mask_uncached(&mut mask);
+        budget::status()?;
+        match self.tree_cache(vocab, 0).overflow_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The tree cache for a vocabulary (created on first use; kept for the grammar's life).
@@ -275,8 +242,9 @@ pub struct TreeCache {
     components: Vec<OnceLock<Arc<SubterminalTree>>>,
     /// Work limit of one tree build (see [`TreeCache::set_work_limit`]).
     work_limit: std::sync::atomic::AtomicU64,
-    /// The first grammar part whose tree hit the work limit (reported at the next commit).
-    overflow: Mutex<Option<String>>,
+    /// The first tree build that stopped early (its work limit or the armed compile budget),
+    /// as the error reported at the next commit.
+    overflow: Mutex<Option<EngineError>>,
     /// Greedy (Lark) lexing: one tree per scanner state instead (see [`tree`]).
     states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
@@ -351,10 +319,17 @@ impl TreeCache {
     }
 
     fn note_overflow(&self, part: String) {
+        let e = match budget::exceeded() {
+            Some(b) => EngineError::Budget(b),
+            None => EngineError::TreeLimit {
+                part,
+                limit: self.work_limit(),
+            },
+        };
         self.overflow
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert(part);
+            .get_or_insert(e);
     }
 
     /// The error for a tree that hit the work limit, if one did.
@@ -363,10 +338,6 @@ impl TreeCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .map(|part| EngineError::TreeLimit {
-                part,
-                limit: self.work_limit(),
-            })
     }
 
     /// The tree of a whole scanner state (greedy lexing), built on first use.

@@ -84,6 +84,7 @@ pub const FOLLOW_MAX_TERMINALS: usize = 20_000;
 /// Which terminal can immediately follow which in some sentential form of the grammar.
 #[derive(Clone, Debug)]
 pub struct Follow {
+    /// Words per row; 0 = everything may follow everything (no matrix: [`Follow::all`]).
     n: usize,
     bits: Vec<u64>,
 }
@@ -102,7 +103,9 @@ impl Follow {
     pub fn new(g: &ir::Grammar) -> Self {
         let nt = g.nonterminals.len();
         let n = g.terminals.len();
-        if n > FOLLOW_MAX_TERMINALS {
+        if n > FOLLOW_MAX_TERMINALS
+            || crate::budget::would_exceed(((2 * nt + n) * n.div_ceil(64) * 8) as u64)
+        {
             return Follow::all(n);
         }
         let words = n.div_ceil(64).max(1);
@@ -173,6 +176,9 @@ impl Follow {
             let mut queued = vec![true; nt];
             let mut queue: Vec<usize> = (0..nt).collect();
             while let Some(x) = queue.pop() {
+                if crate::budget::over("follow sets") {
+                    break;
+                }
                 queued[x] = false;
                 for &y in &edges[x] {
                     let y = y as usize;
@@ -213,6 +219,9 @@ impl Follow {
         };
         let mut bits = vec![0u64; n * words];
         for p in &g.productions {
+            if crate::budget::over("follow sets") {
+                break;
+            }
             for i in 0..p.rhs.len() {
                 let lasts = set_of(&last, &p.rhs[i]);
                 for j in i + 1..p.rhs.len() {
@@ -237,17 +246,22 @@ impl Follow {
     }
 
     /// Everything may follow everything (no pruning).
-    pub fn all(num_terminals: usize) -> Self {
-        let words = num_terminals.div_ceil(64).max(1);
+    /// Stored as no matrix at all (an n × n one would be quadratic in the terminals).
+    pub fn all(_num_terminals: usize) -> Self {
         Follow {
-            n: words,
-            bits: vec![u64::MAX; num_terminals * words],
+            n: 0,
+            bits: Vec::new(),
         }
+    }
+
+    /// Whether this is [`Follow::all`] (no pruning).
+    pub fn is_all(&self) -> bool {
+        self.n == 0
     }
 
     #[inline]
     pub fn can_follow(&self, a: TerminalId, b: TerminalId) -> bool {
-        self.bits[a.0 as usize * self.n + b.0 as usize / 64] >> (b.0 % 64) & 1 == 1
+        self.n == 0 || self.bits[a.0 as usize * self.n + b.0 as usize / 64] >> (b.0 % 64) & 1 == 1
     }
 }
 
@@ -534,7 +548,7 @@ impl SubterminalTree {
             for ti in p0..p1 {
                 // Work: this thread, plus the duplicate scans over this level's new threads.
                 work += 1 + (threads.len() - p1) as u64;
-                if work > work_limit {
+                if work > work_limit || crate::budget::over("the token trees") {
                     overflowed = true;
                     break;
                 }

@@ -180,8 +180,10 @@ impl TerminalDfa {
                     .match_kind(MatchKind::All)
                     .start_kind(StartKind::Anchored)
                     .minimize(false)
-                    .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))
-                    .determinize_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT)),
+                    .dfa_size_limit(Some(crate::budget::dfa_size_limit(TERMINAL_DFA_SIZE_LIMIT)))
+                    .determinize_size_limit(Some(crate::budget::dfa_size_limit(
+                        TERMINAL_DFA_SIZE_LIMIT,
+                    ))),
             )
             .build_from_nfa(&nfa)
             .map_err(|e| DfaError::Compile(e.to_string()))?;
@@ -393,6 +395,7 @@ pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Ve
         )
         .build_from_hir(hir)
         .map_err(|e| e.to_string())?;
+    let limit = limit.map(crate::budget::dfa_size_limit);
     dense::Builder::new()
         .configure(
             dense::Config::new()

@@ -277,6 +277,7 @@ impl<'a> Parser<'a> {
     fn grammar(&mut self) -> Result<(), GrammarError> {
         self.ws();
         while self.cur.peek().is_some() {
+            crate::grammar::budget_over("the grammar's rules (parsing)")?;
             let span = self.cur.span();
             let Some(name) = self.name() else {
                 return Err(self.cur.error(format!(

@@ -119,6 +119,22 @@ impl fmt::Display for GrammarError {
 
 impl std::error::Error for GrammarError {}
 
+/// A compilation stopped by its [`crate::budget::Budget`] is a limit error of the grammar as a
+/// whole (exit code 2, an HTTP 400), its message naming the stage and the limit.
+impl From<crate::budget::BudgetExceeded> for GrammarError {
+    fn from(e: crate::budget::BudgetExceeded) -> Self {
+        GrammarError::whole(e.to_string()).with_kind(ErrorKind::Limit)
+    }
+}
+
+/// A cheap budget checkpoint for the front ends and lowering (see [`crate::budget::over`]).
+pub(crate) fn budget_over(stage: &'static str) -> Result<(), GrammarError> {
+    if crate::budget::over(stage) {
+        crate::budget::status()?;
+    }
+    Ok(())
+}
+
 /// JSON whitespace policy for schema-derived grammars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -186,6 +202,11 @@ pub struct CompileOptions {
     pub trailing_whitespace: bool,
     /// JSON Schema objects: which orders of the named properties the grammar admits.
     pub property_order: PropertyOrder,
+    /// The time and memory budget of the compilation ([`crate::budget`]):
+    /// [`GrammarSource::compile`] arms it for parsing and lowering; callers that also build
+    /// the engine's grammar and first mask arm it around all of that (a tighter budget armed
+    /// outside wins). Default: [`Budget::DEFAULT`](crate::budget::Budget::DEFAULT).
+    pub budget: crate::budget::Budget,
 }
 
 /// Which member orders a JSON Schema object admits (see `json_schema::objects`).
@@ -212,6 +233,7 @@ impl Default for CompileOptions {
             strict: false,
             trailing_whitespace: false,
             property_order: PropertyOrder::Any,
+            budget: crate::budget::Budget::DEFAULT,
         }
     }
 }
@@ -309,9 +331,12 @@ impl GrammarSource {
         }
     }
 
-    /// Parse and lower to the engine's IR.
+    /// Parse and lower to the engine's IR, under `opts.budget`.
     pub fn compile(&self, opts: &CompileOptions) -> Result<ir::Grammar, GrammarError> {
-        lower::lower(&self.parse(opts)?)
+        let _budget = opts.budget.enter();
+        let def = self.parse(opts)?;
+        crate::budget::check("the grammar's rules")?;
+        lower::lower(&def)
     }
 }
 

@@ -62,6 +62,8 @@ pub enum LexerError {
     Terminal { terminal: String, error: DfaError },
     /// The product automaton reached [`MAX_SCANNER_STATES`] (see [`Scanner::overflowed`]).
     TooManyStates(usize),
+    /// The compile budget ([`crate::budget`]) ran out while building the scanner.
+    Budget(crate::budget::BudgetExceeded),
 }
 
 impl std::fmt::Display for LexerError {
@@ -73,6 +75,7 @@ impl std::fmt::Display for LexerError {
             LexerError::TooManyStates(n) => {
                 write!(f, "scanner has more than {n} states (grammar too large)")
             }
+            LexerError::Budget(e) => write!(f, "{e}"),
         }
     }
 }
@@ -216,6 +219,7 @@ impl Scanner {
     ) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
+            crate::budget::check("the scanner's terminal DFAs").map_err(LexerError::Budget)?;
             dfas.push(
                 TerminalDfa::for_terminal(t).map_err(|error| LexerError::Terminal {
                     terminal: t.name.clone(),
@@ -231,6 +235,7 @@ impl Scanner {
                 .collect()
         });
         let mut sc = Self::build(dfas, may_follow, MAX_SCANNER_STATES)?;
+        crate::budget::status().map_err(LexerError::Budget)?;
         sc.literal = literal;
         Ok(sc)
     }
@@ -261,6 +266,9 @@ impl Scanner {
                 .map(|u| {
                     let mut row = vec![0u64; words];
                     for t in 0..nt as u32 {
+                        if crate::budget::over("the scanner") {
+                            break;
+                        }
                         if f(ir::TerminalId(t), ir::TerminalId(u)) {
                             row[t as usize / 64] |= 1 << (t % 64);
                         }
@@ -404,7 +412,7 @@ impl Scanner {
         let id = b.num_live_sets;
         let words = self.num_terminals.div_ceil(64).max(1);
         let followed: Box<[u64]> = if self.preceders.is_empty() {
-            vec![u64::MAX; words].into()
+            Box::new([]) // everything may follow (see `followed_by`): no row per live set
         } else {
             let mut row = vec![0u64; words];
             for &u in &terminals {
@@ -485,7 +493,7 @@ impl Scanner {
     pub fn explore(&self, limit: usize) -> (usize, bool) {
         let mut i = 0u32;
         while (i as usize) < self.num_states() {
-            if self.num_states() > limit {
+            if self.num_states() > limit || crate::budget::over("the scanner") {
                 return (self.num_states(), false);
             }
             for cls in 0..self.num_classes {
@@ -522,7 +530,7 @@ impl Scanner {
     #[inline]
     pub fn followed_by(&self, t: ir::TerminalId, q: ScanState) -> bool {
         let set = self.live_sets.get(self.live_set(q).0 as usize);
-        set.followed[t.0 as usize / 64] >> (t.0 % 64) & 1 == 1
+        set.followed.is_empty() || set.followed[t.0 as usize / 64] >> (t.0 % 64) & 1 == 1
     }
 
     /// States built so far (the scanner grows as bytes reach new states).

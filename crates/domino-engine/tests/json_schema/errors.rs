@@ -114,10 +114,23 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     let e = json_schema::compile(&deep, &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit);
 
+    // Past MAX_ENUM_VALUES only scalar enums are accepted (one trie terminal)...
     let huge: Vec<Value> = (0..json_schema::MAX_ENUM_VALUES + 1)
-        .map(Value::from)
+        .map(|i| json!([i]))
         .collect();
     let e = json_schema::compile(&json!({"enum": huge}), &CompileOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Limit);
+    assert!(e.message.contains("not all of them scalars"), "{e}");
+    let scalars: Vec<Value> = (0..json_schema::MAX_ENUM_VALUES + 1)
+        .map(Value::from)
+        .collect();
+    assert!(json_schema::compile(&json!({"enum": scalars}), &CompileOptions::default()).is_ok());
+    // ...up to MAX_SCALAR_ENUM_VALUES.
+    let too_many: Vec<Value> = (0..json_schema::MAX_SCALAR_ENUM_VALUES + 1)
+        .map(Value::from)
+        .collect();
+    let e =
+        json_schema::compile(&json!({"enum": too_many}), &CompileOptions::default()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Limit);
 
     // Self-reference through a container is fine (recursion), alone it is a cycle.

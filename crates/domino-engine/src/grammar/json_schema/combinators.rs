@@ -7,8 +7,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{Compiler, MAX_ENUM_VALUES, is_keyword, join_ptr, merge};
-use crate::grammar::expr::Expr;
+use super::{Compiler, MAX_ENUM_VALUES, MAX_SCALAR_ENUM_VALUES, is_keyword, join_ptr, merge};
+use crate::grammar::expr::{Expr, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
 
 impl Compiler<'_> {
@@ -165,10 +165,18 @@ impl Compiler<'_> {
                     "`enum` must be an array",
                 ));
             };
-            if list.len() > MAX_ENUM_VALUES {
+            let scalar = |v: &Value| !matches!(v, Value::Array(_) | Value::Object(_));
+            if list.len() > MAX_SCALAR_ENUM_VALUES
+                || (list.len() > MAX_ENUM_VALUES && !list.iter().all(scalar))
+            {
+                let limit = if list.iter().all(scalar) {
+                    format!("more than {MAX_SCALAR_ENUM_VALUES} values")
+                } else {
+                    format!("more than {MAX_ENUM_VALUES} values, not all of them scalars")
+                };
                 return Err(GrammarError::at_pointer(
                     join_ptr(ptr, "enum"),
-                    format!("`enum` has more than {MAX_ENUM_VALUES} values"),
+                    format!("`enum` has {limit}"),
                 )
                 .with_kind(ErrorKind::Limit));
             }
@@ -216,6 +224,14 @@ impl Compiler<'_> {
         let alts: Vec<Expr> = values.iter().map(|v| self.literal(v, d)).collect();
         Ok(if alts.len() == 1 {
             alts.into_iter().next().unwrap()
+        } else if alts.len() >= crate::grammar::lower::LITERAL_SET_MIN
+            && alts
+                .iter()
+                .all(|a| matches!(a, Expr::Bytes(b) if !b.is_empty()))
+        {
+            // A rule of its own, so lowering sees a body of literal alternatives and builds
+            // one trie terminal (not one terminal per value).
+            Expr::Ref(self.add_rule("enum", Expr::Alt(alts), RuleKind::Syntactic)?)
         } else {
             Expr::Alt(alts)
         })

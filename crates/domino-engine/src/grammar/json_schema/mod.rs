@@ -116,8 +116,10 @@
 //!
 //! # Limits (errors, never stack overflows)
 //! Subschemas nest at most [`MAX_SCHEMA_DEPTH`] deep on one path, enums have at most
-//! [`MAX_ENUM_VALUES`] values, a grammar at most [`MAX_RULES`] rules, and `allOf` merging does
-//! at most [`MAX_MERGE_STEPS`] steps.
+//! [`MAX_ENUM_VALUES`] values ([`MAX_SCALAR_ENUM_VALUES`] when all are scalars: 256 or more
+//! become one rule of literals, one trie terminal after lowering), a grammar at most
+//! [`MAX_RULES`] rules, and `allOf` merging does at most [`MAX_MERGE_STEPS`] steps. Time and
+//! memory are bounded by the compile budget ([`crate::budget`]).
 //!
 //! # Modules
 //! [`compile`] and the dispatch from one schema to its grammar (`Compiler::value`: unsupported
@@ -185,8 +187,13 @@ use presence::required_only;
 pub const MAX_SCHEMA_DEPTH: usize = 128;
 /// `Pretty` indents this many levels; deeper values are written compactly.
 pub const MAX_PRETTY_DEPTH: u32 = 16;
-/// More `enum` values than this are a `Limit` error.
+/// More `enum` values than this are a `Limit` error, unless every value is a scalar (a
+/// string, number, boolean or null: one literal each), up to [`MAX_SCALAR_ENUM_VALUES`].
 pub const MAX_ENUM_VALUES: usize = 4096;
+/// More scalar `enum` values than this are a `Limit` error. 256 or more scalar values become
+/// one rule of literal alternatives, which lowering turns into ONE terminal whose DFA is their
+/// trie (`lower::LITERAL_SET_MIN`): set-up grows linearly (100,000 values: seconds).
+pub const MAX_SCALAR_ENUM_VALUES: usize = 1_000_000;
 /// A grammar with more rules than this is a `Limit` error.
 pub const MAX_RULES: usize = 100_000;
 /// `allOf` merges (and sibling distributions) allowed per schema.

@@ -117,8 +117,16 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
     }
     if !productive[start.0 as usize] {
         return Err(GrammarError::whole(format!(
-            "the grammar's language is empty: the start rule `{}` derives no string",
-            def.rules[def.start.0 as usize].name
+            "the grammar's language is empty: the start rule `{}` derives no string{}",
+            def.rules[def.start.0 as usize].name,
+            culprits(
+                &productions,
+                &nonterminals,
+                &productive,
+                start,
+                def,
+                &warnings
+            )
         )));
     }
     let user_rule: std::collections::HashSet<&str> =
@@ -202,4 +210,72 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
         warnings,
         lexing,
     })
+}
+
+/// The rules of the source that derive nothing and that the start rule reaches through rules
+/// that derive nothing either, as `: it needs `b` (2:1), which never terminates` (at most
+/// three, nearest first): what to fix when the language is empty.
+fn culprits(
+    productions: &[Production],
+    nonterminals: &[String],
+    productive: &[bool],
+    start: NonterminalId,
+    def: &GrammarDef,
+    warnings: &[String],
+) -> String {
+    let mut by_lhs: Vec<Vec<usize>> = vec![Vec::new(); nonterminals.len()];
+    for (i, p) in productions.iter().enumerate() {
+        by_lhs[p.lhs.0 as usize].push(i);
+    }
+    let spans: std::collections::HashMap<&str, crate::grammar::expr::Span> = def
+        .rules
+        .iter()
+        .map(|r| (r.name.as_str(), r.span))
+        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    let mut seen = vec![false; nonterminals.len()];
+    seen[start.0 as usize] = true;
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(n) = queue.pop_front() {
+        let name = nonterminals[n.0 as usize].as_str();
+        if n != start && spans.contains_key(name) {
+            names.push(name);
+        }
+        for &pi in &by_lhs[n.0 as usize] {
+            for s in &productions[pi].rhs {
+                if let Symbol::Nonterminal(m) = s
+                    && !productive[m.0 as usize]
+                    && !std::mem::replace(&mut seen[m.0 as usize], true)
+                {
+                    queue.push_back(*m);
+                }
+            }
+        }
+    }
+    // Rules promoted to terminals that match nothing were reported as warnings by promotion.
+    let start_name = def.rules[def.start.0 as usize].name.as_str();
+    for w in warnings {
+        if let Some(rest) = w.strip_prefix("rule `")
+            && let Some((name, tail)) = rest.split_once('`')
+            && tail.starts_with(" derives no string")
+            && name != start_name
+            && spans.contains_key(name)
+            && !names.contains(&name)
+        {
+            names.push(name);
+        }
+    }
+    let found: Vec<String> = names
+        .iter()
+        .take(3)
+        .map(|&name| match spans[name] {
+            s if s.line > 0 => format!("`{name}` ({}:{})", s.line, s.column),
+            _ => format!("`{name}`"),
+        })
+        .collect();
+    match found.len() {
+        0 => String::new(),
+        1 => format!(": it needs {}, which never terminates", found[0]),
+        _ => format!(": it needs {}, which never terminate", found.join(", ")),
+    }
 }

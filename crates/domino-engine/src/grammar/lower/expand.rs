@@ -461,6 +461,7 @@ impl<'a> Builder<'a> {
     /// Fails closed when the IR under construction outgrows [`MAX_PRODUCTIONS`], naming the
     /// rule being lowered and the limit.
     pub(super) fn check_budget(&self, rule: usize) -> Result<(), GrammarError> {
+        crate::grammar::budget_over("the lowered grammar")?;
         if self.productions.len() > MAX_PRODUCTIONS {
             return Err(GrammarError::whole(format!(
                 "rule `{}`: the lowered grammar exceeds {MAX_PRODUCTIONS} productions",

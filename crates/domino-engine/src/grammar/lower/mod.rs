@@ -159,6 +159,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     }
     for (i, rule) in def.rules.iter().enumerate() {
         if let Some(nt) = b.rule_nt[i] {
+            crate::grammar::budget_over("the lowered grammar")?;
             b.lower_rule_body(nt, &rule.expr, i)?;
         }
     }
@@ -248,6 +249,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         }
     }
 
+    crate::budget::check("the lowered grammar")?;
     let Builder {
         terminals,
         nonterminals,

@@ -95,6 +95,7 @@ pub(super) fn promote(
         }
     }
     for &r in &order {
+        crate::grammar::budget_over("the lowered grammar (promoting rules to terminals)")?;
         let rule = &def.rules[r];
         let candidate = rule.kind == RuleKind::Syntactic
             && opts.promote

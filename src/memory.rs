@@ -1,0 +1,120 @@
+//! Measured memory: a counting global allocator with per-thread net byte counters.
+//!
+//! The compile budget ([`crate::engine::budget`]) needs to know how much memory a compilation
+//! really takes — estimates of DFA or tree sizes miss what they do not model. The `domino`
+//! binary installs [`CountingAllocator`] as its global allocator and calls [`install`], which
+//! hands the engine [`thread_net_bytes`] as its memory probe. Each thread's counter is a
+//! const-initialised thread-local `Cell` (no destructor, so reading it never allocates and
+//! works during thread exit); the allocator adds each allocation's size and subtracts each
+//! free's, and never allocates itself. The counter is net bytes *on this thread*: memory one
+//! thread allocates and another frees shows up as growth on the first and a drop on the
+//! second, which is what a budget armed on the compiling thread wants to see.
+//!
+//! A library user who installs no counting allocator gets no probe, and the engine enforces
+//! only the time budget ([`crate::engine::budget::memory_measured`] says which).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+thread_local! {
+    static NET: Cell<i64> = const { Cell::new(0) };
+}
+
+#[inline]
+fn add(delta: i64) {
+    let _ = NET.try_with(|c| c.set(c.get().wrapping_add(delta)));
+}
+
+/// The system allocator, counting each thread's net allocated bytes (see the module doc).
+pub struct CountingAllocator;
+
+// SAFETY: every call forwards to `System` with the caller's arguments unchanged; the counter
+// update neither allocates nor touches the memory.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            add(layout.size() as i64);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            add(layout.size() as i64);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        add(-(layout.size() as i64));
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            add(new_size as i64 - layout.size() as i64);
+        }
+        p
+    }
+}
+
+/// Net bytes the current thread has allocated through [`CountingAllocator`] (0 when it is not
+/// the global allocator).
+pub fn thread_net_bytes() -> i64 {
+    NET.try_with(Cell::get).unwrap_or(0)
+}
+
+/// Give the engine's compile budget [`thread_net_bytes`] as its memory probe. Call it only
+/// where [`CountingAllocator`] is the global allocator (the `domino` binary does).
+pub fn install() {
+    crate::engine::budget::set_memory_probe(thread_net_bytes);
+}
+
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOCATOR: CountingAllocator = CountingAllocator;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::budget::{self, Budget, Limit};
+
+    #[test]
+    fn the_counter_sees_this_threads_allocations() {
+        let before = thread_net_bytes();
+        let v = vec![1u8; 8 << 20];
+        assert!(thread_net_bytes() - before >= 8 << 20);
+        drop(v);
+        assert!(thread_net_bytes() - before < 1 << 20);
+    }
+
+    #[test]
+    fn a_memory_budget_stops_a_growing_compilation() {
+        install();
+        assert!(budget::memory_measured());
+        let scope = Budget {
+            time: None,
+            max_bytes: Some(4 << 20),
+        }
+        .enter();
+        let mut hog: Vec<Vec<u8>> = Vec::new();
+        let mut stopped = None;
+        for _ in 0..1000 {
+            hog.push(vec![0u8; 64 << 10]);
+            if let Err(e) = budget::check("a test stage") {
+                stopped = Some(e);
+                break;
+            }
+        }
+        let e = stopped.expect("the memory budget stops it");
+        assert_eq!(e.stage, "a test stage");
+        assert!(
+            matches!(e.limit, Limit::Memory { limit, used } if limit == 4 << 20 && used > limit)
+        );
+        assert!(e.to_string().contains("memory budget of 4 MB"), "{e}");
+        drop(scope);
+    }
+}
