@@ -180,6 +180,9 @@ impl TerminalDfa {
                     .match_kind(MatchKind::All)
                     .start_kind(StartKind::Anchored)
                     .minimize(false)
+                    // Acceleration speeds up `regex-automata`'s own searches; we only copy
+                    // the transitions out, so its analysis would be wasted compile time.
+                    .accelerate(false)
                     .dfa_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT))
                     .determinize_size_limit(Some(TERMINAL_DFA_SIZE_LIMIT)),
             )
