@@ -247,6 +247,38 @@ fn any_order_object_masks_equal_the_oracle_on_random_walks() {
     assert!(checked > 1000, "only {checked} masks checked");
 }
 
+/// Many literal terminals that share prefixes and follow one another (a large enum or
+/// keyword list kept as separate terminals): tree builds decide "may a terminal start after
+/// `t` with byte `b`" lazily, per pair they reach, so masks must still equal the oracle's on
+/// random walks — with boundaries inside tokens between any two literals, and a separator
+/// terminal that may or may not come between.
+#[test]
+fn many_literal_terminals_masks_equal_the_oracle_on_random_walks() {
+    let vocab = synthetic_vocab();
+    let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
+    let mut words: Vec<String> = Vec::new();
+    for a in ["a", "b", "c", "e", "ab"] {
+        for b in ["", "a", "b", "bc", "ca", " "] {
+            words.push(format!("{a}{b}"));
+        }
+    }
+    words.sort();
+    words.dedup();
+    let alts: Vec<String> = words.iter().map(|w| format!("\"{w}\" sep? root")).collect();
+    let gbnf = format!(
+        "root ::= \"x\" | {}\nsep ::= \",\" | \" \"\n",
+        alts.join(" | ")
+    );
+    let grammar = compile(&gbnf);
+    assert!(
+        grammar.grammar().terminals.len() >= 20,
+        "the literals were merged into {} terminals",
+        grammar.grammar().terminals.len()
+    );
+    let checked = random_walks_match_the_oracle("many-literals", &grammar, &vocab, &mut rng, 200);
+    assert!(checked > 1000, "only {checked} masks checked");
+}
+
 /// Random walks (each step a random allowed token) comparing every mask with the oracle's.
 /// Returns the number of masks compared.
 fn random_walks_match_the_oracle(

@@ -383,6 +383,44 @@ pub struct SubterminalTree {
     overflowed: bool,
 }
 
+/// Whether a terminal may start after terminal `t` with byte `b`: δ(START, b) has a live
+/// terminal that can follow `t`. Memoised per `(t, b)` and computed on first use: a tree
+/// build asks it only for the terminals that accept where a walk reaches, while computing it
+/// for every `(t, b)` up front cost `256 × terminals × live terminals` per tree — with
+/// hundreds or thousands of terminals (key literals, enum members) that was most of a cold
+/// tree build.
+struct StartOk {
+    /// `t * 256 + b` → 0 unknown, 1 no, 2 yes (zeroed allocation: untouched pages are free).
+    memo: Vec<u8>,
+}
+
+impl StartOk {
+    fn new(num_terminals: usize) -> Self {
+        StartOk {
+            memo: vec![0; num_terminals * 256],
+        }
+    }
+
+    /// `fresh` is δ(START, b), not [`DEAD`].
+    #[inline]
+    fn get(
+        &mut self,
+        scanner: &Scanner,
+        follow: &Follow,
+        t: TerminalId,
+        b: u8,
+        fresh: u32,
+    ) -> bool {
+        let slot = &mut self.memo[t.0 as usize * 256 + b as usize];
+        if *slot == 0 {
+            let live = scanner.live_terminals(scanner.live_set(ScanState(fresh)));
+            let ok = live.iter().any(|&u| follow.can_follow(t, u));
+            *slot = 1 + ok as u8;
+        }
+        *slot == 2
+    }
+}
+
 /// Build-time node.
 struct BuildNode {
     terminal: TerminalId,
@@ -461,23 +499,11 @@ impl SubterminalTree {
         // state.
         let mut threads: Vec<(u32, u32)> = vec![(s0, 0)];
         let mut level_start: Vec<usize> = vec![0, 1];
-        // A terminal may start after `t` with byte `b` when δ(START, b) has a live terminal
-        // that can follow `t`: precomputed per (t, b).
-        let num_t = scanner.num_terminals();
         let mut fresh_of = [DEAD; 256];
-        let mut start_ok = vec![false; num_t * 256];
         for b in 0..=255u8 {
-            let f = scanner.next(Scanner::START, b);
-            fresh_of[b as usize] = f;
-            if f != DEAD {
-                let live = scanner.live_terminals(scanner.live_set(ScanState(f)));
-                for t in 0..num_t {
-                    start_ok[t * 256 + b as usize] = live
-                        .iter()
-                        .any(|&u| follow.can_follow(TerminalId(t as u32), u));
-                }
-            }
+            fresh_of[b as usize] = scanner.next(Scanner::START, b);
         }
+        let mut start_ok = StartOk::new(scanner.num_terminals());
         let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
         // Grows with the states the walk reaches (the scanner is built lazily).
         let mut end_seen: Vec<u64> = Vec::new();
@@ -575,7 +601,7 @@ impl SubterminalTree {
                     continue;
                 }
                 for &t in accepting {
-                    if !start_ok[t.0 as usize * 256 + b as usize] {
+                    if !start_ok.get(scanner, follow, t, b, fresh) {
                         continue;
                     }
                     if !scanner.followed_by(t, ScanState(fresh)) {

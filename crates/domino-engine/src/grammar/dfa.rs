@@ -180,6 +180,9 @@ impl TerminalDfa {
                     .match_kind(MatchKind::All)
                     .start_kind(StartKind::Anchored)
                     .minimize(false)
+                    // Acceleration speeds up `regex-automata`'s own searches; we only copy
+                    // the transitions out, so its analysis would be wasted compile time.
+                    .accelerate(false)
                     .dfa_size_limit(Some(crate::budget::dfa_size_limit(TERMINAL_DFA_SIZE_LIMIT)))
                     .determinize_size_limit(Some(crate::budget::dfa_size_limit(
                         TERMINAL_DFA_SIZE_LIMIT,
@@ -190,10 +193,16 @@ impl TerminalDfa {
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| DfaError::Compile(e.to_string()))?;
-        // Explore reachable states, numbering them densely.
-        let mut ids: HashMap<regex_automata::util::primitives::StateID, u32> = HashMap::new();
+        // Explore reachable states, numbering them densely. A dense DFA's state ids are
+        // table offsets (`index << stride2`), so the renumbering is a flat array, not a hash
+        // map.
+        let stride2 = dfa.stride2();
+        let index = |id: regex_automata::util::primitives::StateID| id.as_usize() >> stride2;
+        const UNSEEN: u32 = u32::MAX;
+        let mut ids: Vec<u32> = Vec::new();
         let mut order = vec![start];
-        ids.insert(start, 0);
+        ids.resize(index(start) + 1, UNSEEN);
+        ids[index(start)] = 0;
         let mut raw_next: Vec<u32> = Vec::new();
         let mut accept = Vec::new();
         let mut i = 0;
@@ -206,11 +215,15 @@ impl TerminalDfa {
                     raw_next.push(DEAD);
                     continue;
                 }
-                let id = *ids.entry(n).or_insert_with(|| {
+                let k = index(n);
+                if k >= ids.len() {
+                    ids.resize(k + 1, UNSEEN);
+                }
+                if ids[k] == UNSEEN {
+                    ids[k] = order.len() as u32;
                     order.push(n);
-                    (order.len() - 1) as u32
-                });
-                raw_next.push(id);
+                }
+                raw_next.push(ids[k]);
             }
             i += 1;
         }
@@ -283,34 +296,43 @@ impl TerminalDfa {
         let mut order = vec![start];
         let mut raw_next: Vec<u32> = Vec::new();
         let mut accept = Vec::new();
+        // One tuple buffer for every byte (no allocation per transition), and a byte whose
+        // tuple equals the previous byte's (runs such as `[^"\\]`) reuses its id.
+        let mut next: Vec<u32> = vec![0; parts.len()];
+        let mut prev: Vec<u32> = vec![0; parts.len()];
         let mut i = 0;
         while i < order.len() {
             let tuple = order[i].clone();
             let is_match = |k: usize| tuple[k] != DEAD && parts[k].is_accepting(tuple[k]);
             accept.push((0..n_pos).all(is_match) && !(n_pos..parts.len()).any(is_match));
+            let mut prev_id: Option<u32> = None;
             for b in 0..=255u8 {
-                let next: Vec<u32> = tuple
-                    .iter()
-                    .zip(&parts)
-                    .map(|(&s, d)| if s == DEAD { DEAD } else { d.next(s, b) })
-                    .collect();
-                if next[..n_pos].contains(&DEAD) {
-                    raw_next.push(DEAD);
+                for ((n, &s), d) in next.iter_mut().zip(&tuple).zip(&parts) {
+                    *n = if s == DEAD { DEAD } else { d.next(s, b) };
+                }
+                if let Some(id) = prev_id.filter(|_| next == prev) {
+                    raw_next.push(id);
                     continue;
                 }
-                let id = match ids.get(&next) {
-                    Some(&id) => id,
-                    None => {
-                        if order.len() >= max_states {
-                            return Err(DfaError::TooManyStates(max_states));
+                let id = if next[..n_pos].contains(&DEAD) {
+                    DEAD
+                } else {
+                    match ids.get(next.as_slice()) {
+                        Some(&id) => id,
+                        None => {
+                            if order.len() >= max_states {
+                                return Err(DfaError::TooManyStates(max_states));
+                            }
+                            let id = order.len() as u32;
+                            ids.insert(next.clone(), id);
+                            order.push(next.clone());
+                            id
                         }
-                        let id = order.len() as u32;
-                        ids.insert(next.clone(), id);
-                        order.push(next);
-                        id
                     }
                 };
                 raw_next.push(id);
+                prev_id = Some(id);
+                std::mem::swap(&mut prev, &mut next);
             }
             i += 1;
         }
@@ -321,39 +343,46 @@ impl TerminalDfa {
     fn pruned(raw_next: Vec<u32>, accept: Vec<bool>) -> Result<Self, DfaError> {
         // Liveness: states that can reach an accepting state (reverse reachability, one
         // pass over the reversed edges: linear even for long chains like `.{0,500}`).
+        // Reversed edges in one flat array (CSR), each (s, t) edge once: `seen[t] == s`
+        // marks t as already counted for s (no per-state allocation or sort).
         let n = accept.len();
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut seen = vec![u32::MAX; n];
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        let mut count = vec![0u32; n + 1];
         for s in 0..n {
-            let mut row: Vec<u32> = raw_next[s * 256..(s + 1) * 256]
-                .iter()
-                .copied()
-                .filter(|&t| t != DEAD)
-                .collect();
-            row.sort_unstable();
-            row.dedup();
-            for t in row {
-                preds[t as usize].push(s as u32);
+            for &t in &raw_next[s * 256..(s + 1) * 256] {
+                if t != DEAD && seen[t as usize] != s as u32 {
+                    seen[t as usize] = s as u32;
+                    edges.push((t, s as u32));
+                    count[t as usize + 1] += 1;
+                }
             }
         }
+        for i in 0..n {
+            count[i + 1] += count[i];
+        }
+        let mut preds = vec![0u32; edges.len()];
+        let mut fill = count.clone();
+        for &(t, s) in &edges {
+            preds[fill[t as usize] as usize] = s;
+            fill[t as usize] += 1;
+        }
+        drop(edges);
         let mut live = accept.clone();
         let mut stack: Vec<u32> = (0..n as u32).filter(|&s| accept[s as usize]).collect();
         while let Some(t) = stack.pop() {
-            for &s in &preds[t as usize] {
+            for &s in &preds[count[t as usize] as usize..count[t as usize + 1] as usize] {
                 if !std::mem::replace(&mut live[s as usize], true) {
                     stack.push(s);
                 }
             }
         }
-        let next: Vec<u32> = raw_next
-            .iter()
-            .map(|&t| {
-                if t != DEAD && live[t as usize] {
-                    t
-                } else {
-                    DEAD
-                }
-            })
-            .collect();
+        let mut next = raw_next;
+        for t in next.iter_mut() {
+            if *t != DEAD && !live[*t as usize] {
+                *t = DEAD;
+            }
+        }
         if !live[0] {
             return Err(DfaError::MatchesNothing);
         }
