@@ -300,6 +300,7 @@ pub fn wrap(mut def: GrammarDef, prefix: &[u8], suffix: &[u8]) -> GrammarDef {
         expr: Expr::Seq(seq),
         kind: RuleKind::Syntactic,
         span: Span::default(),
+        pointer: None,
     });
     def.start = id;
     def
@@ -346,6 +347,7 @@ pub fn alternatives(mut defs: Vec<GrammarDef>) -> GrammarDef {
         expr: Expr::Alt(starts),
         kind: RuleKind::Syntactic,
         span: Span::default(),
+        pointer: None,
     });
     out
 }
@@ -369,6 +371,7 @@ fn repeat(mut def: GrammarDef, many: bool, sep: &[u8]) -> GrammarDef {
         ]),
         kind: RuleKind::Syntactic,
         span: Span::default(),
+        pointer: None,
     });
     def
 }

@@ -76,6 +76,9 @@ pub struct Rule {
     pub kind: RuleKind,
     /// Where the rule was defined (zero for generated rules).
     pub span: Span,
+    /// The JSON pointer of the schema the rule was compiled from (JSON Schema front end),
+    /// so an error about the rule can say where it came from.
+    pub pointer: Option<String>,
 }
 
 /// A grammar as the front ends produce it.

@@ -617,6 +617,7 @@ impl<'a> Parser<'a> {
                     expr,
                     kind: RuleKind::Syntactic,
                     span,
+                    pointer: None,
                 }
             })
             .collect();

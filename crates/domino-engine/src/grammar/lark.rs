@@ -756,6 +756,7 @@ impl<'a> Parser<'a> {
                     expr,
                     kind,
                     span,
+                    pointer: None,
                 }
             })
             .collect();

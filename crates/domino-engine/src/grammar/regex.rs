@@ -24,6 +24,7 @@ pub fn parse(pattern: &str) -> Result<GrammarDef, GrammarError> {
             expr: Expr::Regex(hir),
             kind: RuleKind::Lexical,
             span: Span { line: 1, column: 1 },
+            pointer: None,
         }],
         start: RuleId(0),
         ignore: Vec::new(),

@@ -146,6 +146,22 @@ fn inconsistent_and_hostile_schemas_are_errors() {
     assert!(json_schema::compile(&json!(3), &CompileOptions::default()).is_err());
 }
 
+/// A schema whose every value would have to contain itself (a required property that refers
+/// back to its object) has no finite document: lowering finds the empty language, and the
+/// error names the JSON pointers of the schemas whose rules never terminate.
+#[test]
+fn a_schema_that_needs_itself_names_its_pointers() {
+    let schema = json!({"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]});
+    let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
+    let e = domino_engine::grammar::lower::lower(&def).unwrap_err();
+    assert!(e.message.contains("language is empty"), "{e}");
+    assert!(e.message.contains("(the schema at /properties/x)"), "{e}");
+    // Optional, the same recursion is fine.
+    let schema = json!({"type": "object", "properties": {"x": {"$ref": "#"}}});
+    let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
+    assert!(domino_engine::grammar::lower::lower(&def).is_ok());
+}
+
 /// Unknown keywords are ignored (the specification says so) but never silently: each is a
 /// warning with its pointer and the keyword it most likely misspells; `strict` makes the
 /// first one an error. Vendor extensions (`x-…`) and annotations are not reported.

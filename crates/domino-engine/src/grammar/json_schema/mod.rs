@@ -251,6 +251,9 @@ pub(crate) struct Compiler<'a> {
     lexical: HashMap<String, RuleId>,
     any_rules: HashMap<u32, RuleId>,
     nest: usize,
+    /// The JSON pointer of the schema being compiled (rules record it: errors about a rule
+    /// name where it came from).
+    pointer: String,
     merge_steps: usize,
     /// Embedded resources (`$id`) and anchors by absolute URI, built on the first `$ref`.
     uris: std::cell::OnceCell<references::UriIndex>,
@@ -298,6 +301,7 @@ impl<'a> Compiler<'a> {
             lexical: HashMap::new(),
             any_rules: HashMap::new(),
             nest: 0,
+            pointer: String::new(),
             merge_steps: 0,
         }
     }
@@ -319,6 +323,7 @@ impl<'a> Compiler<'a> {
             expr,
             kind,
             span: Span::default(),
+            pointer: Some(self.pointer.clone()),
         });
         Ok(id)
     }
@@ -455,7 +460,9 @@ impl<'a> Compiler<'a> {
             .with_kind(ErrorKind::Limit));
         }
         self.nest += 1;
+        let outer = std::mem::replace(&mut self.pointer, ptr.to_string());
         let r = self.value_inner(s, ptr, d);
+        self.pointer = outer;
         self.nest -= 1;
         r
     }

@@ -227,11 +227,8 @@ fn culprits(
     for (i, p) in productions.iter().enumerate() {
         by_lhs[p.lhs.0 as usize].push(i);
     }
-    let spans: std::collections::HashMap<&str, crate::grammar::expr::Span> = def
-        .rules
-        .iter()
-        .map(|r| (r.name.as_str(), r.span))
-        .collect();
+    let spans: std::collections::HashMap<&str, &crate::grammar::expr::Rule> =
+        def.rules.iter().map(|r| (r.name.as_str(), r)).collect();
     let mut names: Vec<&str> = Vec::new();
     let mut seen = vec![false; nonterminals.len()];
     seen[start.0 as usize] = true;
@@ -269,7 +266,13 @@ fn culprits(
         .iter()
         .take(3)
         .map(|&name| match spans[name] {
-            s if s.line > 0 => format!("`{name}` ({}:{})", s.line, s.column),
+            r if r.span.line > 0 => format!("`{name}` ({}:{})", r.span.line, r.span.column),
+            crate::grammar::expr::Rule {
+                pointer: Some(p), ..
+            } => format!(
+                "`{name}` (the schema at {})",
+                if p.is_empty() { "the root" } else { p }
+            ),
             _ => format!("`{name}`"),
         })
         .collect();
