@@ -212,14 +212,16 @@ fn grammar(name: &str) -> GrammarSource {
 }
 
 /// (name, method, grammar, prompt, warm-up prompt, chat).
-fn cases() -> Vec<(
+type Case = (
     &'static str,
     Method,
     Option<GrammarSource>,
     &'static str,
     &'static str,
     bool,
-)> {
+);
+
+fn cases() -> Vec<Case> {
     vec![
         (
             "unconstrained",
