@@ -6,7 +6,10 @@
 //! cache and compute on llama.cpp's CPU backend) and fully offloaded to the first Vulkan
 //! device. Without a GPU that is Mesa's software device (lavapipe), which llama.cpp skips
 //! unless `GGML_VK_VISIBLE_DEVICES` names it: this test sets `GGML_VK_VISIBLE_DEVICES=0`
-//! when the variable is unset (set it yourself to pick another device).
+//! when the variable is unset (set it yourself to pick another device). It also sets
+//! `GGML_VK_SERIALIZE_SUBMISSIONS=1` when unset: lavapipe in Mesa 22.3 (Debian 12) crashes when
+//! a pipeline is created while its queue thread executes earlier work, which ggml-vulkan's lazy
+//! pipeline compilation does unless each submission is waited for (docs/vulkan-lavapipe-crash.md).
 //!
 //! What "the same" means here — the two backends run different kernels (the Vulkan ones
 //! accumulate in fp16 in places), so outputs agree only up to rounding:
@@ -52,6 +55,16 @@ const JSON_WARMUP: &str = "The following is a JSON object for a book:\n{\"title\
 const GSM8K_QUESTION: &str = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How many clips did Natalia sell altogether in April and May? Answer in JSON.";
 const GSM8K_WARMUP: &str = "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. How much did she earn? Answer in JSON.";
 const CHAT_PROMPT: &str = "What is the capital of France?";
+/// A prompt the default model answers with a short, complete person.schema.json document
+/// (greedy on the CPU: `{"name": "Ada Lovelace", "age": 36, "birthday": "1788-01-01"}`, 39
+/// tokens). The GSM8K prompt is no good for a complete document: greedy, the 135M model
+/// repeats `thoughts` entries until any token limit.
+const PERSON_PROMPT: &str =
+    "Return a JSON object with only the name and age of Ada Lovelace (age 36).";
+const PERSON_WARMUP: &str =
+    "Return a JSON object with only the name and age of Alan Turing (age 41).";
+/// Tokens allowed for the complete document: room for the device to word it differently.
+const DOCUMENT_TOKENS: usize = 96;
 
 struct Models {
     cpu: Model,
@@ -65,10 +78,18 @@ fn models() -> (&'static Models, MutexGuard<'static, ()>) {
     static TURN: Mutex<()> = Mutex::new(());
     let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let models = MODELS.get_or_init(|| {
-        if std::env::var_os("GGML_VK_VISIBLE_DEVICES").is_none() {
-            // SAFETY: the first llama.cpp call follows (nothing reads the environment
-            // concurrently: every test holds TURN before touching llama.cpp).
-            unsafe { std::env::set_var("GGML_VK_VISIBLE_DEVICES", "0") };
+        // The Mesa 22.3 lavapipe workaround (see the module doc): ggml-vulkan then waits for
+        // each piece of a graph it submits before recording (and compiling pipelines for) the
+        // next, so no pipeline is created while lavapipe's queue thread runs.
+        for (var, value) in [
+            ("GGML_VK_VISIBLE_DEVICES", "0"),
+            ("GGML_VK_SERIALIZE_SUBMISSIONS", "1"),
+        ] {
+            if std::env::var_os(var).is_none() {
+                // SAFETY: the first llama.cpp call follows (nothing reads the environment
+                // concurrently: every test holds TURN before touching llama.cpp).
+                unsafe { std::env::set_var(var, value) };
+            }
         }
         let path = common::require_default_model();
         let cpu = Model::load(&path, ModelOptions { n_gpu_layers: 0 }).expect("load on the CPU");
@@ -191,14 +212,16 @@ fn grammar(name: &str) -> GrammarSource {
 }
 
 /// (name, method, grammar, prompt, warm-up prompt, chat).
-fn cases() -> Vec<(
+type Case = (
     &'static str,
     Method,
     Option<GrammarSource>,
     &'static str,
     &'static str,
     bool,
-)> {
+);
+
+fn cases() -> Vec<Case> {
     vec![
         (
             "unconstrained",
@@ -337,15 +360,14 @@ fn validates(schema: &std::path::Path, text: &str) -> Result<(), String> {
 
 /// A whole constrained document generated on the device (drafts on) is valid.
 ///
-/// Ignored: on this machine's Mesa 22.3.6 lavapipe, the one run of this test in the test
-/// process crashed (SIGSEGV inside a libvulkan_lvp.so worker thread), while the same
-/// generation through the CLI (`domino generate --schema grammars/gsm8k.schema.json --chat
-/// --draft 10 -ngl 99`, 48 tokens) completed. Run it with `-- --ignored` on a real device.
+/// On lavapipe this is the test that met Mesa 22.3's pipeline-creation race (SIGSEGV in the
+/// queue thread, `lp_csctx_set_cs_ssbos`, while the test's thread was in
+/// `lvp_compute_pipeline_create`); `GGML_VK_SERIALIZE_SUBMISSIONS=1`, set by `models()`,
+/// avoids it. docs/vulkan-lavapipe-crash.md has the backtraces.
 #[test]
-#[ignore = "crashed inside lavapipe (Mesa 22.3.6) once here; see the doc comment"]
 fn a_complete_constrained_document_from_the_device_is_valid() {
     let (m, _turn) = models();
-    let name = "gsm8k.schema.json";
+    let name = "person.schema.json";
     let source = grammar(name);
     let config = DecoderConfig {
         method: Method::Domino,
@@ -356,8 +378,8 @@ fn a_complete_constrained_document_from_the_device_is_valid() {
         ..DecoderConfig::default()
     };
     let mut decoder = Decoder::new(&config, &m.cpu).expect("decoder");
-    generate(&mut decoder, &m.cpu, GSM8K_WARMUP, true, 48);
-    let r = generate(&mut decoder, &m.gpu, GSM8K_QUESTION, true, 48);
+    generate(&mut decoder, &m.cpu, PERSON_WARMUP, true, DOCUMENT_TOKENS);
+    let r = generate(&mut decoder, &m.gpu, PERSON_PROMPT, true, DOCUMENT_TOKENS);
     eprintln!(
         "{name} on vulkan ({:?}, drafts {}/{} accepted): {}",
         r.finish_reason,
