@@ -6,10 +6,11 @@
 //! cache and compute on llama.cpp's CPU backend) and fully offloaded to the first Vulkan
 //! device. Without a GPU that is Mesa's software device (lavapipe), which llama.cpp skips
 //! unless `GGML_VK_VISIBLE_DEVICES` names it: this test sets `GGML_VK_VISIBLE_DEVICES=0`
-//! when the variable is unset (set it yourself to pick another device). It also sets
-//! `GGML_VK_SERIALIZE_SUBMISSIONS=1` when unset: lavapipe in Mesa 22.3 (Debian 12) crashes when
-//! a pipeline is created while its queue thread executes earlier work, which ggml-vulkan's lazy
-//! pipeline compilation does unless each submission is waited for (docs/vulkan-lavapipe-crash.md).
+//! when the variable is unset (set it yourself to pick another device). lavapipe in Mesa 22.3
+//! (Debian 12) crashes when a pipeline is created while its queue thread executes earlier work,
+//! which ggml-vulkan's lazy pipeline compilation does unless each submission is waited for
+//! (docs/vulkan-lavapipe-crash.md): the runtime sets `GGML_VK_SERIALIZE_SUBMISSIONS=1` itself
+//! when it offloads to lavapipe, and this test relies on that (it sets nothing of the kind).
 //!
 //! What "the same" means here — the two backends run different kernels (the Vulkan ones
 //! accumulate in fp16 in places), so outputs agree only up to rounding:
@@ -78,13 +79,9 @@ fn models() -> (&'static Models, MutexGuard<'static, ()>) {
     static TURN: Mutex<()> = Mutex::new(());
     let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let models = MODELS.get_or_init(|| {
-        // The Mesa 22.3 lavapipe workaround (see the module doc): ggml-vulkan then waits for
-        // each piece of a graph it submits before recording (and compiling pipelines for) the
-        // next, so no pipeline is created while lavapipe's queue thread runs.
-        for (var, value) in [
-            ("GGML_VK_VISIBLE_DEVICES", "0"),
-            ("GGML_VK_SERIALIZE_SUBMISSIONS", "1"),
-        ] {
+        // Only the device choice: the Mesa 22.3 lavapipe workaround is the runtime's own
+        // (see the module doc).
+        for (var, value) in [("GGML_VK_VISIBLE_DEVICES", "0")] {
             if std::env::var_os(var).is_none() {
                 // SAFETY: the first llama.cpp call follows (nothing reads the environment
                 // concurrently: every test holds TURN before touching llama.cpp).
@@ -362,8 +359,8 @@ fn validates(schema: &std::path::Path, text: &str) -> Result<(), String> {
 ///
 /// On lavapipe this is the test that met Mesa 22.3's pipeline-creation race (SIGSEGV in the
 /// queue thread, `lp_csctx_set_cs_ssbos`, while the test's thread was in
-/// `lvp_compute_pipeline_create`); `GGML_VK_SERIALIZE_SUBMISSIONS=1`, set by `models()`,
-/// avoids it. docs/vulkan-lavapipe-crash.md has the backtraces.
+/// `lvp_compute_pipeline_create`); `GGML_VK_SERIALIZE_SUBMISSIONS=1`, which the runtime sets
+/// when it offloads to lavapipe, avoids it. docs/vulkan-lavapipe-crash.md has the backtraces.
 #[test]
 fn a_complete_constrained_document_from_the_device_is_valid() {
     let (m, _turn) = models();

@@ -133,6 +133,26 @@ fn load_llama_model(path: &Path, params: &LlamaModelParams) -> Result<LlamaModel
     })
 }
 
+/// Mesa 22.3's software Vulkan device (lavapipe, "llvmpipe" in its description) crashes when
+/// a compute pipeline is created while its queue thread still executes earlier work — which
+/// ggml-vulkan's lazy pipeline compilation does unless it waits for every submission
+/// (docs/vulkan-lavapipe-crash.md has the backtraces). So when the devices about to be used
+/// include lavapipe and the user has not chosen, `GGML_VK_SERIALIZE_SUBMISSIONS=1` is set
+/// before the model loads (ggml reads it when it first initialises a device, which loading
+/// the model does). Real GPUs are not affected and do not get it.
+fn serialize_submissions_on_lavapipe(devices: &[super::device::Device]) {
+    const VAR: &str = "GGML_VK_SERIALIZE_SUBMISSIONS";
+    let lavapipe = devices
+        .iter()
+        .any(|d| d.backend.eq_ignore_ascii_case("vulkan") && d.description.starts_with("llvmpipe"));
+    if lavapipe && std::env::var_os(VAR).is_none() {
+        // SAFETY: set once, before the first model is put on the device; glibc's setenv
+        // never frees a value another thread's getenv may hold, and nothing of ours reads
+        // this variable.
+        unsafe { std::env::set_var(VAR, "1") };
+    }
+}
+
 impl Model {
     /// Load the weights and vocabulary of a GGUF file.
     ///
@@ -163,6 +183,7 @@ impl Model {
                 );
                 (devices, Some(CpuReason::NoDevice))
             } else {
+                serialize_submissions_on_lavapipe(&devices);
                 (devices, None)
             }
         };
