@@ -46,6 +46,8 @@ pub struct GrammarCache {
     pub misses: AtomicU64,
     /// Total compile time of misses, in microseconds.
     pub compile_us: AtomicU64,
+    /// Per miss: the compile with its token trees and first mask (time to first mask).
+    pub first_mask: super::metrics::Histogram,
 }
 
 /// One grammar: compiled once, by the first request that needs it; requests that arrive
@@ -80,6 +82,7 @@ impl GrammarCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             compile_us: AtomicU64::new(0),
+            first_mask: super::metrics::Histogram::new(super::metrics::Histogram::COMPILE_BOUNDS),
         }
     }
 
@@ -216,9 +219,13 @@ impl GrammarCache {
         let task = tokio::task::spawn_blocking(move || {
             let start = Instant::now();
             let compiled = build();
+            let took = start.elapsed();
             cache
                 .compile_us
-                .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            if compiled.is_ok() {
+                cache.first_mask.observe(took);
+            }
             compiled
         });
         match tokio::time::timeout(limit, task).await {

@@ -37,6 +37,56 @@ pub struct Metrics {
     pub batch_tokens: AtomicU64,
 }
 
+/// A Prometheus histogram of durations with fixed buckets (seconds), lock-free like the
+/// counters.
+pub struct Histogram {
+    /// Upper bounds in seconds, ascending; the implicit last bucket is `+Inf`.
+    bounds: &'static [f64],
+    /// Observations per bucket (not cumulative; rendering sums them), one more than `bounds`.
+    counts: Vec<AtomicU64>,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    /// Buckets for compile times and times to first mask: 1 ms to 30 s.
+    pub const COMPILE_BOUNDS: &'static [f64] = &[
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    ];
+
+    pub fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, d: std::time::Duration) {
+        let secs = d.as_secs_f64();
+        let i = self.bounds.partition_point(|&b| b < secs);
+        add(&self.counts[i], 1);
+        add(&self.sum_us, d.as_micros() as u64);
+    }
+
+    /// `name_bucket{le=…}` (cumulative), `name_sum` and `name_count` lines.
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP domino_{name} {help}");
+        let _ = writeln!(out, "# TYPE domino_{name} histogram");
+        let mut total = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            total += c.load(Ordering::Relaxed);
+            let le = self
+                .bounds
+                .get(i)
+                .map_or("+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "domino_{name}_bucket{{le=\"{le}\"}} {total}");
+        }
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "domino_{name}_sum {sum}");
+        let _ = writeln!(out, "domino_{name}_count {total}");
+    }
+}
+
 fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
@@ -205,6 +255,11 @@ impl Metrics {
             "Compiled grammars held.",
             cache.len().to_string(),
         );
+        cache.first_mask.render(
+            &mut out,
+            "grammar_time_to_first_mask_seconds",
+            "Per compiled grammar (cache miss): compile, token trees and first mask, as `domino bench masks` measures time to first mask (tool and reasoning plans: compile only).",
+        );
         out
     }
 }
@@ -212,6 +267,36 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_with_sum_and_count() {
+        let h = Histogram::new(&[0.001, 0.01]);
+        for ms in [0.5, 2.0, 3.0, 50.0] {
+            h.observe(std::time::Duration::from_secs_f64(ms / 1000.0));
+        }
+        let mut out = String::new();
+        h.render(&mut out, "t_seconds", "help");
+        assert!(
+            out.contains("domino_t_seconds_bucket{le=\"0.001\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("domino_t_seconds_bucket{le=\"0.01\"} 3\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("domino_t_seconds_bucket{le=\"+Inf\"} 4\n"),
+            "{out}"
+        );
+        assert!(out.contains("domino_t_seconds_count 4\n"), "{out}");
+        let sum: f64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("domino_t_seconds_sum "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((sum - 0.0555).abs() < 1e-5, "{out}");
+    }
 
     #[test]
     fn rendered_counters_follow_the_exposition_format() {
@@ -228,6 +313,7 @@ mod tests {
         ));
         assert!(text.contains("domino_interventions_total 2\n"));
         assert!(text.contains("domino_slots 2\n"));
+        assert!(text.contains("# TYPE domino_grammar_time_to_first_mask_seconds histogram\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.split_once(' ').unwrap();
             assert!(name.starts_with("domino_"), "{line}");
