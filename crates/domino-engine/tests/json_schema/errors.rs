@@ -162,6 +162,28 @@ fn a_schema_that_needs_itself_names_its_pointers() {
     assert!(domino_engine::grammar::lower::lower(&def).is_ok());
 }
 
+/// Found by the `json_schema` fuzz target: the "none of these keys" terminal nests groups per
+/// character of the longest named key, and a 90-character required key went past the regex
+/// parser's default nesting limit (a panic). Such keys compile now; the longest ones the front
+/// end takes (256 characters) are refused by the terminal size limit with a named error.
+#[test]
+fn long_property_names_compile_or_hit_a_named_limit() {
+    for n in [90, 256] {
+        let long: String = "F".repeat(n);
+        let schema = json!({"type": "object", "properties": {"token": {"type": "string"}},
+                            "required": ["token", long]});
+        let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
+        match domino_engine::grammar::lower::lower(&def) {
+            Ok(_) => {}
+            Err(e) => {
+                assert!(n > 90, "{n}: {e}");
+                assert_eq!(e.kind, ErrorKind::Limit, "{e}");
+                assert!(e.message.contains("too large"), "{e}");
+            }
+        }
+    }
+}
+
 /// Unknown keywords are ignored (the specification says so) but never silently: each is a
 /// warning with its pointer and the keyword it most likely misspells; `strict` makes the
 /// first one an error. Vendor extensions (`x-…`) and annotations are not reported.

@@ -41,10 +41,18 @@ pub use numbers::{
 };
 pub use patterns::{anchor_search, has_look, split_leading_negative_lookahead, translate_ecma};
 
+/// How deep this module's patterns nest groups: the "none of these keys" pattern nests about
+/// two groups per character of the longest key (keys are at most 256 characters there), far
+/// past regex-syntax's default of 250 (found by the `json_schema` fuzz target: a 90-character
+/// required key panicked). Deep but bounded, so the recursive consumers of the HIR stay well
+/// within a thread's stack.
+const NEST_LIMIT: u32 = 1024;
+
 /// Parse one of this module's own patterns. They are constants or built from escaped pieces,
 /// so a failure is a bug in this module.
 pub fn hir(pattern: &str) -> Hir {
     regex_syntax::ParserBuilder::new()
+        .nest_limit(NEST_LIMIT)
         .build()
         .parse(pattern)
         .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"))
