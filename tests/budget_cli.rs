@@ -2,29 +2,11 @@
 //! ends quickly with exit 2 and an error naming the limit and the stage, never a hang or an
 //! abort; within the budget the same commands work. Uses SmolLM2's tokenizer.json.
 
+mod common;
+
 use assert_cmd::Command;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn shared(rel: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors()
-        .map(|a| a.join("shared").join(rel))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("missing ../shared/{rel} next to the repository"))
-}
-
-fn tokenizer() -> String {
-    shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")
-        .display()
-        .to_string()
-}
-
-fn temp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("domino-budget-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// 20,000 distinct literal alternatives, each its own rule (no literal-set trie), with
 /// recursion: some tens of MB of terminal DFAs and scanner.
@@ -48,7 +30,7 @@ fn mask(grammar: &std::path::Path, extra: &[&str]) -> (std::process::Output, Dur
         .unwrap()
         .args(["mask", "--grammar"])
         .arg(grammar)
-        .args(["--tokenizer", &tokenizer(), "--prefix="])
+        .args(["--tokenizer", &common::smollm2_tokenizer(), "--prefix="])
         .args(extra)
         .output()
         .unwrap();
@@ -57,7 +39,7 @@ fn mask(grammar: &std::path::Path, extra: &[&str]) -> (std::process::Output, Dur
 
 #[test]
 fn a_grammar_over_the_memory_budget_exits_2_naming_the_limit() {
-    let d = temp("memory");
+    let d = common::scratch_dir("budget-memory");
     let g = bomb(&d);
     let (out, took) = mask(&g, &["--compile-memory", "16"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -72,7 +54,7 @@ fn a_grammar_over_the_memory_budget_exits_2_naming_the_limit() {
 
 #[test]
 fn a_grammar_over_the_time_budget_exits_2_naming_the_limit() {
-    let d = temp("time");
+    let d = common::scratch_dir("budget-time");
     let g = bomb(&d);
     let (out, took) = mask(&g, &["--compile-timeout", "0.05"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -88,7 +70,7 @@ fn a_grammar_over_the_time_budget_exits_2_naming_the_limit() {
 
 #[test]
 fn the_same_grammar_within_the_default_budget_reaches_its_first_mask() {
-    let d = temp("ok");
+    let d = common::scratch_dir("budget-ok");
     let g = bomb(&d);
     let (out, _) = mask(&g, &[]);
     assert!(

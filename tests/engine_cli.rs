@@ -1,22 +1,10 @@
 //! `domino mask` and `domino bench masks` end to end (assert_cmd), with SmolLM2's
 //! tokenizer.json (fails loudly when missing).
 
+mod common;
+
 use assert_cmd::Command;
 use std::path::PathBuf;
-
-fn shared(rel: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    root.ancestors()
-        .map(|a| a.join("shared").join(rel))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("missing ../shared/{rel} next to the repository"))
-}
-
-fn tokenizer() -> String {
-    shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")
-        .display()
-        .to_string()
-}
 
 fn domino() -> Command {
     Command::cargo_bin("domino").unwrap()
@@ -44,7 +32,7 @@ fn mask_json_lines_per_prefix() {
             "mask",
             "--json",
             "--tokenizer",
-            &tokenizer(),
+            &common::smollm2_tokenizer(),
             "--format",
             "json",
             "--prefixes",
@@ -93,7 +81,7 @@ fn mask_k0_is_smaller_than_k_inf_on_bridge_tokens() {
                 "mask",
                 "--json",
                 "--tokenizer",
-                &tokenizer(),
+                &common::smollm2_tokenizer(),
                 "--format",
                 "json",
                 "--prefix",
@@ -119,7 +107,7 @@ fn mask_text_output_and_errors() {
             "--regex",
             "[0-9]{3}-[0-9]{4}",
             "--tokenizer",
-            &tokenizer(),
+            &common::smollm2_tokenizer(),
             "--prefix",
             "555-",
         ])
@@ -133,11 +121,18 @@ fn mask_text_output_and_errors() {
     // Usage errors exit 2: no vocabulary, bad k, no constraint.
     domino().args(["mask", "--json"]).assert().code(2);
     domino()
-        .args(["mask", "--json", "--tokenizer", &tokenizer(), "--k", "lots"])
+        .args([
+            "mask",
+            "--json",
+            "--tokenizer",
+            &common::smollm2_tokenizer(),
+            "--k",
+            "lots",
+        ])
         .assert()
         .code(2);
     domino()
-        .args(["mask", "--tokenizer", &tokenizer()])
+        .args(["mask", "--tokenizer", &common::smollm2_tokenizer()])
         .assert()
         .code(2);
     // A grammar error exits 2 with a position.
@@ -146,7 +141,12 @@ fn mask_text_output_and_errors() {
     let bad = dir.join("bad.gbnf");
     std::fs::write(&bad, "root ::= \"a\" undefined-rule\n").unwrap();
     let err = domino()
-        .args(["mask", "--tokenizer", &tokenizer(), "--grammar"])
+        .args([
+            "mask",
+            "--tokenizer",
+            &common::smollm2_tokenizer(),
+            "--grammar",
+        ])
         .arg(&bad)
         .assert()
         .code(2)
@@ -162,7 +162,13 @@ fn mask_text_output_and_errors() {
     let bad_lines = dir.join("bad.jsonl");
     std::fs::write(&bad_lines, "\"ok\"\nnot json\n").unwrap();
     let err = domino()
-        .args(["mask", "--json", "--tokenizer", &tokenizer(), "--prefixes"])
+        .args([
+            "mask",
+            "--json",
+            "--tokenizer",
+            &common::smollm2_tokenizer(),
+            "--prefixes",
+        ])
         .arg(&bad_lines)
         .assert()
         .code(2)
@@ -186,7 +192,7 @@ fn bench_masks_reports_json() {
             "masks",
             "--json",
             "--tokenizer",
-            &tokenizer(),
+            &common::smollm2_tokenizer(),
             "--max-docs",
             "3",
             "--precompute",
@@ -246,7 +252,7 @@ fn bench_masks_breadth_pools_samples_over_schemas() {
             "bench",
             "masks",
             "--tokenizer",
-            &tokenizer(),
+            &common::smollm2_tokenizer(),
             "--format",
             "json",
         ])

@@ -44,6 +44,23 @@ pub fn require_gemma_model() -> PathBuf {
     p
 }
 
+/// A file under `../shared/` (the machine's shared data and tokenizers, beside the
+/// repository or one of its ancestors); panics naming it when missing.
+pub fn shared(rel: &str) -> PathBuf {
+    repo_root()
+        .ancestors()
+        .map(|a| a.join("shared").join(rel))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("missing ../shared/{rel} next to the repository"))
+}
+
+/// SmolLM2's tokenizer.json from `../shared/tokenizers`, as a command-line argument.
+pub fn smollm2_tokenizer() -> String {
+    shared("tokenizers/SmolLM2-135M-Instruct.tokenizer.json")
+        .display()
+        .to_string()
+}
+
 /// A scratch directory unique to this test process and `name`.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("domino-test-{}-{name}", std::process::id()));
