@@ -137,20 +137,27 @@ pub struct BudgetArgs {
     /// Time budget for compiling the constraint, in seconds (0 = none). The default, 30 s,
     /// is three times the slowest legitimate schema we know (JSONSchemaBench, loaded 2-core
     /// machine) and ends a pathological grammar within half a minute.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_COMPILE_SECS)]
     pub compile_timeout: f64,
     /// Memory budget for compiling the constraint, in MB (0 = none), measured by domino's
     /// counting allocator. The default, 2048, leaves half of a 4 GB cap (`ulimit -v 4000000`), so a
     /// capped process gets this error rather than an abort.
-    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    #[arg(long, value_name = "MB", default_value_t = DEFAULT_COMPILE_MB)]
     pub compile_memory: u64,
 }
+
+/// `--compile-timeout`'s (and the server's `--grammar-timeout`'s) default: the engine's
+/// [`crate::engine::budget::DEFAULT_TIME`], in seconds.
+pub const DEFAULT_COMPILE_SECS: f64 = crate::engine::budget::DEFAULT_TIME.as_secs() as f64;
+/// `--compile-memory`'s (and `--grammar-memory`'s) default: the engine's
+/// [`crate::engine::budget::DEFAULT_MAX_BYTES`], in MB.
+pub const DEFAULT_COMPILE_MB: u64 = crate::engine::budget::DEFAULT_MAX_BYTES >> 20;
 
 impl Default for BudgetArgs {
     fn default() -> Self {
         BudgetArgs {
-            compile_timeout: 30.0,
-            compile_memory: 2048,
+            compile_timeout: DEFAULT_COMPILE_SECS,
+            compile_memory: DEFAULT_COMPILE_MB,
         }
     }
 }

@@ -49,7 +49,7 @@ pub struct CheckArgs {
     pub timeout_ms: u64,
     /// Memory budget per grammar or schema, in MB (0 = none), measured by domino's counting
     /// allocator; below a 4 GB cap by default, so one schema cannot abort the batch.
-    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    #[arg(long, value_name = "MB", default_value_t = crate::cli::args::DEFAULT_COMPILE_MB)]
     pub compile_memory: u64,
     /// Start rule (default: `root` for GBNF, `start` for Lark).
     #[arg(long, value_name = "RULE")]

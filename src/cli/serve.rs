@@ -58,11 +58,11 @@ pub struct ServeArgs {
     pub grammar_cache: usize,
     /// Time budget for compiling a request's grammar (with its first mask), in seconds
     /// (0 = none): beyond it the compilation stops and the request gets a 400 naming the limit.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::cli::args::DEFAULT_COMPILE_SECS)]
     pub grammar_timeout: f64,
     /// Memory budget for compiling a request's grammar, in MB (0 = none), measured by domino's
     /// counting allocator: beyond it the compilation stops and the request gets a 400.
-    #[arg(long, value_name = "MB", default_value_t = 2048)]
+    #[arg(long, value_name = "MB", default_value_t = crate::cli::args::DEFAULT_COMPILE_MB)]
     pub grammar_memory: u64,
     /// The model's name in responses [default: the model's file name].
     #[arg(long, short = 'a', value_name = "NAME")]
