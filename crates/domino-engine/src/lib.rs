@@ -40,4 +40,5 @@ pub mod engine;
 pub mod grammar;
 pub mod hash;
 pub mod lexer;
+pub(crate) mod segmented;
 pub mod vocab;

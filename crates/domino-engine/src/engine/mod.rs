@@ -104,11 +104,12 @@ pub use triggered::{AfterRegion, Region, Trigger, TriggerSpec, TriggeredConstrai
 use crate::grammar::ir;
 use crate::hash::Fnv1a;
 use crate::lexer::{ComponentId, DEAD, LexerError, ScanState, Scanner};
+use crate::segmented::Segmented;
 use crate::vocab::{TokenId, TokenSet, Vocabulary};
 use earley::{Parser, ParserTables};
 use mask_cache::MaskCache;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use tree::{Follow, SubterminalTree};
 use trie::VocabTrie;
 
@@ -221,7 +222,7 @@ impl CompiledGrammar {
         if let Some((_, c)) = caches.iter().find(|(fp, _)| *fp == vocab.fingerprint()) {
             return c.clone();
         }
-        let c = Arc::new(TreeCache::new(&self.scanner, vocab, mask_cache_bytes));
+        let c = Arc::new(TreeCache::new(vocab, mask_cache_bytes));
         caches.push((vocab.fingerprint(), c.clone()));
         c
     }
@@ -239,7 +240,8 @@ pub struct TreeCache {
     /// Shared by every grammar used with this vocabulary ([`VocabTrie::shared`]).
     trie: Arc<VocabTrie>,
     vocab_len: usize,
-    components: Vec<OnceLock<Arc<SubterminalTree>>>,
+    /// Per component (numbered as the scanner reaches them), its tree once built.
+    components: Segmented<Arc<SubterminalTree>>,
     /// Work limit of one tree build (see [`TreeCache::set_work_limit`]).
     work_limit: std::sync::atomic::AtomicU64,
     /// The first tree build that stopped early (its work limit or the armed compile budget),
@@ -264,16 +266,14 @@ pub struct TreeStats {
 }
 
 impl TreeCache {
-    fn new(scanner: &Scanner, vocab: &Vocabulary, mask_cache_bytes: usize) -> Self {
+    fn new(vocab: &Vocabulary, mask_cache_bytes: usize) -> Self {
         let trie = VocabTrie::shared(vocab);
         let mask_bytes = vocab.len().div_ceil(64) * 8 + 64;
         let capacity = mask_cache_bytes / mask_bytes;
         TreeCache {
             trie,
             vocab_len: vocab.len(),
-            components: (0..scanner.num_components())
-                .map(|_| OnceLock::new())
-                .collect(),
+            components: Segmented::default(),
             states: Default::default(),
             work_limit: std::sync::atomic::AtomicU64::new(tree::MAX_TREE_WORK),
             overflow: Mutex::new(None),
@@ -287,7 +287,7 @@ impl TreeCache {
         grammar: &CompiledGrammar,
         c: ComponentId,
     ) -> &Arc<SubterminalTree> {
-        self.components[c.0 as usize].get_or_init(|| {
+        self.components.slot(c.0 as usize).get_or_init(|| {
             let t = SubterminalTree::build_component(
                 &grammar.scanner,
                 &grammar.follow,
@@ -393,10 +393,12 @@ impl TreeCache {
             }
             return seen.len();
         }
-        let mut seen = vec![false; self.components.len()];
+        let mut seen = std::collections::HashSet::new();
         let mut queue: Vec<ComponentId> = Vec::new();
-        let visit = |c: ComponentId, seen: &mut Vec<bool>, queue: &mut Vec<ComponentId>| {
-            if !std::mem::replace(&mut seen[c.0 as usize], true) {
+        let visit = |c: ComponentId,
+                     seen: &mut std::collections::HashSet<ComponentId>,
+                     queue: &mut Vec<ComponentId>| {
+            if seen.insert(c) {
                 queue.push(c);
             }
         };
@@ -429,12 +431,7 @@ impl TreeCache {
         };
         let states = self.states.read().unwrap_or_else(|e| e.into_inner());
         let state_trees = states.values().map(|t| &**t);
-        for t in self
-            .components
-            .iter()
-            .filter_map(|t| t.get().map(|t| &**t))
-            .chain(state_trees)
-        {
+        for t in self.components.iter().map(|(_, t)| &**t).chain(state_trees) {
             s.trees += 1;
             s.tree_nodes += t.num_nodes();
             s.groups += t.num_groups();

@@ -5,9 +5,12 @@
 //! little-endian `u32`/`u64` stream: magic, format version, the grammar hash
 //! ([`grammar_hash`]: terminals' regexes, productions, start — everything the scanner and
 //! trees are a function of), the vocabulary fingerprint, the live sets and scanner states the
-//! trees mention (by content: sorted terminal ids and sorted component ids, because the lazy
-//! scanner numbers them in the order a process happens to reach them), each built component
-//! tree (naming those by table index), and an FNV-1a checksum of everything before it.
+//! trees mention and the components they name, all by content (a live set by its sorted
+//! terminal ids; a component by its terminal and its DFA state's key — a lazily built DFA's
+//! state by its NFA set —; a scanner state by its components), because the lazy scanner and
+//! the lazy terminal DFAs number them in the order a process happens to reach them; then
+//! each built component tree (naming those by table index), and an FNV-1a checksum of
+//! everything before it.
 //! Loading checks the key and every index against the current scanner and vocabulary, so a
 //! stale or corrupt file is an error value, never a wrong mask or a panic.
 
@@ -22,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 const MAGIC: u64 = 0x444f_4d49_4e4f_5452; // "DOMINOTR"
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// Why a tree cache file could not be used.
 #[derive(Debug)]
@@ -148,22 +151,31 @@ impl TreeCache {
         w.u32(VERSION);
         w.u64(grammar_hash(grammar.grammar()));
         w.u64(vocab.fingerprint());
-        let built: Vec<(usize, &Arc<SubterminalTree>)> = self
-            .components
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.get().map(|t| (i, t)))
-            .collect();
-        // Tables of the live sets and states the trees mention, by content.
+        let built: Vec<(usize, &Arc<SubterminalTree>)> = self.components.iter().collect();
+        // Tables of the live sets, components and states the trees mention, by content.
         let sc = grammar.scanner();
         let mut live_index: HashMap<LiveSetId, u32> = HashMap::new();
         let mut state_index: HashMap<ScanState, u32> = HashMap::new();
-        let (mut lives, mut states) = (Vec::new(), Vec::new());
-        for (_, t) in &built {
+        let mut comp_index: HashMap<ComponentId, u32> = HashMap::new();
+        let (mut lives, mut states, mut comps) = (Vec::new(), Vec::new(), Vec::new());
+        let mut comp = |c: ComponentId| {
+            *comp_index.entry(c).or_insert_with(|| {
+                comps.push(c);
+                (comps.len() - 1) as u32
+            })
+        };
+        for (i, t) in &built {
+            comp(ComponentId(*i as u32));
+            t.end_components().iter().for_each(|&c| {
+                comp(c);
+            });
             for &s in t.end_states() {
                 state_index.entry(s).or_insert_with(|| {
                     states.push(s);
                     (states.len() - 1) as u32
+                });
+                sc.components(s).iter().for_each(|&c| {
+                    comp(c);
                 });
             }
             for g in t.parts().2 {
@@ -179,18 +191,25 @@ impl TreeCache {
             w.len(ts.len());
             ts.iter().for_each(|t| w.u32(t.0));
         }
+        w.len(comps.len());
+        for &c in &comps {
+            let (t, key) = sc.component_key(c);
+            w.u32(t.0);
+            w.len(key.len());
+            key.iter().for_each(|&k| w.u32(k));
+        }
         w.len(states.len());
         for &q in &states {
             let cs = sc.components(q);
             w.len(cs.len());
-            cs.iter().for_each(|c| w.u32(c.0));
+            cs.iter().for_each(|c| w.u32(comp_index[c]));
         }
         w.len(built.len());
         for (i, t) in &built {
-            w.len(*i);
+            w.len(comp_index[&ComponentId(*i as u32)] as usize);
             let (ec, es) = (t.end_components(), t.end_states());
             w.len(ec.len());
-            ec.iter().for_each(|c| w.u32(c.0));
+            ec.iter().for_each(|c| w.u32(comp_index[c]));
             w.len(es.len());
             es.iter().for_each(|s| w.u32(state_index[s]));
             let (nodes, children, groups) = t.parts();
@@ -269,11 +288,29 @@ impl TreeCache {
                     .ok_or(PersistError::Corrupt("live set"))?,
             );
         }
+        let mut comps = Vec::new();
+        for _ in 0..r.len(8)? {
+            let t = ir::TerminalId(r.u32()?);
+            let mut key = Vec::new();
+            for _ in 0..r.len(4)? {
+                key.push(r.u32()?);
+            }
+            comps.push(
+                sc.component_of_key(t, &key)
+                    .ok_or(PersistError::Corrupt("component"))?,
+            );
+        }
+        let comp = |i: u32| {
+            comps
+                .get(i as usize)
+                .copied()
+                .ok_or(PersistError::Corrupt("component id"))
+        };
         let mut states = Vec::new();
         for _ in 0..r.len(4)? {
             let mut cs = Vec::new();
             for _ in 0..r.len(4)? {
-                cs.push(ComponentId(r.u32()?));
+                cs.push(comp(r.u32()?)?);
             }
             states.push(
                 sc.state_of_components(&cs)
@@ -282,18 +319,12 @@ impl TreeCache {
         }
         let mut trees = Vec::new();
         for _ in 0..r.len(4)? {
-            let id = r.u32()? as usize;
-            if id >= self.components.len() {
-                return Err(PersistError::Corrupt("component id"));
-            }
+            let id = comp(r.u32()?)?.0 as usize;
             let mut end_components = Vec::new();
             for _ in 0..r.len(4)? {
-                let c = r.u32()?;
-                if c as usize >= sc.num_components() {
-                    return Err(PersistError::Corrupt("component id"));
-                }
-                end_components.push(ComponentId(c));
+                end_components.push(comp(r.u32()?)?);
             }
+            end_components.sort_unstable();
             let mut end_states = Vec::new();
             for _ in 0..r.len(4)? {
                 let s = r.u32()? as usize;
@@ -389,7 +420,7 @@ impl TreeCache {
         }
         let n = trees.len();
         for (id, t) in trees {
-            let _ = self.components[id].set(Arc::new(t));
+            let _ = self.components.slot(id).set(Arc::new(t));
         }
         Ok(n)
     }

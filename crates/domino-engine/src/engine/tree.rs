@@ -511,7 +511,8 @@ impl SubterminalTree {
         let mut end_dfa_states: Vec<u32> = Vec::new();
         // Per state of `t0`'s DFA (lazily): the bytes that loop on it without it accepting,
         // as `VocabTrie::subtree_bytes` bits (bit 127: DEL and every byte ≥ 0x80).
-        let mut loops: Vec<Option<[u64; 2]>> = vec![None; dfa.num_states()];
+        // (Grown as the walk reaches states: a lazily built DFA has no state count up front.)
+        let mut loops: Vec<Option<[u64; 2]>> = Vec::new();
         let mut root_group: Option<usize> = None;
         let mut i = 0usize;
         while i < trie.nodes.len() {
@@ -531,6 +532,9 @@ impl SubterminalTree {
             // state of `t0`'s DFA.)
             if !state_root && p1 - p0 == 1 && threads[p0].1 == 0 {
                 let s = threads[p0].0;
+                if loops.len() <= s as usize {
+                    loops.resize(s as usize + 1, None);
+                }
                 let l = *loops[s as usize].get_or_insert_with(|| {
                     let mut m = [0u64; 2];
                     if !dfa.is_accepting(s) {

@@ -18,6 +18,7 @@
 //! states numbered in the same breadth-first order from the start state.
 
 use crate::grammar::ir;
+use crate::grammar::lazy_dfa::LazyDfa;
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::nfa::thompson;
 use regex_automata::util::start;
@@ -75,7 +76,9 @@ fn cached(key: &str) -> Option<TerminalDfa> {
     cache.as_ref().and_then(|(m, _)| m.get(key)).cloned()
 }
 
-/// Keep `d` under `key` (emptying the cache first when it would pass its budget).
+/// Keep `d` under `key`. A lazy DFA grows after it is kept, so when the bytes held would pass
+/// the budget they are counted again from the entries' current sizes, and the cache is
+/// emptied if that is still over it (grammars holding an entry keep theirs alive).
 fn remember(key: String, d: &TerminalDfa) {
     let bytes = d.memory_bytes() + key.len();
     if bytes > DFA_CACHE_BYTES {
@@ -84,8 +87,11 @@ fn remember(key: String, d: &TerminalDfa) {
     let mut cache = DFA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let (map, held) = cache.get_or_insert_with(|| (HashMap::new(), 0));
     if *held + bytes > DFA_CACHE_BYTES {
-        map.clear();
-        *held = 0;
+        *held = map.iter().map(|(k, d)| k.len() + d.memory_bytes()).sum();
+        if *held + bytes > DFA_CACHE_BYTES {
+            map.clear();
+            *held = 0;
+        }
     }
     *held += bytes;
     map.insert(key, d.clone());
@@ -115,19 +121,35 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize) -> bool {
     ok
 }
 
-/// One terminal's DFA over bytes, live states only. State 0 is the start state.
+/// One terminal's DFA over bytes, live states only (every state can reach a match). State 0
+/// is the start state.
+///
+/// Either a table built eagerly (literals, constrained products, and regexes with
+/// look-around) or a [`LazyDfa`] whose states are built when a walk first reaches them.
+/// Cloning shares the table or the lazy automaton (`Arc`).
 #[derive(Clone, Debug)]
 pub struct TerminalDfa {
-    /// `next[s * 256 + b]`: the next state, or [`DEAD`].
-    /// Shared (`Arc`): a cached DFA is handed to every grammar without copying its table.
-    next: Arc<[u32]>,
-    /// Whether the bytes read so far form a match.
-    accept: Arc<[bool]>,
+    repr: Repr,
 }
+
+#[derive(Clone, Debug)]
+enum Repr {
+    Table {
+        /// `next[s * 256 + b]`: the next state, or [`DEAD`].
+        next: Arc<[u32]>,
+        /// Whether the bytes read so far form a match.
+        accept: Arc<[bool]>,
+    },
+    Lazy(Arc<LazyDfa>),
+}
+
+/// The most states one lazily built terminal DFA may build (about 1 KB each at most).
+pub const MAX_LAZY_STATES: usize = 1 << 16;
 
 impl TerminalDfa {
     /// Compile a terminal's HIR (anchored, byte-oriented, UTF-8 classes as byte sequences).
-    /// Literals are built directly; other DFAs are cached per process (see the module doc).
+    /// Literals are built directly; other regexes get a [`LazyDfa`], cached per process (see
+    /// the module doc), so grammars that share a terminal share its states.
     pub fn new(hir: &Hir) -> Result<Self, DfaError> {
         if let regex_syntax::hir::HirKind::Literal(lit) = hir.kind() {
             if !lit.0.is_empty() {
@@ -138,9 +160,34 @@ impl TerminalDfa {
         if let Some(d) = cached(&key) {
             return Ok(d);
         }
-        let d = Self::determinise(hir)?;
+        let limit = crate::budget::dfa_size_limit(TERMINAL_DFA_SIZE_LIMIT);
+        let d = match LazyDfa::new(hir, limit, MAX_LAZY_STATES)? {
+            Some(l) => TerminalDfa {
+                repr: Repr::Lazy(Arc::new(l)),
+            },
+            None => Self::determinise(hir)?,
+        };
         remember(key, &d);
         Ok(d)
+    }
+
+    /// The eagerly determinised DFA of `hir` (the reference the lazy one is tested against).
+    pub fn eager(hir: &Hir) -> Result<Self, DfaError> {
+        if let regex_syntax::hir::HirKind::Literal(lit) = hir.kind() {
+            if !lit.0.is_empty() {
+                return Ok(Self::literal(&lit.0));
+            }
+        }
+        Self::determinise(hir)
+    }
+
+    fn table(next: Vec<u32>, accept: Vec<bool>) -> Self {
+        TerminalDfa {
+            repr: Repr::Table {
+                next: next.into(),
+                accept: accept.into(),
+            },
+        }
     }
 
     /// The chain DFA of one non-empty string: state `i` has read `lit[..i]`; only the last
@@ -156,10 +203,7 @@ impl TerminalDfa {
         }
         let mut accept = vec![false; n + 2];
         accept[n] = true;
-        TerminalDfa {
-            next: next.into(),
-            accept: accept.into(),
-        }
+        Self::table(next, accept)
     }
 
     /// The general path: `regex-automata`'s dense DFA, copied into our table.
@@ -386,29 +430,93 @@ impl TerminalDfa {
         if !live[0] {
             return Err(DfaError::MatchesNothing);
         }
-        Ok(TerminalDfa {
-            next: next.into(),
-            accept: accept.into(),
-        })
+        Ok(Self::table(next, accept))
     }
 
     #[inline]
     pub fn next(&self, s: u32, b: u8) -> u32 {
-        self.next[s as usize * 256 + b as usize]
+        match &self.repr {
+            Repr::Table { next, .. } => next[s as usize * 256 + b as usize],
+            Repr::Lazy(l) => l.next(s, b),
+        }
     }
 
     #[inline]
     pub fn is_accepting(&self, s: u32) -> bool {
-        self.accept[s as usize]
+        match &self.repr {
+            Repr::Table { accept, .. } => accept[s as usize],
+            Repr::Lazy(l) => l.is_accepting(s),
+        }
     }
 
+    /// States built so far (all of them for a table; a lazy DFA grows as walks reach states).
     pub fn num_states(&self) -> usize {
-        self.accept.len()
+        match &self.repr {
+            Repr::Table { accept, .. } => accept.len(),
+            Repr::Lazy(l) => l.num_states(),
+        }
     }
 
-    /// Bytes held by the transition and accept tables.
+    /// Whether the DFA is built on demand.
+    pub fn is_lazy(&self) -> bool {
+        matches!(self.repr, Repr::Lazy(_))
+    }
+
+    /// Whether a lazy DFA refused a state for [`MAX_LAZY_STATES`] (a transition then read as
+    /// [`DEAD`]); never for a table.
+    pub fn overflowed(&self) -> bool {
+        match &self.repr {
+            Repr::Table { .. } => false,
+            Repr::Lazy(l) => l.overflowed(),
+        }
+    }
+
+    /// Rows that separate bytes: two bytes `a`, `b` with `distinguishing(r, a) ==
+    /// distinguishing(r, b)` for every `r < distinguishing_rows()` have the same transition
+    /// in every state, built or not (a table's rows are its states; a lazy DFA's one row is
+    /// its byte classes).
+    pub fn distinguishing_rows(&self) -> usize {
+        match &self.repr {
+            Repr::Table { accept, .. } => accept.len(),
+            Repr::Lazy(_) => 1,
+        }
+    }
+
+    /// See [`TerminalDfa::distinguishing_rows`].
+    #[inline]
+    pub fn distinguishing(&self, r: u32, b: u8) -> u32 {
+        match &self.repr {
+            Repr::Table { next, .. } => next[r as usize * 256 + b as usize],
+            Repr::Lazy(l) => l.class(b) as u32,
+        }
+    }
+
+    /// State `s` by content, the same in every process (persisted data names states so): a
+    /// table state by its number, a lazy state by its NFA set.
+    pub fn state_key(&self, s: u32) -> Option<Vec<u32>> {
+        match &self.repr {
+            Repr::Table { accept, .. } => ((s as usize) < accept.len()).then(|| vec![s]),
+            Repr::Lazy(l) => l.state_key(s),
+        }
+    }
+
+    /// The state [`TerminalDfa::state_key`] named, built if needed; `None` if there is none.
+    pub fn state_of_key(&self, key: &[u32]) -> Option<u32> {
+        match &self.repr {
+            Repr::Table { accept, .. } => match key {
+                [s] if (*s as usize) < accept.len() => Some(*s),
+                _ => None,
+            },
+            Repr::Lazy(l) => l.state_of_key(key),
+        }
+    }
+
+    /// Bytes held by the transition and accept tables (a lazy DFA: built so far, and its NFA).
     pub fn memory_bytes(&self) -> usize {
-        self.next.len() * 4 + self.accept.len()
+        match &self.repr {
+            Repr::Table { next, accept } => next.len() * 4 + accept.len(),
+            Repr::Lazy(l) => l.memory_bytes(),
+        }
     }
 }
 
@@ -449,15 +557,85 @@ mod tests {
             .unwrap()
     }
 
+    /// Language equality of two DFAs whose states all reach a match: walk both in step from
+    /// the start states and compare acceptance and dead transitions at every pair reached.
+    fn assert_equivalent(a: &TerminalDfa, b: &TerminalDfa, what: &str) {
+        let mut seen = std::collections::HashSet::from([(0u32, 0u32)]);
+        let mut queue = vec![(0u32, 0u32)];
+        while let Some((x, y)) = queue.pop() {
+            assert_eq!(a.is_accepting(x), b.is_accepting(y), "{what}: acceptance");
+            for byte in 0..=255u8 {
+                let (nx, ny) = (a.next(x, byte), b.next(y, byte));
+                assert_eq!(nx == DEAD, ny == DEAD, "{what}: byte {byte} from {x}/{y}");
+                if nx != DEAD && seen.insert((nx, ny)) {
+                    queue.push((nx, ny));
+                }
+            }
+        }
+    }
+
+    fn table(d: &TerminalDfa) -> (Vec<u32>, Vec<bool>) {
+        match &d.repr {
+            Repr::Table { next, accept } => (next.to_vec(), accept.to_vec()),
+            Repr::Lazy(_) => panic!("not a table"),
+        }
+    }
+
     #[test]
     fn literal_chain_equals_the_determinised_dfa() {
         for lit in ["a", "\"name\"", "{", "true", "ünï"] {
             let h = Hir::literal(lit.as_bytes());
             let fast = TerminalDfa::new(&h).unwrap();
             let slow = TerminalDfa::determinise(&h).unwrap();
-            assert_eq!(fast.next, slow.next, "{lit}");
-            assert_eq!(fast.accept, slow.accept, "{lit}");
+            assert_eq!(table(&fast), table(&slow), "{lit}");
         }
+    }
+
+    #[test]
+    fn lazy_dfas_equal_the_determinised_ones() {
+        for re in [
+            r#""([^"\\]|\\.)*""#,
+            "-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?",
+            "[ \\t\\n]{1,20}",
+            "(?s:.){0,100}",
+            "[a-z]+|[a-z]*q",
+            "(ab|a)(bc|c)*d?",
+            "\\p{Greek}{2,5}x",
+            "a*(b|)",
+        ] {
+            let h = parse(re);
+            let lazy = TerminalDfa::new(&h).unwrap();
+            assert!(lazy.is_lazy(), "{re}");
+            let eager = TerminalDfa::determinise(&h).unwrap();
+            assert_equivalent(&lazy, &eager, re);
+            assert_equivalent(&eager, &lazy, re);
+            // Persisted names round-trip.
+            for s in 0..lazy.num_states() as u32 {
+                let k = lazy.state_key(s).unwrap();
+                assert_eq!(lazy.state_of_key(&k), Some(s));
+            }
+        }
+        // Dead ends are pruned: after "a", `a(b|c)d` continues only with b or c.
+        let d = TerminalDfa::new(&parse("a(b|c)d|x(?-u:[^\\x00-\\xff])")).unwrap();
+        assert_eq!(d.next(0, b'x'), DEAD, "x can never complete");
+        assert_eq!(
+            TerminalDfa::new(&parse("[a&&b]")).unwrap_err(),
+            DfaError::MatchesNothing
+        );
+    }
+
+    #[test]
+    fn a_lazy_dfa_refuses_states_beyond_its_limit() {
+        let h = parse("[a-z]{0,50}");
+        let l = LazyDfa::new(&h, 1 << 20, 10).unwrap().unwrap();
+        let mut s = 0;
+        for _ in 0..9 {
+            s = l.next(s, b'a');
+            assert_ne!(s, DEAD);
+        }
+        assert!(!l.overflowed());
+        assert_eq!(l.next(s, b'a'), DEAD);
+        assert!(l.overflowed());
     }
 
     #[test]
@@ -471,9 +649,8 @@ mod tests {
             let first = TerminalDfa::new(&h).unwrap();
             let again = TerminalDfa::new(&h).unwrap(); // from the cache
             let fresh = TerminalDfa::determinise(&h).unwrap();
-            assert_eq!(first.next, fresh.next, "{re}");
-            assert_eq!(again.next, fresh.next, "{re}");
-            assert_eq!(again.accept, fresh.accept, "{re}");
+            assert_equivalent(&first, &fresh, re);
+            assert_equivalent(&again, &fresh, re);
         }
         // Products: a hit is the same table, and still refuses more than `max_states`.
         let c = ir::Constraints {
@@ -483,8 +660,7 @@ mod tests {
         let h = parse("[a-c]+");
         let p1 = TerminalDfa::product(&h, &c, 1000).unwrap();
         let p2 = TerminalDfa::product(&h, &c, 1000).unwrap();
-        assert_eq!(p1.next, p2.next);
-        assert_eq!(p1.accept, p2.accept);
+        assert_eq!(table(&p1), table(&p2));
         assert_eq!(
             TerminalDfa::product(&h, &c, 2).unwrap_err(),
             DfaError::TooManyStates(2)
@@ -492,6 +668,7 @@ mod tests {
         // Different languages never share an entry.
         let a = TerminalDfa::new(&parse("a+")).unwrap();
         let b = TerminalDfa::new(&parse("b+")).unwrap();
-        assert_ne!(a.next, b.next);
+        assert_ne!(a.next(0, b'a'), DEAD);
+        assert_eq!(b.next(0, b'a'), DEAD);
     }
 }

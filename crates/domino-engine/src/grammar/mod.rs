@@ -14,6 +14,7 @@ pub mod gbnf;
 pub mod ir;
 pub mod json_schema;
 pub mod lark;
+pub mod lazy_dfa;
 pub mod lower;
 pub mod print;
 pub mod reference;

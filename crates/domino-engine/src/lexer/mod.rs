@@ -46,9 +46,14 @@ pub mod greedy;
 pub use crate::grammar::dfa::DEAD;
 use crate::grammar::dfa::{DfaError, TerminalDfa};
 use crate::grammar::ir;
+use crate::segmented::{Segmented, SlotRows};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// The most components (pairs `(terminal, DFA state)`) one scanner numbers before refusing
+/// new ones (the transition that needs one then reads as [`DEAD`], as for states).
+pub const MAX_COMPONENTS: usize = 1 << 24;
 
 /// The most scanner states built (lazily) before refusing new ones. A state costs about
 /// `4 × byte classes` bytes of transitions plus its component list (~0.5 KB for a large
@@ -91,8 +96,9 @@ pub struct ScanState(pub u32);
 
 /// One `(terminal, terminal-DFA state)` pair of a scanner state, interned: a *component*.
 /// Subterminal trees are built per component and shared by every scanner state holding it.
-/// Numbered densely and deterministically: terminal `t`'s DFA state `s` is component
-/// `base(t) + s`, so ids are the same in every process (the on-disk tree cache relies on it).
+/// Numbered densely in the order a walk first reaches them (terminal DFAs are built lazily,
+/// so there is no count to number them by up front); ids may differ between processes, so
+/// the on-disk tree cache names a component by its terminal and DFA state key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ComponentId(pub u32);
 
@@ -162,6 +168,7 @@ impl<T> Chunked<T> {
 /// The builder's side of the lazy tables: everything a new state needs, under one lock.
 #[derive(Debug, Default)]
 struct Builder {
+    num_components: usize,
     states: HashMap<Box<[ComponentId]>, u32>,
     num_states: usize,
     live_sets: HashMap<Box<[ir::TerminalId]>, u32>,
@@ -173,10 +180,11 @@ struct Builder {
 pub struct Scanner {
     num_terminals: usize,
     dfas: Vec<TerminalDfa>,
-    /// `component_base[t]`: the component id of terminal `t`'s DFA state 0.
-    component_base: Vec<u32>,
+    /// `component_of[t]`, row `s`: the component of terminal `t`'s DFA state `s`
+    /// ([`SlotRows::UNKNOWN`] until numbered).
+    component_of: Vec<SlotRows>,
     /// Component → `(terminal, terminal-DFA state)`.
-    components: Vec<(ir::TerminalId, u32)>,
+    components: Segmented<(ir::TerminalId, u32)>,
     /// The live set `{t}` of each terminal.
     singleton_live: Vec<LiveSetId>,
     /// Byte → class.
@@ -252,12 +260,6 @@ impl Scanner {
     ) -> Result<Self, LexerError> {
         let (classes, class_bytes) = byte_classes(&dfas);
         let num_classes = class_bytes.len();
-        let mut component_base = Vec::with_capacity(dfas.len());
-        let mut components = Vec::new();
-        for (t, d) in dfas.iter().enumerate() {
-            component_base.push(components.len() as u32);
-            components.extend((0..d.num_states() as u32).map(|s| (ir::TerminalId(t as u32), s)));
-        }
         let nt = dfas.len();
         let words = nt.div_ceil(64).max(1);
         let preceders = match may_follow {
@@ -279,9 +281,9 @@ impl Scanner {
         };
         let mut sc = Scanner {
             num_terminals: nt,
+            component_of: (0..nt).map(|_| SlotRows::new(1)).collect(),
             dfas,
-            component_base,
-            components,
+            components: Segmented::default(),
             singleton_live: Vec::new(),
             classes,
             class_bytes,
@@ -297,9 +299,14 @@ impl Scanner {
             overflowed: AtomicBool::new(false),
             literal: None,
         };
-        let start: Vec<ComponentId> = (0..nt).map(|t| ComponentId(sc.component_base[t])).collect();
         {
             let mut b = sc.builder.lock().unwrap_or_else(|e| e.into_inner());
+            let start: Vec<ComponentId> = (0..nt as u32)
+                .map(|t| {
+                    sc.intern_component(&mut b, ir::TerminalId(t), 0)
+                        .expect("the start components fit")
+                })
+                .collect();
             let s = sc
                 .intern_state(&mut b, start)
                 .expect("the first state fits");
@@ -341,15 +348,23 @@ impl Scanner {
             return known;
         }
         let byte = self.class_bytes[cls];
-        let next: Vec<ComponentId> = self
-            .components(s)
-            .iter()
-            .filter_map(|&c| {
-                let (t, q) = self.components[c.0 as usize];
-                let n = self.dfas[t.0 as usize].next(q, byte);
-                (n != DEAD).then(|| ComponentId(self.component_base[t.0 as usize] + n))
-            })
-            .collect();
+        let mut next: Vec<ComponentId> = Vec::with_capacity(self.components(s).len());
+        for &c in self.components(s) {
+            let (t, q) = self.component(c);
+            let n = self.dfas[t.0 as usize].next(q, byte);
+            if n == DEAD {
+                continue;
+            }
+            match self.intern_component(&mut b, t, n) {
+                Some(c) => next.push(c),
+                None => {
+                    self.overflowed.store(true, Ordering::Relaxed);
+                    return DEAD;
+                }
+            }
+        }
+        // Components are numbered as reached, so their order is not the terminals' order.
+        next.sort_unstable_by_key(|&c| self.component(c).0);
         let id = if next.is_empty() {
             DEAD
         } else {
@@ -366,7 +381,26 @@ impl Scanner {
         id
     }
 
-    /// The state with these components (sorted), created if new; `None` beyond the limit.
+    /// The component of terminal `t`'s DFA state `s`, numbered if new; `None` beyond
+    /// [`MAX_COMPONENTS`].
+    fn intern_component(&self, b: &mut Builder, t: ir::TerminalId, s: u32) -> Option<ComponentId> {
+        let slot = &self.component_of[t.0 as usize].row(s as usize)[0];
+        match slot.load(Ordering::Acquire) {
+            SlotRows::UNKNOWN => {}
+            c => return Some(ComponentId(c)),
+        }
+        let id = b.num_components;
+        if id >= MAX_COMPONENTS {
+            return None;
+        }
+        let _ = self.components.slot(id).set((t, s));
+        b.num_components += 1;
+        slot.store(id as u32, Ordering::Release);
+        Some(ComponentId(id as u32))
+    }
+
+    /// The state with these components (sorted by terminal), created if new; `None` beyond
+    /// the limit.
     fn intern_state(&self, b: &mut Builder, components: Vec<ComponentId>) -> Option<u32> {
         if let Some(&id) = b.states.get(components.as_slice()) {
             return Some(id);
@@ -375,13 +409,11 @@ impl Scanner {
         if id >= self.max_states {
             return None;
         }
-        let terminals: Vec<ir::TerminalId> = components
-            .iter()
-            .map(|&c| self.components[c.0 as usize].0)
-            .collect();
+        let terminals: Vec<ir::TerminalId> =
+            components.iter().map(|&c| self.component(c).0).collect();
         let accepting = components
             .iter()
-            .map(|&c| self.components[c.0 as usize])
+            .map(|&c| self.component(c))
             .filter(|&(t, q)| self.dfas[t.0 as usize].is_accepting(q))
             .map(|(t, _)| t)
             .collect();
@@ -435,17 +467,17 @@ impl Scanner {
         LiveSetId(id as u32)
     }
 
-    /// The state whose components are exactly `components` (sorted, at most one per
-    /// terminal, each a live DFA state), created if new. `None` when the list is not such a
-    /// set or the state limit is reached. (The on-disk tree cache names states this way.)
+    /// The state whose components are exactly `components` (sorted by terminal, at most one
+    /// per terminal, each a live DFA state), created if new. `None` when the list is not such
+    /// a set or the state limit is reached. (The on-disk tree cache names states this way.)
     pub fn state_of_components(&self, components: &[ComponentId]) -> Option<ScanState> {
         if components.is_empty()
             || components
                 .iter()
-                .any(|c| c.0 as usize >= self.components.len())
+                .any(|c| self.components.get(c.0 as usize).is_none())
             || components
                 .windows(2)
-                .any(|w| self.components[w[0].0 as usize].0 >= self.components[w[1].0 as usize].0)
+                .any(|w| self.component(w[0]).0 >= self.component(w[1]).0)
         {
             return None;
         }
@@ -469,10 +501,11 @@ impl Scanner {
         Some(self.intern_live(&mut b, terminals.to_vec()))
     }
 
-    /// Whether some state was refused for the limit: masks since then may forbid more than
-    /// the grammar does, and the engine reports an error at the next commit.
+    /// Whether some state was refused for the limit (a scanner state, a component, or a
+    /// lazily built terminal DFA's state): masks since then may forbid more than the grammar
+    /// does, and the engine reports an error at the next commit.
     pub fn overflowed(&self) -> bool {
-        self.overflowed.load(Ordering::Relaxed)
+        self.overflowed.load(Ordering::Relaxed) || self.dfas.iter().any(TerminalDfa::overflowed)
     }
 
     /// Feed bytes from `s` without terminal boundaries; `None` when no terminal survives.
@@ -550,13 +583,42 @@ impl Scanner {
     /// A component's terminal and terminal-DFA state.
     #[inline]
     pub fn component(&self, c: ComponentId) -> (ir::TerminalId, u32) {
-        self.components[c.0 as usize]
+        *self
+            .components
+            .get(c.0 as usize)
+            .expect("a component used before it was numbered")
     }
 
-    /// The component of terminal `t` in its DFA state `s`.
+    /// The component of terminal `t` in its DFA state `s` (a state built so far), numbered if
+    /// new; `None` for no such state or beyond [`MAX_COMPONENTS`].
     pub fn component_id(&self, t: ir::TerminalId, s: u32) -> Option<ComponentId> {
         let d = self.dfas.get(t.0 as usize)?;
-        ((s as usize) < d.num_states()).then(|| ComponentId(self.component_base[t.0 as usize] + s))
+        if s as usize >= d.num_states() {
+            return None;
+        }
+        match self.component_of[t.0 as usize].load(s as usize, 0) {
+            SlotRows::UNKNOWN => {}
+            c => return Some(ComponentId(c)),
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        self.intern_component(&mut b, t, s)
+    }
+
+    /// The component of terminal `t` in the DFA state named by `key` (see
+    /// [`TerminalDfa::state_key`]), built and numbered if needed.
+    pub fn component_of_key(&self, t: ir::TerminalId, key: &[u32]) -> Option<ComponentId> {
+        let s = self.dfas.get(t.0 as usize)?.state_of_key(key)?;
+        self.component_id(t, s)
+    }
+
+    /// A component by content, the same in every process: its terminal and its DFA state's
+    /// key ([`TerminalDfa::state_key`]).
+    pub fn component_key(&self, c: ComponentId) -> (ir::TerminalId, Vec<u32>) {
+        let (t, s) = self.component(c);
+        let key = self.dfas[t.0 as usize]
+            .state_key(s)
+            .expect("a numbered component's DFA state exists");
+        (t, key)
     }
 
     /// Live sets interned so far.
@@ -567,9 +629,12 @@ impl Scanner {
             .num_live_sets
     }
 
-    /// Every `(terminal, DFA state)` pair: built eagerly, so trees can be indexed by it.
+    /// Components numbered so far (they grow with the states walks reach).
     pub fn num_components(&self) -> usize {
-        self.components.len()
+        self.builder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .num_components
     }
 
     /// Terminal `t`'s own DFA.
@@ -605,7 +670,12 @@ impl Scanner {
                 .iter()
                 .map(TerminalDfa::memory_bytes)
                 .sum::<usize>()
-            + self.components.len() * 8
+            + self.components.memory_bytes()
+            + self
+                .component_of
+                .iter()
+                .map(SlotRows::memory_bytes)
+                .sum::<usize>()
             + (0..states)
                 .map(|s| {
                     let i = self.states.get(s);
@@ -635,13 +705,13 @@ fn byte_classes(dfas: &[TerminalDfa]) -> ([u8; 256], Vec<u8>) {
     let mut splits: Vec<(u16, u32, u16)> = Vec::new();
     let mut stamp = 0u32;
     for d in dfas {
-        for s in 0..d.num_states() as u32 {
+        for s in 0..d.distinguishing_rows() as u32 {
             stamp = stamp.wrapping_add(1);
             splits.clear();
             let old = cls;
             for b in 0..256usize {
                 let c = old[b];
-                let to = d.next(s, b as u8);
+                let to = d.distinguishing(s, b as u8);
                 if seen[c as usize] != stamp {
                     seen[c as usize] = stamp;
                     first[c as usize] = to;

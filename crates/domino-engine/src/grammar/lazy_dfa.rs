@@ -1,0 +1,372 @@
+//! A terminal's DFA, determinised on demand from its Thompson NFA.
+//!
+//! # Why
+//! Determinising every terminal of a grammar up front was most of a JSON Schema's time to
+//! first mask: a key that is none of 40 property names is a ~600-state DFA (1–3 ms through
+//! `regex-automata`'s dense builder), a string of at most 100 characters a few hundred
+//! states with a wide subset per state, and a decoding run visits a small fraction of either.
+//! A [`LazyDfa`] compiles only the NFA (linear in the regex) and builds a DFA state the first
+//! time a walk steps into it: the subterminal trees of the states the parser reaches, and the
+//! bytes decoding feeds.
+//!
+//! # How
+//! A DFA state is the set of *important* NFA states (byte transitions and the match state)
+//! in the ε-closure of the bytes read so far, keeping only NFA states that can still reach
+//! the match state. That keeps the one invariant eager pruning gave: **every state can reach
+//! a match** (a subset can reach a match iff one of its members can), so a byte that can no
+//! longer lead to a match goes to [`DEAD`] — masks stay exact without exploring the DFA.
+//! A state accepts when its set holds the match state (all-matches semantics, as the eager
+//! DFA's `MatchKind::All`). Bytes are grouped by the NFA's byte classes (bytes no
+//! transition distinguishes), so a state has one transition slot per class.
+//!
+//! # Invariants
+//! - State 0 is the start state; ids are dense in creation order. They may differ between
+//!   processes, so persisted data names a state by its NFA set ([`LazyDfa::state_key`]).
+//! - Readers never lock: slots go from unknown to their final value once, under the builder
+//!   lock, after the new state's data is stored ([`crate::segmented`]).
+//! - At most `max_states` states: beyond it a transition reads as [`DEAD`] (masks only get
+//!   stricter) and [`LazyDfa::overflowed`] turns true, which the engine reports as an error.
+//! - Only NFAs without look-around are built lazily ([`LazyDfa::new`] returns `None`
+//!   otherwise and the caller determinises eagerly).
+
+use super::dfa::{DEAD, DfaError};
+use crate::segmented::{Segmented, SlotRows};
+use regex_automata::nfa::thompson::{self, NFA, State};
+use regex_automata::util::primitives::StateID;
+use regex_syntax::hir::Hir;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// A terminal's DFA built on demand (see the module doc).
+pub struct LazyDfa {
+    nfa: NFA,
+    /// Per NFA state: it can reach the match state.
+    live: Box<[bool]>,
+    /// Byte → class (the NFA's byte classes, numbered by first byte).
+    classes: [u8; 256],
+    /// A representative byte of each class.
+    class_bytes: Box<[u8]>,
+    trans: SlotRows,
+    accept: Segmented<bool>,
+    num_states: AtomicU32,
+    max_states: usize,
+    overflowed: AtomicBool,
+    builder: Mutex<Builder>,
+}
+
+/// The writer's side: the NFA set of every state and the scratch of the subset step.
+struct Builder {
+    ids: HashMap<Box<[u32]>, u32>,
+    sets: Vec<Box<[u32]>>,
+    /// Stamp per NFA state (ε-closure visited marks without clearing).
+    seen: Vec<u32>,
+    stamp: u32,
+    stack: Vec<u32>,
+    set_bytes: usize,
+}
+
+impl std::fmt::Debug for LazyDfa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyDfa")
+            .field("nfa_states", &self.nfa.states().len())
+            .field("states", &self.num_states())
+            .finish()
+    }
+}
+
+impl LazyDfa {
+    /// Compile `hir`'s NFA and the start state. `Ok(None)`: the regex uses look-around
+    /// (determinise it eagerly instead). Errors: the NFA is over `nfa_limit` bytes, or the
+    /// language is empty ([`DfaError::MatchesNothing`]).
+    pub fn new(hir: &Hir, nfa_limit: usize, max_states: usize) -> Result<Option<Self>, DfaError> {
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .utf8(false)
+                    .which_captures(thompson::WhichCaptures::None)
+                    .nfa_size_limit(Some(nfa_limit)),
+            )
+            .build_from_hir(hir)
+            .map_err(|e| DfaError::Compile(e.to_string()))?;
+        if !nfa.look_set_any().is_empty() {
+            return Ok(None);
+        }
+        let live = co_reachable(&nfa);
+        let bc = nfa.byte_classes();
+        let mut classes = [0u8; 256];
+        let mut class_bytes = Vec::new();
+        let mut renum = [u16::MAX; 256];
+        for b in 0..=255u8 {
+            let c = bc.get(b) as usize;
+            if renum[c] == u16::MAX {
+                renum[c] = class_bytes.len() as u16;
+                class_bytes.push(b);
+            }
+            classes[b as usize] = renum[c] as u8;
+        }
+        let n = nfa.states().len();
+        let dfa = LazyDfa {
+            trans: SlotRows::new(class_bytes.len()),
+            classes,
+            class_bytes: class_bytes.into(),
+            accept: Segmented::default(),
+            num_states: AtomicU32::new(0),
+            max_states: max_states.max(1),
+            overflowed: AtomicBool::new(false),
+            builder: Mutex::new(Builder {
+                ids: HashMap::new(),
+                sets: Vec::new(),
+                seen: vec![0; n],
+                stamp: 0,
+                stack: Vec::new(),
+                set_bytes: 0,
+            }),
+            live,
+            nfa,
+        };
+        {
+            let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
+            let start = dfa.closure(&mut b, &[dfa.nfa.start_anchored().as_u32()]);
+            if start.is_empty() {
+                return Err(DfaError::MatchesNothing);
+            }
+            dfa.intern(&mut b, start);
+        }
+        Ok(Some(dfa))
+    }
+
+    /// Next state after byte `b`, or [`DEAD`]; built on first use.
+    #[inline]
+    pub fn next(&self, s: u32, b: u8) -> u32 {
+        let cls = self.classes[b as usize] as usize;
+        match self.trans.load(s as usize, cls) {
+            SlotRows::UNKNOWN => self.expand(s, cls),
+            n => n,
+        }
+    }
+
+    #[inline]
+    pub fn is_accepting(&self, s: u32) -> bool {
+        *self
+            .accept
+            .get(s as usize)
+            .expect("a lazy DFA state used before it was created")
+    }
+
+    /// States built so far.
+    pub fn num_states(&self) -> usize {
+        self.num_states.load(Ordering::Acquire) as usize
+    }
+
+    /// Whether a state was refused for the state limit (see the module doc).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Relaxed)
+    }
+
+    /// The class of byte `b`: bytes of one class have the same transition in every state.
+    #[inline]
+    pub fn class(&self, b: u8) -> u8 {
+        self.classes[b as usize]
+    }
+
+    /// Bytes held: the NFA, the transition rows and state sets built so far.
+    pub fn memory_bytes(&self) -> usize {
+        let sets = self
+            .builder
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_bytes;
+        self.nfa.memory_usage()
+            + self.live.len()
+            + self.trans.memory_bytes()
+            + self.accept.memory_bytes()
+            + sets * 2
+            + self.nfa.states().len() * 4
+    }
+
+    /// State `s`'s NFA set: the same in every process that compiles the same regex.
+    pub fn state_key(&self, s: u32) -> Option<Vec<u32>> {
+        let b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        b.sets.get(s as usize).map(|k| k.to_vec())
+    }
+
+    /// The state whose NFA set is `key` (as [`LazyDfa::state_key`] gave it), created if new;
+    /// `None` when `key` is no such set or the state limit is reached.
+    pub fn state_of_key(&self, key: &[u32]) -> Option<u32> {
+        let n = self.nfa.states().len();
+        if key.is_empty()
+            || key.windows(2).any(|w| w[0] >= w[1])
+            || key.iter().any(|&q| {
+                (q as usize) >= n
+                    || !self.live[q as usize]
+                    || !is_important(&self.nfa.states()[q as usize])
+            })
+        {
+            return None;
+        }
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        self.intern(&mut b, key.to_vec())
+    }
+
+    #[cold]
+    fn expand(&self, s: u32, cls: usize) -> u32 {
+        let mut b = self.builder.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = &self.trans.row(s as usize)[cls];
+        let known = slot.load(Ordering::Acquire);
+        if known != SlotRows::UNKNOWN {
+            return known;
+        }
+        let byte = self.class_bytes[cls];
+        let mut seeds = Vec::new();
+        for &q in b.sets[s as usize].iter() {
+            let next = match &self.nfa.states()[q as usize] {
+                State::ByteRange { trans } => trans.matches_byte(byte).then_some(trans.next),
+                State::Sparse(sp) => sp.matches_byte(byte),
+                State::Dense(d) => d.matches_byte(byte),
+                _ => None,
+            };
+            if let Some(n) = next {
+                seeds.push(n.as_u32());
+            }
+        }
+        let set = self.closure(&mut b, &seeds);
+        let id = if set.is_empty() {
+            DEAD
+        } else {
+            match self.intern(&mut b, set) {
+                Some(id) => id,
+                None => {
+                    self.overflowed.store(true, Ordering::Relaxed);
+                    // Not stored: a later call may try again (and is refused again).
+                    return DEAD;
+                }
+            }
+        };
+        slot.store(id, Ordering::Release);
+        id
+    }
+
+    /// The important, live NFA states in the ε-closure of `seeds`, sorted.
+    fn closure(&self, b: &mut Builder, seeds: &[u32]) -> Vec<u32> {
+        b.stamp = b.stamp.wrapping_add(1);
+        if b.stamp == 0 {
+            b.seen.fill(0);
+            b.stamp = 1;
+        }
+        let stamp = b.stamp;
+        let mut out = Vec::new();
+        b.stack.clear();
+        b.stack.extend(seeds.iter().rev());
+        while let Some(q) = b.stack.pop() {
+            if b.seen[q as usize] == stamp || !self.live[q as usize] {
+                continue;
+            }
+            b.seen[q as usize] = stamp;
+            match &self.nfa.states()[q as usize] {
+                State::ByteRange { .. }
+                | State::Sparse(_)
+                | State::Dense(_)
+                | State::Match { .. } => out.push(q),
+                State::Union { alternates } => {
+                    b.stack.extend(alternates.iter().rev().map(|s| s.as_u32()))
+                }
+                State::BinaryUnion { alt1, alt2 } => {
+                    b.stack.push(alt2.as_u32());
+                    b.stack.push(alt1.as_u32());
+                }
+                State::Capture { next, .. } => b.stack.push(next.as_u32()),
+                // Look-around NFAs are never built lazily (see `new`).
+                State::Look { .. } | State::Fail => {}
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// The state of this NFA set, created if new; `None` beyond the state limit.
+    fn intern(&self, b: &mut Builder, set: Vec<u32>) -> Option<u32> {
+        if let Some(&id) = b.ids.get(set.as_slice()) {
+            return Some(id);
+        }
+        let id = b.sets.len();
+        if id >= self.max_states {
+            return None;
+        }
+        let accepting = set
+            .iter()
+            .any(|&q| matches!(self.nfa.states()[q as usize], State::Match { .. }));
+        // Data first, then the count: a reader that sees the id finds its row and flag.
+        let _ = self.accept.slot(id).set(accepting);
+        self.trans.row(id);
+        let set: Box<[u32]> = set.into();
+        b.set_bytes += set.len() * 4 + 32;
+        b.ids.insert(set.clone(), id as u32);
+        b.sets.push(set);
+        self.num_states.store(id as u32 + 1, Ordering::Release);
+        Some(id as u32)
+    }
+}
+
+fn is_important(s: &State) -> bool {
+    matches!(
+        s,
+        State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) | State::Match { .. }
+    )
+}
+
+/// Per NFA state: whether the match state is reachable from it (over byte and ε edges).
+fn co_reachable(nfa: &NFA) -> Box<[bool]> {
+    let n = nfa.states().len();
+    let succ = |q: usize, out: &mut Vec<StateID>| {
+        out.clear();
+        match &nfa.states()[q] {
+            State::ByteRange { trans } => out.push(trans.next),
+            State::Sparse(sp) => out.extend(sp.transitions.iter().map(|t| t.next)),
+            State::Dense(d) => {
+                out.extend(d.transitions.iter().copied());
+                out.sort_unstable();
+                out.dedup();
+            }
+            State::Look { next, .. } | State::Capture { next, .. } => out.push(*next),
+            State::Union { alternates } => out.extend(alternates.iter().copied()),
+            State::BinaryUnion { alt1, alt2 } => out.extend([*alt1, *alt2]),
+            State::Fail | State::Match { .. } => {}
+        }
+    };
+    // Reversed edges (CSR), then a search from the match states.
+    let mut count = vec![0u32; n + 1];
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let mut out = Vec::new();
+    for q in 0..n {
+        succ(q, &mut out);
+        for t in &out {
+            edges.push((t.as_u32(), q as u32));
+            count[t.as_usize() + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        count[i + 1] += count[i];
+    }
+    let mut preds = vec![0u32; edges.len()];
+    let mut fill = count.clone();
+    for &(t, q) in &edges {
+        preds[fill[t as usize] as usize] = q;
+        fill[t as usize] += 1;
+    }
+    let mut live = vec![false; n];
+    let mut stack: Vec<u32> = (0..n as u32)
+        .filter(|&q| matches!(nfa.states()[q as usize], State::Match { .. }))
+        .collect();
+    for &q in &stack {
+        live[q as usize] = true;
+    }
+    while let Some(t) = stack.pop() {
+        for &q in &preds[count[t as usize] as usize..count[t as usize + 1] as usize] {
+            if !std::mem::replace(&mut live[q as usize], true) {
+                stack.push(q);
+            }
+        }
+    }
+    live.into()
+}
