@@ -97,12 +97,13 @@ fn remember(key: String, d: &TerminalDfa) {
     map.insert(key, d.clone());
 }
 
-/// Whether `hir`'s dense DFA stays under `limit` bytes ([`build_dfa`] succeeds), remembered
-/// per process: lowering asks this of the same pieces (strings, numbers, formats) in every
-/// schema.
-pub(crate) fn dfa_fits(hir: &Hir, limit: usize) -> bool {
-    static FITS: Mutex<Option<HashMap<(String, usize), bool>>> = Mutex::new(None);
-    let key = (hir.to_string(), limit);
+/// Whether `hir`'s [`state_estimate`] is at most `max_estimate` and its dense DFA stays under
+/// `limit` bytes ([`build_dfa`] succeeds), remembered per process: lowering asks this of the
+/// same pieces (strings, numbers, formats) in every schema. The estimate is checked first and
+/// refuses without building anything.
+pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
+    static FITS: Mutex<Option<HashMap<(String, usize, usize), bool>>> = Mutex::new(None);
+    let key = (hir.to_string(), limit, max_estimate);
     if let Some(&ok) = FITS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -111,7 +112,7 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize) -> bool {
     {
         return ok;
     }
-    let ok = build_dfa(hir, Some(limit)).is_ok();
+    let ok = state_estimate(hir) <= max_estimate && build_dfa(hir, Some(limit)).is_ok();
     let mut fits = FITS.lock().unwrap_or_else(|e| e.into_inner());
     let m = fits.get_or_insert_with(HashMap::new);
     if m.len() >= 100_000 {
@@ -119,6 +120,32 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize) -> bool {
     }
     m.insert(key, ok);
     ok
+}
+
+/// A cheap structural estimate of the states in `hir`'s DFA (saturating): literals count
+/// their bytes, a class the bytes of its longest UTF-8 sequence, a concatenation the sum of
+/// its parts, an alternation the sum of its branches, and a counted repetition its count
+/// times its body. It sees counting (`x{0,255}` needs ~255 copies of `x`'s states), not
+/// subset blow-up, so [`dfa_fits`] uses it only to refuse early: a piece whose estimate is
+/// over the caller's bound is refused without determinising it (on JSONSchemaBench, building
+/// DFAs only to find them too large was most of lowering's time: every piece the exact check
+/// refused had an estimate over 8,192), the others are still built and measured.
+pub(crate) fn state_estimate(hir: &Hir) -> usize {
+    use regex_syntax::hir::{Class, HirKind};
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(l) => l.0.len(),
+        HirKind::Class(Class::Bytes(_)) => 1,
+        HirKind::Class(Class::Unicode(c)) => c.ranges().last().map_or(1, |r| r.end().len_utf8()),
+        HirKind::Capture(c) => state_estimate(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v
+            .iter()
+            .fold(0usize, |a, h| a.saturating_add(state_estimate(h))),
+        HirKind::Repetition(r) => {
+            let n = r.max.unwrap_or(r.min).max(1) as usize;
+            state_estimate(&r.sub).max(1).saturating_mul(n)
+        }
+    }
 }
 
 /// One terminal's DFA over bytes, live states only (every state can reach a match). State 0

@@ -7,6 +7,7 @@
 use super::{Compiler, lexical};
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, RuleKind};
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, Repetition};
 
 impl Compiler<'_> {
     /// A JSON string key that is none of `names` (and not empty if `non_empty`): raw
@@ -38,9 +39,7 @@ impl Compiler<'_> {
         }
         keys.sort();
         keys.dedup();
-        let content = except_regex(&keys);
-        let pattern = format!("\"{content}\"");
-        let hir = lexical::hir(&pattern);
+        let hir = except_hir(&keys);
         let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
@@ -60,12 +59,152 @@ impl KeyMatcher {
     }
 }
 
-/// Regex (raw JSON string content) for strings not in `keys`: `E | D·any`, where `E` (the
+/// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,
+/// built as HIR directly. Parsing the pattern text was most of a typical schema's lowering
+/// (the pattern spells a character class and the escape forms at every trie node).
+fn except_hir(keys: &[Vec<char>]) -> Hir {
+    static UNIT: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
+    let unit = UNIT.get_or_init(|| lexical::hir(&lexical::string_unit_pattern()));
+    let any = Hir::repetition(Repetition {
+        min: 0,
+        max: None,
+        greedy: true,
+        sub: Box::new(unit.clone()),
+    });
+    let (ends, dev) = except_parts_hir(keys, 0, 0, keys.len());
+    let content = match ends {
+        Some(e) => Hir::alternation(vec![e, Hir::concat(vec![dev, any])]),
+        None => Hir::concat(vec![dev, any]),
+    };
+    let quote = || Hir::literal(*b"\"");
+    Hir::concat(vec![quote(), content, quote()])
+}
+
+/// [`except_parts`] as HIR.
+fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (Option<Hir>, Hir) {
+    let class = |ranges: &[(char, char)]| {
+        Hir::class(Class::Unicode(ClassUnicode::new(
+            ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
+        )))
+    };
+    let lit = |s: &str| Hir::literal(s.as_bytes());
+    let mut ends = Vec::new();
+    let mut alts = Vec::new();
+    if !keys[lo..hi].iter().any(|k| k.len() == depth) {
+        ends.push(Hir::empty());
+    }
+    let children = trie_children(keys, depth, lo, hi);
+    for &(c, a, b) in &children {
+        let enc = lit(&json_escape(c));
+        let (e, d) = except_parts_hir(keys, depth + 1, a, b);
+        if let Some(e) = e {
+            ends.push(Hir::concat(vec![enc.clone(), e]));
+        }
+        alts.push(Hir::concat(vec![enc, d]));
+    }
+    let child_chars: Vec<char> = children.iter().map(|x| x.0).collect();
+    let mut excluded = vec![('"', '"'), ('\\', '\\'), ('\0', '\x1f')];
+    excluded.extend(child_chars.iter().map(|&c| (c, c)));
+    let mut raw = ClassUnicode::new(excluded.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
+    raw.negate();
+    let mut other = vec![Hir::class(Class::Unicode(raw))];
+    let allowed_shorts: Vec<(char, char)> = SHORT_ESCAPES
+        .iter()
+        .filter(|(c, _)| !child_chars.contains(c))
+        .map(|&(_, e)| (e, e))
+        .collect();
+    if !allowed_shorts.is_empty() {
+        other.push(Hir::concat(vec![lit("\\"), class(&allowed_shorts)]));
+    }
+    let hex_digit = |d: u32| {
+        let h = char::from_digit(d, 16).unwrap();
+        if h.is_ascii_digit() {
+            lit(&h.to_string())
+        } else {
+            class(&[(h, h), (h.to_ascii_uppercase(), h.to_ascii_uppercase())])
+        }
+    };
+    if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
+        other.push(Hir::concat(vec![
+            lit("\\u00"),
+            class(&[('0', '1')]),
+            class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
+        ]));
+    } else {
+        for cp in 0u32..0x20 {
+            if !child_chars.contains(&char::from_u32(cp).unwrap()) {
+                other.push(Hir::concat(vec![
+                    lit("\\u00"),
+                    hex_digit(cp >> 4),
+                    hex_digit(cp & 15),
+                ]));
+            }
+        }
+    }
+    alts.push(Hir::alternation(other));
+    let ends = (!ends.is_empty()).then(|| Hir::alternation(ends));
+    (ends, Hir::alternation(alts))
+}
+
+/// JSON's short escapes: the character and the letter after the backslash.
+const SHORT_ESCAPES: [(char, char); 8] = [
+    ('"', '"'),
+    ('\\', '\\'),
+    ('/', '/'),
+    ('\u{8}', 'b'),
+    ('\u{c}', 'f'),
+    ('\n', 'n'),
+    ('\r', 'r'),
+    ('\t', 't'),
+];
+
+/// How a key's character is spelled inside the JSON string: the escape (without quotes) for
+/// `"`, `\\` and control characters, else the character itself.
+fn json_escape(c: char) -> String {
+    if c == '"' || c == '\\' || (c as u32) < 0x20 {
+        // Strip exactly one quote from each end (the escape of `"` is `\"`, whose quote
+        // must stay).
+        let quoted = serde_json::to_string(&c.to_string()).unwrap();
+        quoted[1..quoted.len() - 1].to_string()
+    } else {
+        c.to_string()
+    }
+}
+
+/// The children of a trie node: `(next character, lo, hi)` for each group of `keys[lo..hi]`
+/// (sorted, sharing their first `depth` characters) by the character at `depth`.
+fn trie_children(
+    keys: &[Vec<char>],
+    depth: usize,
+    lo: usize,
+    hi: usize,
+) -> Vec<(char, usize, usize)> {
+    let mut children = Vec::new();
+    let mut i = lo;
+    while i < hi {
+        if keys[i].len() == depth {
+            i += 1;
+            continue;
+        }
+        let c = keys[i][depth];
+        let mut j = i;
+        while j < hi && keys[j].len() > depth && keys[j][depth] == c {
+            j += 1;
+        }
+        children.push((c, i, j));
+        i = j;
+    }
+    children
+}
+
+/// (Tests: the reference [`except_hir`] is checked against.) Regex (raw JSON string content)
+/// for strings not in `keys`: `E | D·any`, where `E` (the
 /// strings that end inside the key trie without being a key) and `D` (a path of the trie,
 /// then a character that leaves it) are both finite tries ([`except_parts`]). The tail
 /// `any` is written once: repeating it after every trie node, as the direct recursion
 /// would, makes the unminimised DFA one copy of the string automaton per node (~2,000
 /// states for 70 keys, ~20 ms to determinise) where this one has about one state per node.
+#[cfg(test)]
 fn except_regex(keys: &[Vec<char>]) -> String {
     let any = format!("{}*", lexical::string_unit_pattern());
     let (ends, dev) = except_parts(keys, 0, 0, keys.len());
@@ -79,6 +218,7 @@ fn except_regex(keys: &[Vec<char>]) -> String {
 /// matched): `E`, the rests that end here or deeper without completing a key (`None`: no
 /// string), and `D`, the rests that leave the trie with one character (any string may then
 /// follow). The strings not in the keys are exactly `E ∪ D·any`.
+#[cfg(test)]
 fn except_parts(
     keys: &[Vec<char>],
     depth: usize,
@@ -381,11 +521,24 @@ mod tests {
                     .collect();
                 probes.push(s);
             }
+            // The HIR built directly, quotes included.
+            let built = regex_automata::meta::Regex::builder()
+                .build_from_hir(&Hir::concat(vec![
+                    Hir::look(regex_syntax::hir::Look::Start),
+                    except_hir(&keys),
+                    Hir::look(regex_syntax::hir::Look::End),
+                ]))
+                .unwrap();
             for p in &probes {
                 assert_eq!(
                     direct.is_match(p),
                     factored.is_match(p),
                     "{names:?} on {p:?}"
+                );
+                assert_eq!(
+                    direct.is_match(p),
+                    built.is_match(&format!("\"{p}\"")),
+                    "{names:?} on {p:?} (HIR)"
                 );
             }
         }

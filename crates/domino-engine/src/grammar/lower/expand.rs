@@ -7,7 +7,7 @@ use super::hir::{expr_to_hir, hir_size, is_fail, normalize};
 use super::promotion::may_blow_up;
 use super::{
     LINEAR_REPEAT, LITERAL_SET_MIN, LowerOptions, MAX_INLINE_HIR, MAX_PRODUCTIONS,
-    PROMOTION_DFA_LIMIT,
+    PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId};
@@ -188,7 +188,8 @@ impl<'a> Builder<'a> {
         if let Some(&ok) = self.dfa_ok.get(&key) {
             return ok;
         }
-        let ok = size <= MAX_INLINE_HIR && dfa_fits(hir, PROMOTION_DFA_LIMIT);
+        let ok =
+            size <= MAX_INLINE_HIR && dfa_fits(hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE);
         self.dfa_ok.insert(key, ok);
         ok
     }

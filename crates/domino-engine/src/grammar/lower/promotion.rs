@@ -3,7 +3,10 @@
 
 use super::super::dfa::dfa_fits;
 use super::hir::{alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, repetition};
-use super::{LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, collect_refs};
+use super::{
+    LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
+    collect_refs,
+};
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
@@ -141,7 +144,8 @@ pub(super) fn promote(
             RuleKind::Lexical => true,
             RuleKind::Syntactic => {
                 candidate
-                    && (!may_blow_up(&hir, est_size[r]) || dfa_fits(&hir, PROMOTION_DFA_LIMIT))
+                    && (!may_blow_up(&hir, est_size[r])
+                        || dfa_fits(&hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE))
             }
         };
         promoted[r] = promote;
