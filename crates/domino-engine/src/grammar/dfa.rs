@@ -1,22 +1,25 @@
 //! Byte DFAs of terminals.
 //!
-//! [`TerminalDfa`] is one terminal's language as a small table of our own, live states only
-//! (the scanner runs the union of a grammar's terminal DFAs; the JSON Schema front end
-//! builds one to decide whether a constrained language is empty or too large).
+//! [`TerminalDfa`] is one terminal's language as a DFA over bytes whose states can all still
+//! reach a match (the scanner runs the union of a grammar's terminal DFAs; the JSON Schema
+//! front end builds one to decide whether a constrained language is empty or too large).
 //! `build_dfa` is `regex-automata`'s dense DFA of a HIR, for lowering's size checks and the
 //! reference recognizer. [`TerminalDfa`]'s errors are a [`DfaError`], so callers tell
 //! "matches nothing" (an empty language, which some callers accept) from a real failure by
 //! its variant.
 //!
 //! # Cost on the first request
-//! Determinising through `regex-automata` is the bulk of compiling a JSON Schema's terminals,
-//! yet most terminals are literals (keys, enum members, punctuation) or recur in every schema
-//! (strings, numbers, whitespace, formats). So [`TerminalDfa::new`] builds a literal's chain
-//! directly, and keeps every other DFA in a process-wide cache keyed by the HIR's printed
-//! form (printing round-trips to an equivalent HIR, so equal keys mean equal languages),
-//! bounded by [`DFA_CACHE_BYTES`]. Both give exactly the table the general path would:
-//! states numbered in the same breadth-first order from the start state.
+//! Determinising a grammar's terminals up front was the bulk of compiling a JSON Schema, yet
+//! a decoding run visits few of their states, most terminals are literals (keys, enum
+//! members, punctuation), and the rest recur in every schema (strings, numbers, whitespace,
+//! formats). So [`TerminalDfa::new`] builds a literal's chain directly, gives every other
+//! regex a [`LazyDfa`] (states built when a walk first reaches them, see
+//! [`crate::grammar::lazy_dfa`]), and keeps those in a process-wide cache keyed by the HIR
+//! (by [`hir_hash`], compared in full), bounded by [`DFA_CACHE_BYTES`]: grammars that share
+//! a terminal share its states. Constrained terminals (products, [`TerminalDfa::product`])
+//! stay eager tables: an intersection's liveness is not a property of its parts' states.
 
+use crate::grammar::hir_key::{HirMap, constrained_hash, hir_bytes, hir_hash};
 use crate::grammar::ir;
 use crate::grammar::lazy_dfa::LazyDfa;
 use regex_automata::dfa::{Automaton, dense};
@@ -67,34 +70,76 @@ impl std::error::Error for DfaError {}
 /// new entry would pass it the cache is emptied (the next grammars refill it).
 pub const DFA_CACHE_BYTES: usize = 128 << 20;
 
-/// Process-wide: HIR printed form → its DFA (see the module doc), and the bytes held.
-static DFA_CACHE: Mutex<Option<(HashMap<String, TerminalDfa>, usize)>> = Mutex::new(None);
+/// One cached terminal: its HIR and constraints (compared in full on a hash match), its DFA,
+/// and the bytes of its key.
+type CacheEntry = (Hir, ir::Constraints, TerminalDfa, usize);
 
-/// The cached DFA of `key`, if any.
-fn cached(key: &str) -> Option<TerminalDfa> {
+/// Process-wide: [`constrained_hash`] → the terminals with it and their DFAs (see the module
+/// doc), and the bytes held.
+static DFA_CACHE: Mutex<Option<DfaCache>> = Mutex::new(None);
+
+/// The cache's entries by hash, and the bytes they held when last counted.
+type DfaCache = (HashMap<u64, Vec<CacheEntry>>, usize);
+
+/// The cached DFA of this terminal (`hash` its [`constrained_hash`]), if any.
+fn cached(hash: u64, hir: &Hir, constraints: &ir::Constraints) -> Option<TerminalDfa> {
     let cache = DFA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    cache.as_ref().and_then(|(m, _)| m.get(key)).cloned()
+    cache
+        .as_ref()?
+        .0
+        .get(&hash)?
+        .iter()
+        .find(|(h, c, _, _)| h == hir && c == constraints)
+        .map(|(_, _, d, _)| d.clone())
 }
 
-/// Keep `d` under `key`. A lazy DFA grows after it is kept, so when the bytes held would pass
-/// the budget they are counted again from the entries' current sizes, and the cache is
-/// emptied if that is still over it (grammars holding an entry keep theirs alive).
-fn remember(key: String, d: &TerminalDfa) {
-    let bytes = d.memory_bytes() + key.len();
+/// Bytes of an entry's key.
+fn key_bytes(hir: &Hir, constraints: &ir::Constraints) -> usize {
+    hir_bytes(hir)
+        + constraints
+            .and
+            .iter()
+            .chain(&constraints.and_not)
+            .map(hir_bytes)
+            .sum::<usize>()
+}
+
+/// Keep `d` for this terminal. A lazy DFA grows after it is kept, so when the bytes held
+/// would pass the budget they are counted again from the entries' current sizes, and the
+/// cache is emptied if that is still over it (grammars holding an entry keep theirs alive).
+fn remember(hash: u64, hir: &Hir, constraints: &ir::Constraints, d: &TerminalDfa) {
+    let key = key_bytes(hir, constraints);
+    let bytes = key + d.memory_bytes();
     if bytes > DFA_CACHE_BYTES {
         return;
     }
     let mut cache = DFA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let (map, held) = cache.get_or_insert_with(|| (HashMap::new(), 0));
     if *held + bytes > DFA_CACHE_BYTES {
-        *held = map.iter().map(|(k, d)| k.len() + d.memory_bytes()).sum();
+        *held = map
+            .values()
+            .flatten()
+            .map(|(_, _, d, k)| k + d.memory_bytes())
+            .sum();
         if *held + bytes > DFA_CACHE_BYTES {
-            map.clear();
+            // Freeing a full cache (a hundred megabytes of small allocations) took 0.4 s,
+            // on whichever request happened to overflow it: hand it to a thread instead.
+            let old = std::mem::take(map);
             *held = 0;
+            // (If no thread can be started, `spawn` drops the closure, and the map, here.)
+            let _ = std::thread::Builder::new()
+                .name("dfa-cache-free".into())
+                .spawn(move || drop(old));
         }
     }
-    *held += bytes;
-    map.insert(key, d.clone());
+    let bucket = map.entry(hash).or_default();
+    if !bucket
+        .iter()
+        .any(|(h, c, _, _)| h == hir && c == constraints)
+    {
+        *held += bytes;
+        bucket.push((hir.clone(), constraints.clone(), d.clone(), key));
+    }
 }
 
 /// Whether `hir`'s [`state_estimate`] is at most `max_estimate` and its dense DFA stays under
@@ -102,23 +147,26 @@ fn remember(key: String, d: &TerminalDfa) {
 /// same pieces (strings, numbers, formats) in every schema. The estimate is checked first and
 /// refuses without building anything.
 pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
-    static FITS: Mutex<Option<HashMap<(String, usize, usize), bool>>> = Mutex::new(None);
-    let key = (hir.to_string(), limit, max_estimate);
+    type Fits = HashMap<(usize, usize), HirMap<bool>>;
+    static FITS: Mutex<Option<Fits>> = Mutex::new(None);
+    let hash = hir_hash(hir);
     if let Some(&ok) = FITS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .and_then(|m| m.get(&key))
+        .and_then(|m| m.get(&(limit, max_estimate))?.get(hash, hir))
     {
         return ok;
     }
     let ok = state_estimate(hir) <= max_estimate && build_dfa(hir, Some(limit)).is_ok();
     let mut fits = FITS.lock().unwrap_or_else(|e| e.into_inner());
     let m = fits.get_or_insert_with(HashMap::new);
-    if m.len() >= 100_000 {
+    if m.values().map(HirMap::len).sum::<usize>() >= 100_000 {
         m.clear();
     }
-    m.insert(key, ok);
+    m.entry((limit, max_estimate))
+        .or_default()
+        .insert(hash, hir.clone(), ok);
     ok
 }
 
@@ -183,8 +231,9 @@ impl TerminalDfa {
                 return Ok(Self::literal(&lit.0));
             }
         }
-        let key = hir.to_string();
-        if let Some(d) = cached(&key) {
+        let none = ir::Constraints::default();
+        let hash = constrained_hash(hir, &none);
+        if let Some(d) = cached(hash, hir, &none) {
             return Ok(d);
         }
         let limit = crate::budget::dfa_size_limit(TERMINAL_DFA_SIZE_LIMIT);
@@ -194,7 +243,7 @@ impl TerminalDfa {
             },
             None => Self::determinise(hir)?,
         };
-        remember(key, &d);
+        remember(hash, hir, &none, &d);
         Ok(d)
     }
 
@@ -324,21 +373,15 @@ impl TerminalDfa {
         // The JSON Schema front end builds each constrained terminal's product to test it
         // for emptiness, and the scanner builds it again: cached like plain DFAs, keyed by
         // every part (a hit larger than `max_states` fails as the construction would).
-        let mut key = format!("product\0{hir}");
-        for h in &constraints.and {
-            key.push_str(&format!("\0and\0{h}"));
-        }
-        for h in &constraints.and_not {
-            key.push_str(&format!("\0not\0{h}"));
-        }
-        if let Some(d) = cached(&key) {
+        let hash = constrained_hash(hir, constraints);
+        if let Some(d) = cached(hash, hir, constraints) {
             if d.num_states() > max_states {
                 return Err(DfaError::TooManyStates(max_states));
             }
             return Ok(d);
         }
         let d = Self::product_uncached(base, hir, constraints, max_states)?;
-        remember(key, &d);
+        remember(hash, hir, constraints, &d);
         Ok(d)
     }
 

@@ -11,6 +11,7 @@
 pub mod dfa;
 pub mod expr;
 pub mod gbnf;
+pub mod hir_key;
 pub mod ir;
 pub mod json_schema;
 pub mod lark;

@@ -404,6 +404,26 @@ impl<'a> Compiler<'a> {
         Expr::Alt(Vec::new())
     }
 
+    /// Whether `e` is known to derive no string: [`Compiler::never`], a sequence holding one,
+    /// or a reference to a rule (a few levels deep) that is one. `false` means "not known":
+    /// rules still being built (recursion) read as possible.
+    pub(crate) fn derives_nothing(&self, e: &Expr) -> bool {
+        fn go(c: &Compiler<'_>, e: &Expr, depth: u32) -> bool {
+            match e {
+                Expr::Alt(v) => v.iter().all(|x| go(c, x, depth)),
+                Expr::Seq(v) => v.iter().any(|x| go(c, x, depth)),
+                Expr::Ref(r) => {
+                    depth < 8
+                        && c.rules
+                            .get(r.0 as usize)
+                            .is_some_and(|rule| go(c, &rule.expr, depth + 1))
+                }
+                _ => false,
+            }
+        }
+        go(self, e, 0)
+    }
+
     pub(crate) fn merge_step(&mut self, ptr: &str) -> Result<(), GrammarError> {
         self.merge_steps += 1;
         if self.merge_steps > MAX_MERGE_STEPS {

@@ -585,8 +585,14 @@ impl Compiler<'_> {
         let colon = self.colon(d);
         let after = self.after_value(d);
         let mut member_exprs = Vec::with_capacity(named.len());
+        // Members whose value derives nothing (`"type": {"enum": []}` after merging, a `$ref`
+        // to an impossible definition) are never written: the state exploration below then
+        // builds no rule that needs one (such rules derived nothing and were only removed by
+        // lowering, thousands per schema for 8 properties in any order).
+        let mut writable = Vec::with_capacity(named.len());
         for (k, s, _, at) in &named {
             let v = self.value(s, at, cd)?;
+            writable.push(!self.derives_nothing(&v));
             let v = self.shared(k, v)?;
             let key = Expr::Bytes(Value::String(k.clone()).to_string().into_bytes());
             member_exprs.push(Expr::Seq(vec![key, colon.clone(), v, after.clone()]));
@@ -697,7 +703,7 @@ impl Compiler<'_> {
                 let set = k;
                 if allowed(c) {
                     for (i, bit) in bit_of.iter().enumerate() {
-                        if set & (1 << i) == 0 {
+                        if set & (1 << i) == 0 && writable[i] {
                             out.push(Step::Member(
                                 i,
                                 (set | 1 << i, next(c), b | bit, (m + 1).min(min_named)),
@@ -720,7 +726,7 @@ impl Compiler<'_> {
                     out.push(Step::Extra((set | EXTRA_WRITTEN, next(c), b, counted)));
                 }
             } else if k < n {
-                if allowed(c) {
+                if allowed(c) && writable[k] {
                     out.push(Step::Member(
                         k,
                         (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named)),

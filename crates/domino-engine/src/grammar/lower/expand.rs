@@ -11,6 +11,7 @@ use super::{
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId};
+use crate::grammar::hir_key::{HirMap, constrained_hash, hir_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -23,8 +24,9 @@ pub(super) struct Builder<'a> {
     rule_hir: &'a [Option<Hir>],
     promoted: &'a [bool],
     pub(super) terminals: Vec<Terminal>,
-    /// Printed HIR -> terminal (deduplication).
-    terminal_index: HashMap<String, TerminalId>,
+    /// Hash of a terminal's HIR and constraints ([`constrained_hash`]) -> the terminals with
+    /// it (deduplication; equal terminals compared in full).
+    terminal_index: HashMap<u64, Vec<TerminalId>>,
     pub(super) nonterminals: Vec<String>,
     pub(super) productions: Vec<Production>,
     pub(super) rule_nt: Vec<Option<NonterminalId>>,
@@ -33,8 +35,8 @@ pub(super) struct Builder<'a> {
     pair_cache: HashMap<Symbol, Symbol>,
     fail_nt: Option<NonterminalId>,
     piece_counter: Vec<u32>,
-    /// Printed HIR -> whether its DFA stays under the promotion limit.
-    dfa_ok: HashMap<String, bool>,
+    /// HIR -> whether its DFA stays under the promotion limit.
+    dfa_ok: HirMap<bool>,
 }
 
 impl<'a> Builder<'a> {
@@ -61,7 +63,7 @@ impl<'a> Builder<'a> {
             pair_cache: HashMap::new(),
             fail_nt: None,
             piece_counter: vec![0; n],
-            dfa_ok: HashMap::new(),
+            dfa_ok: HirMap::default(),
         }
     }
 
@@ -80,8 +82,9 @@ impl<'a> Builder<'a> {
     }
 
     fn intern(&mut self, hir: Hir, name: &str) -> TerminalId {
-        let key = hir.to_string();
-        if let Some(&t) = self.terminal_index.get(&key) {
+        let empty = Constraints::default();
+        let key = constrained_hash(&hir, &empty);
+        if let Some(t) = self.find_terminal(key, &hir, &empty) {
             return t;
         }
         let id = TerminalId(self.terminals.len() as u32);
@@ -94,8 +97,16 @@ impl<'a> Builder<'a> {
             None => name.to_string(),
         };
         self.terminals.push(Terminal::new(name, hir, literal));
-        self.terminal_index.insert(key, id);
+        self.terminal_index.entry(key).or_default().push(id);
         id
+    }
+
+    /// The terminal with exactly this HIR and these constraints, if interned.
+    fn find_terminal(&self, key: u64, hir: &Hir, constraints: &Constraints) -> Option<TerminalId> {
+        self.terminal_index.get(&key)?.iter().copied().find(|t| {
+            let t = &self.terminals[t.0 as usize];
+            t.hir == *hir && t.constraints == *constraints
+        })
     }
 
     /// A terminal with constraints (the front end has checked that its language holds a
@@ -104,14 +115,8 @@ impl<'a> Builder<'a> {
         if constraints.is_empty() {
             return self.intern(hir, name);
         }
-        let mut key = hir.to_string();
-        for h in &constraints.and {
-            key.push_str(&format!("\u{0}&{h}"));
-        }
-        for h in &constraints.and_not {
-            key.push_str(&format!("\u{0}!{h}"));
-        }
-        if let Some(&t) = self.terminal_index.get(&key) {
+        let key = constrained_hash(&hir, &constraints);
+        if let Some(t) = self.find_terminal(key, &hir, &constraints) {
             return t;
         }
         let id = TerminalId(self.terminals.len() as u32);
@@ -121,7 +126,7 @@ impl<'a> Builder<'a> {
             literal: None,
             constraints,
         });
-        self.terminal_index.insert(key, id);
+        self.terminal_index.entry(key).or_default().push(id);
         id
     }
 
@@ -184,13 +189,13 @@ impl<'a> Builder<'a> {
         if !may_blow_up(hir, size) {
             return true;
         }
-        let key = hir.to_string();
-        if let Some(&ok) = self.dfa_ok.get(&key) {
+        let key = hir_hash(hir);
+        if let Some(&ok) = self.dfa_ok.get(key, hir) {
             return ok;
         }
         let ok =
             size <= MAX_INLINE_HIR && dfa_fits(hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE);
-        self.dfa_ok.insert(key, ok);
+        self.dfa_ok.insert(key, hir.clone(), ok);
         ok
     }
 

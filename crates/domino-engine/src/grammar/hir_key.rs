@@ -1,0 +1,208 @@
+//! Regular expressions (HIR) as map keys, without printing them.
+//!
+//! Lowering deduplicates terminals by their regular expression and the terminal-DFA cache
+//! is keyed by it. Printing a HIR to a string for that was a fifth of a typical JSON
+//! Schema's lowering (the none-of-these-keys terminal alone prints to kilobytes).
+//! [`hir_hash`] walks the HIR once instead; maps keyed by it compare the HIRs themselves
+//! (`Hir: Eq`) on a hash match, so a collision costs a comparison, never a wrong terminal.
+//!
+//! Two HIRs are equal keys exactly when `regex-syntax` considers them equal — the same
+//! structure, which is finer than language equality (as the printed form was).
+
+use crate::hash::Fnv1a;
+use regex_syntax::hir::{Class, Hir, HirKind};
+
+/// A structural hash of `hir` (equal HIRs hash equally). Iterative: HIRs may nest deeply.
+pub fn hir_hash(hir: &Hir) -> u64 {
+    let mut h = Fnv1a::new();
+    let mut stack = vec![hir];
+    while let Some(x) = stack.pop() {
+        match x.kind() {
+            HirKind::Empty => {
+                h.write_u8(0);
+            }
+            HirKind::Literal(l) => {
+                h.write_u8(1).write_word(l.0.len() as u64).write(&l.0);
+            }
+            HirKind::Class(Class::Unicode(c)) => {
+                h.write_u8(2).write_word(c.ranges().len() as u64);
+                for r in c.ranges() {
+                    h.write_word(((r.start() as u64) << 32) | r.end() as u64);
+                }
+            }
+            HirKind::Class(Class::Bytes(c)) => {
+                h.write_u8(3).write_word(c.ranges().len() as u64);
+                for r in c.ranges() {
+                    h.write_word(((r.start() as u64) << 8) | r.end() as u64);
+                }
+            }
+            HirKind::Look(l) => {
+                h.write_u8(4).write_word(l.as_repr() as u64);
+            }
+            HirKind::Repetition(r) => {
+                h.write_u8(5)
+                    .write_word(r.min as u64)
+                    .write_word(r.max.map_or(u64::MAX, |m| m as u64))
+                    .write_u8(r.greedy as u8);
+                stack.push(&r.sub);
+            }
+            HirKind::Capture(c) => {
+                h.write_u8(6).write_word(c.index as u64);
+                stack.push(&c.sub);
+            }
+            HirKind::Concat(v) => {
+                h.write_u8(7).write_word(v.len() as u64);
+                stack.extend(v.iter().rev());
+            }
+            HirKind::Alternation(v) => {
+                h.write_u8(8).write_word(v.len() as u64);
+                stack.extend(v.iter().rev());
+            }
+        }
+    }
+    h.finish()
+}
+
+/// A hash of a terminal's HIR and its constraints (each part's [`hir_hash`], tagged).
+pub fn constrained_hash(hir: &Hir, constraints: &crate::grammar::ir::Constraints) -> u64 {
+    let mut h = Fnv1a::new();
+    h.write_word(hir_hash(hir));
+    for (tag, parts) in [(1u8, &constraints.and), (2u8, &constraints.and_not)] {
+        for p in parts {
+            h.write_u8(tag).write_word(hir_hash(p));
+        }
+    }
+    h.finish()
+}
+
+/// Approximate heap bytes of a HIR (its nodes, literal bytes and class ranges), for caches
+/// that keep one as a key.
+pub fn hir_bytes(hir: &Hir) -> usize {
+    let mut n = 0usize;
+    let mut stack = vec![hir];
+    while let Some(x) = stack.pop() {
+        n += std::mem::size_of::<Hir>() + 32;
+        match x.kind() {
+            HirKind::Literal(l) => n += l.0.len(),
+            HirKind::Class(Class::Unicode(c)) => n += c.ranges().len() * 8,
+            HirKind::Class(Class::Bytes(c)) => n += c.ranges().len() * 2,
+            HirKind::Repetition(r) => stack.push(&r.sub),
+            HirKind::Capture(c) => stack.push(&c.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter()),
+            HirKind::Empty | HirKind::Look(_) => {}
+        }
+    }
+    n
+}
+
+/// A map from HIRs (by [`hir_hash`] and equality) to values, looked up without cloning or
+/// printing the HIR.
+#[derive(Clone, Debug)]
+pub struct HirMap<V> {
+    buckets: std::collections::HashMap<u64, Vec<(Hir, V)>>,
+    len: usize,
+}
+
+impl<V> Default for HirMap<V> {
+    fn default() -> Self {
+        HirMap {
+            buckets: Default::default(),
+            len: 0,
+        }
+    }
+}
+
+impl<V> HirMap<V> {
+    /// The value of `hir` (whose [`hir_hash`] is `hash`).
+    pub fn get(&self, hash: u64, hir: &Hir) -> Option<&V> {
+        self.buckets
+            .get(&hash)?
+            .iter()
+            .find(|(h, _)| h == hir)
+            .map(|(_, v)| v)
+    }
+
+    /// Keep `v` for `hir` (whose [`hir_hash`] is `hash`), replacing an equal key's value.
+    pub fn insert(&mut self, hash: u64, hir: Hir, v: V) {
+        let bucket = self.buckets.entry(hash).or_default();
+        match bucket.iter_mut().find(|(h, _)| *h == hir) {
+            Some(slot) => slot.1 = v,
+            None => {
+                bucket.push((hir, v));
+                self.len += 1;
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+        self.len = 0;
+    }
+
+    /// Every value.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.buckets.values().flatten().map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(re: &str) -> Hir {
+        regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(re)
+            .unwrap()
+    }
+
+    #[test]
+    fn equal_hirs_hash_equally_and_different_ones_differ() {
+        let res = [
+            "a",
+            "ab",
+            "[a-z]+",
+            "[a-z]*",
+            "[a-z]{2,5}",
+            "[a-z]{2,6}",
+            "(a|b)c",
+            "a|bc",
+            "(?-u:\\xff)",
+            "\\bx",
+            "é+",
+            "",
+            "(a)(b)",
+            "ab|",
+        ];
+        let mut hashes = std::collections::HashMap::new();
+        for re in res {
+            let h = hir_hash(&parse(re));
+            assert_eq!(h, hir_hash(&parse(re)), "{re}");
+            if let Some(other) = hashes.insert(h, re) {
+                panic!("{re} and {other} collide");
+            }
+        }
+        let mut m = HirMap::default();
+        for (i, re) in res.iter().enumerate() {
+            let h = parse(re);
+            m.insert(hir_hash(&h), h, i);
+        }
+        assert_eq!(m.len(), res.len());
+        for (i, re) in res.iter().enumerate() {
+            let h = parse(re);
+            assert_eq!(m.get(hir_hash(&h), &h), Some(&i));
+        }
+        // A colliding hash still finds only the equal HIR.
+        let h = parse("zz");
+        assert_eq!(m.get(hir_hash(&parse("a")), &h), None);
+    }
+}
