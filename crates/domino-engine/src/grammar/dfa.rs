@@ -178,7 +178,7 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
 /// over the caller's bound is refused without determinising it (on JSONSchemaBench, building
 /// DFAs only to find them too large was most of lowering's time: every piece the exact check
 /// refused had an estimate over 8,192), the others are still built and measured.
-pub(crate) fn state_estimate(hir: &Hir) -> usize {
+pub fn state_estimate(hir: &Hir) -> usize {
     use regex_syntax::hir::{Class, HirKind};
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,

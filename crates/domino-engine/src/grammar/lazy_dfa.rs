@@ -57,13 +57,25 @@ pub struct LazyDfa {
 
 /// The writer's side: the NFA set of every state and the scratch of the subset step.
 struct Builder {
-    ids: HashMap<Box<[u32]>, u32>,
+    /// [`set_hash`] of a state's NFA set → the states with it (compared in full).
+    ids: HashMap<u64, Vec<u32>>,
     sets: Vec<Box<[u32]>>,
     /// Stamp per NFA state (ε-closure visited marks without clearing).
     seen: Vec<u32>,
     stamp: u32,
     stack: Vec<u32>,
+    /// Scratch: the NFA states one byte leads to.
+    seeds: Vec<u32>,
     set_bytes: usize,
+}
+
+/// A word-wise FNV-1a of an NFA set (the key of [`Builder::ids`]).
+fn set_hash(set: &[u32]) -> u64 {
+    let mut h = crate::hash::Fnv1a::new();
+    for &q in set {
+        h.write_word(q as u64);
+    }
+    h.finish()
 }
 
 impl std::fmt::Debug for LazyDfa {
@@ -120,6 +132,7 @@ impl LazyDfa {
                 seen: vec![0; n],
                 stamp: 0,
                 stack: Vec::new(),
+                seeds: Vec::new(),
                 set_bytes: 0,
             }),
             live,
@@ -127,7 +140,9 @@ impl LazyDfa {
         };
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
-            let start = dfa.closure(&mut b, &[dfa.nfa.start_anchored().as_u32()]);
+            b.seeds.clear();
+            b.seeds.push(dfa.nfa.start_anchored().as_u32());
+            let start = dfa.closure(&mut b);
             if start.is_empty() {
                 return Err(DfaError::MatchesNothing);
             }
@@ -181,7 +196,7 @@ impl LazyDfa {
             + self.live.len()
             + self.trans.memory_bytes()
             + self.accept.memory_bytes()
-            + sets * 2
+            + sets
             + self.nfa.states().len() * 4
     }
 
@@ -218,7 +233,8 @@ impl LazyDfa {
             return known;
         }
         let byte = self.class_bytes[cls];
-        let mut seeds = Vec::new();
+        let b = &mut *b;
+        b.seeds.clear();
         for &q in b.sets[s as usize].iter() {
             let next = match &self.nfa.states()[q as usize] {
                 State::ByteRange { trans } => trans.matches_byte(byte).then_some(trans.next),
@@ -227,14 +243,14 @@ impl LazyDfa {
                 _ => None,
             };
             if let Some(n) = next {
-                seeds.push(n.as_u32());
+                b.seeds.push(n.as_u32());
             }
         }
-        let set = self.closure(&mut b, &seeds);
+        let set = self.closure(b);
         let id = if set.is_empty() {
             DEAD
         } else {
-            match self.intern(&mut b, set) {
+            match self.intern(b, set) {
                 Some(id) => id,
                 None => {
                     self.overflowed.store(true, Ordering::Relaxed);
@@ -247,8 +263,8 @@ impl LazyDfa {
         id
     }
 
-    /// The important, live NFA states in the ε-closure of `seeds`, sorted.
-    fn closure(&self, b: &mut Builder, seeds: &[u32]) -> Vec<u32> {
+    /// The important, live NFA states in the ε-closure of `b.seeds`, sorted.
+    fn closure(&self, b: &mut Builder) -> Vec<u32> {
         b.stamp = b.stamp.wrapping_add(1);
         if b.stamp == 0 {
             b.seen.fill(0);
@@ -257,7 +273,8 @@ impl LazyDfa {
         let stamp = b.stamp;
         let mut out = Vec::new();
         b.stack.clear();
-        b.stack.extend(seeds.iter().rev());
+        let Builder { stack, seeds, .. } = b;
+        stack.extend(seeds.iter().rev());
         while let Some(q) = b.stack.pop() {
             if b.seen[q as usize] == stamp || !self.live[q as usize] {
                 continue;
@@ -286,8 +303,11 @@ impl LazyDfa {
 
     /// The state of this NFA set, created if new; `None` beyond the state limit.
     fn intern(&self, b: &mut Builder, set: Vec<u32>) -> Option<u32> {
-        if let Some(&id) = b.ids.get(set.as_slice()) {
-            return Some(id);
+        let hash = set_hash(&set);
+        if let Some(ids) = b.ids.get(&hash) {
+            if let Some(&id) = ids.iter().find(|&&id| *b.sets[id as usize] == *set) {
+                return Some(id);
+            }
         }
         let id = b.sets.len();
         if id >= self.max_states {
@@ -299,10 +319,9 @@ impl LazyDfa {
         // Data first, then the count: a reader that sees the id finds its row and flag.
         let _ = self.accept.slot(id).set(accepting);
         self.trans.row(id);
-        let set: Box<[u32]> = set.into();
         b.set_bytes += set.len() * 4 + 32;
-        b.ids.insert(set.clone(), id as u32);
-        b.sets.push(set);
+        b.ids.entry(hash).or_default().push(id as u32);
+        b.sets.push(set.into());
         self.num_states.store(id as u32 + 1, Ordering::Release);
         Some(id as u32)
     }
