@@ -41,7 +41,7 @@ pub enum RuleKind {
     Lexical,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// The empty string.
     Empty,

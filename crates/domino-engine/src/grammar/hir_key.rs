@@ -63,6 +63,48 @@ pub fn hir_hash(hir: &Hir) -> u64 {
     h.finish()
 }
 
+/// A structural hash of a front end's expression (equal expressions hash equally; HIR leaves
+/// by [`hir_hash`]). Iterative, like [`hir_hash`].
+pub fn expr_hash(e: &crate::grammar::expr::Expr) -> u64 {
+    use crate::grammar::expr::Expr;
+    let mut h = Fnv1a::new();
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        match x {
+            Expr::Empty => {
+                h.write_u8(0);
+            }
+            Expr::Bytes(b) => {
+                h.write_u8(1).write_word(b.len() as u64).write(b);
+            }
+            Expr::Regex(hir) => {
+                h.write_u8(2).write_word(hir_hash(hir));
+            }
+            Expr::Constrained { hir, constraints } => {
+                h.write_u8(3).write_word(constrained_hash(hir, constraints));
+            }
+            Expr::Ref(r) => {
+                h.write_u8(4).write_word(r.0 as u64);
+            }
+            Expr::Seq(v) => {
+                h.write_u8(5).write_word(v.len() as u64);
+                stack.extend(v.iter().rev());
+            }
+            Expr::Alt(v) => {
+                h.write_u8(6).write_word(v.len() as u64);
+                stack.extend(v.iter().rev());
+            }
+            Expr::Repeat { expr, min, max } => {
+                h.write_u8(7)
+                    .write_word(*min as u64)
+                    .write_word(max.map_or(u64::MAX, |m| m as u64));
+                stack.push(expr);
+            }
+        }
+    }
+    h.finish()
+}
+
 /// A hash of a terminal's HIR and its constraints (each part's [`hir_hash`], tagged).
 pub fn constrained_hash(hir: &Hir, constraints: &crate::grammar::ir::Constraints) -> u64 {
     let mut h = Fnv1a::new();

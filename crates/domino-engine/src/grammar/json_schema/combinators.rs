@@ -191,11 +191,24 @@ impl Compiler<'_> {
         let mut siblings = obj.clone();
         siblings.remove("enum");
         siblings.remove("const");
-        if siblings.keys().any(|k| is_keyword(k)) {
-            if let Some(defs) = self.root.get("definitions") {
+        let keywords: Vec<&String> = siblings.keys().filter(|k| is_keyword(k)).collect();
+        let type_only = match (keywords.as_slice(), siblings.get("type")) {
+            ([k], Some(t)) if k.as_str() == "type" => type_names(t),
+            _ => None,
+        };
+        if let Some(types) = type_only {
+            // The common case (`{"type": "string", "enum": [...]}`) without building a
+            // validator: JSON Schema's type test, as the jsonschema crate applies it.
+            values.retain(|v| types.iter().any(|t| has_type(v, t)));
+        } else if !keywords.is_empty() {
+            // The document's definitions only when a reference could need them: building
+            // a validator compiles what it is given, and Kubernetes-sized `definitions`
+            // cost milliseconds per `enum`.
+            let refers = contains_ref(&Value::Object(siblings.clone()));
+            if let Some(defs) = self.root.get("definitions").filter(|_| refers) {
                 siblings.entry("definitions").or_insert(defs.clone());
             }
-            if let Some(defs) = self.root.get("$defs") {
+            if let Some(defs) = self.root.get("$defs").filter(|_| refers) {
                 siblings.entry("$defs").or_insert(defs.clone());
             }
             let schema = Value::Object(siblings);
@@ -419,4 +432,47 @@ pub(super) fn excluded_strings(n: &Value) -> Option<Vec<String>> {
         .iter()
         .map(|v| v.as_str().map(str::to_string))
         .collect()
+}
+
+/// The type names of a `type` keyword's value (a name or a list of names), or `None` when it
+/// is malformed or names an unknown type (the validator then reports it).
+fn type_names(t: &Value) -> Option<Vec<&str>> {
+    const KNOWN: [&str; 7] = [
+        "null", "boolean", "object", "array", "number", "integer", "string",
+    ];
+    let names: Vec<&str> = match t {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(list) => list.iter().map(|x| x.as_str()).collect::<Option<_>>()?,
+        _ => return None,
+    };
+    names.iter().all(|n| KNOWN.contains(n)).then_some(names)
+}
+
+/// Whether `v` is an instance of the JSON Schema type `t` (an integer is a number whose
+/// fractional part is zero, `1.0` included).
+fn has_type(v: &Value, t: &str) -> bool {
+    match (t, v) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("object", Value::Object(_))
+        | ("array", Value::Array(_))
+        | ("string", Value::String(_))
+        | ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a schema holds a reference keyword anywhere (`$ref`, `$dynamicRef`,
+/// `$recursiveRef`).
+fn contains_ref(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.iter().any(|(k, x)| {
+            matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || contains_ref(x)
+        }),
+        Value::Array(list) => list.iter().any(contains_ref),
+        _ => false,
+    }
 }

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId};
-use crate::grammar::hir_key::{HirMap, constrained_hash, hir_hash};
+use crate::grammar::hir_key::{HirMap, constrained_hash, expr_hash, hir_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -37,6 +37,16 @@ pub(super) struct Builder<'a> {
     piece_counter: Vec<u32>,
     /// HIR -> whether its DFA stays under the promotion limit.
     dfa_ok: HirMap<bool>,
+    /// A promoted rule's symbol where it is referenced (`Some(None)`: ε only), once known.
+    /// Without it every reference cloned, normalised, hashed and compared the rule's HIR.
+    ref_piece: Vec<Option<Option<Symbol>>>,
+    /// An item already looked at, by [`expr_hash`] (compared in full): `Some(symbol)` when
+    /// it was lowered as one regular piece (`Some(None)`: ε only), `None` when it is lowered
+    /// structurally. A JSON object's member chain repeats the same items
+    /// (`"," ws`, `ws ":" ws`, a member) in hundreds of alternatives; the result of
+    /// [`Builder::lower_item`] on a regular item depends only on the item, so each distinct
+    /// one is turned into HIR and interned once.
+    piece_memo: HashMap<u64, Vec<(Expr, Option<Option<Symbol>>)>>,
 }
 
 impl<'a> Builder<'a> {
@@ -64,6 +74,8 @@ impl<'a> Builder<'a> {
             fail_nt: None,
             piece_counter: vec![0; n],
             dfa_ok: HirMap::default(),
+            ref_piece: vec![None; n],
+            piece_memo: HashMap::new(),
         }
     }
 
@@ -281,11 +293,16 @@ impl<'a> Builder<'a> {
                 )));
             }
             Expr::Ref(r) => {
+                if let Some(sym) = self.ref_piece[r.0 as usize] {
+                    return Ok(sym);
+                }
                 let hir = self.rule_hir[r.0 as usize]
                     .clone()
                     .expect("promoted rules have HIR");
                 let name = self.def.rules[r.0 as usize].name.clone();
-                return Ok(self.piece(hir, &name, false));
+                let sym = self.piece(hir, &name, false);
+                self.ref_piece[r.0 as usize] = Some(sym);
+                return Ok(sym);
             }
             Expr::Constrained { hir, constraints } => {
                 let name = self.helper_name(rule, "t");
@@ -297,14 +314,38 @@ impl<'a> Builder<'a> {
             }
             Expr::Seq(_) => {}
             _ => {
-                if let Some(hir) = self.piece_hir(e) {
-                    if self.small_enough(&hir) {
-                        let name = self.helper_name(rule, "t");
-                        return Ok(self.piece(hir, &name, false));
+                let key = expr_hash(e);
+                let known = self
+                    .piece_memo
+                    .get(&key)
+                    .and_then(|v| v.iter().find(|(x, _)| x == e))
+                    .map(|&(_, sym)| sym);
+                let piece = match known {
+                    Some(Some(sym)) => {
+                        // Numbered as if lowered again: helper names do not depend on the memo.
+                        self.piece_counter[rule] += 1;
+                        return Ok(sym);
                     }
-                    // Too big a DFA as one terminal (e.g. `number*` with counted parts):
-                    // lower the structure instead.
+                    Some(None) => None,
+                    None => self.piece_hir(e).filter(|hir| self.small_enough(hir)),
+                };
+                if let Some(hir) = piece {
+                    let name = self.helper_name(rule, "t");
+                    let sym = self.piece(hir, &name, false);
+                    self.piece_memo
+                        .entry(key)
+                        .or_default()
+                        .push((e.clone(), Some(sym)));
+                    return Ok(sym);
                 }
+                if known.is_none() {
+                    self.piece_memo
+                        .entry(key)
+                        .or_default()
+                        .push((e.clone(), None));
+                }
+                // Not regular, or too big a DFA as one terminal (e.g. `number*` with counted
+                // parts): lower the structure instead.
             }
         }
         match e {
