@@ -216,6 +216,12 @@ enum Repr {
         accept: Arc<[bool]>,
     },
     Lazy(Arc<LazyDfa>),
+    /// The chain of one non-empty string: state `i` has read `lit[..i]`, state `len`
+    /// accepts, and state `len + 1` (regex-automata's delayed-match state, kept so state
+    /// numbers equal the determinised DFA's) goes nowhere. No table: a key literal's table
+    /// was 256 × 4 bytes per character, filled and scanned for every literal of every
+    /// grammar.
+    Literal(Arc<[u8]>),
 }
 
 /// The most states one lazily built terminal DFA may build (about 1 KB each at most).
@@ -269,6 +275,14 @@ impl TerminalDfa {
     /// The chain DFA of one non-empty string: state `i` has read `lit[..i]`; only the last
     /// accepts (what [`TerminalDfa::determinise`] gives for a literal, without building it).
     fn literal(lit: &[u8]) -> Self {
+        TerminalDfa {
+            repr: Repr::Literal(lit.into()),
+        }
+    }
+
+    /// [`TerminalDfa::literal`] as a table (what the determinised DFA of a literal is).
+    #[cfg(test)]
+    fn literal_table(lit: &[u8]) -> Self {
         let n = lit.len();
         // `regex-automata` also reaches one more state after the match (its delayed-match
         // state), which can reach no match: kept, with every transition pruned to DEAD, so
@@ -508,6 +522,10 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { next, .. } => next[s as usize * 256 + b as usize],
             Repr::Lazy(l) => l.next(s, b),
+            Repr::Literal(lit) => match lit.get(s as usize) {
+                Some(&c) if c == b => s + 1,
+                _ => DEAD,
+            },
         }
     }
 
@@ -516,6 +534,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { accept, .. } => accept[s as usize],
             Repr::Lazy(l) => l.is_accepting(s),
+            Repr::Literal(lit) => s as usize == lit.len(),
         }
     }
 
@@ -524,6 +543,16 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { accept, .. } => accept.len(),
             Repr::Lazy(l) => l.num_states(),
+            Repr::Literal(lit) => lit.len() + 2,
+        }
+    }
+
+    /// The string, when this is one literal's chain (see [`TerminalDfa::distinguishing_rows`]:
+    /// row `i < len` distinguishes exactly the byte `lit[i]` from all others).
+    pub fn literal_bytes(&self) -> Option<&[u8]> {
+        match &self.repr {
+            Repr::Literal(lit) => Some(lit),
+            _ => None,
         }
     }
 
@@ -536,7 +565,7 @@ impl TerminalDfa {
     /// [`DEAD`]); never for a table.
     pub fn overflowed(&self) -> bool {
         match &self.repr {
-            Repr::Table { .. } => false,
+            Repr::Table { .. } | Repr::Literal(_) => false,
             Repr::Lazy(l) => l.overflowed(),
         }
     }
@@ -549,6 +578,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { accept, .. } => accept.len(),
             Repr::Lazy(_) => 1,
+            Repr::Literal(lit) => lit.len() + 2,
         }
     }
 
@@ -558,6 +588,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { next, .. } => next[r as usize * 256 + b as usize],
             Repr::Lazy(l) => l.class(b) as u32,
+            Repr::Literal(_) => self.next(r, b),
         }
     }
 
@@ -565,7 +596,9 @@ impl TerminalDfa {
     /// table state by its number, a lazy state by its NFA set.
     pub fn state_key(&self, s: u32) -> Option<Vec<u32>> {
         match &self.repr {
-            Repr::Table { accept, .. } => ((s as usize) < accept.len()).then(|| vec![s]),
+            Repr::Table { .. } | Repr::Literal(_) => {
+                ((s as usize) < self.num_states()).then(|| vec![s])
+            }
             Repr::Lazy(l) => l.state_key(s),
         }
     }
@@ -573,8 +606,8 @@ impl TerminalDfa {
     /// The state [`TerminalDfa::state_key`] named, built if needed; `None` if there is none.
     pub fn state_of_key(&self, key: &[u32]) -> Option<u32> {
         match &self.repr {
-            Repr::Table { accept, .. } => match key {
-                [s] if (*s as usize) < accept.len() => Some(*s),
+            Repr::Table { .. } | Repr::Literal(_) => match key {
+                [s] if (*s as usize) < self.num_states() => Some(*s),
                 _ => None,
             },
             Repr::Lazy(l) => l.state_of_key(key),
@@ -586,6 +619,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { next, accept } => next.len() * 4 + accept.len(),
             Repr::Lazy(l) => l.memory_bytes(),
+            Repr::Literal(lit) => lit.len(),
         }
     }
 }
@@ -647,6 +681,14 @@ mod tests {
     fn table(d: &TerminalDfa) -> (Vec<u32>, Vec<bool>) {
         match &d.repr {
             Repr::Table { next, accept } => (next.to_vec(), accept.to_vec()),
+            Repr::Literal(_) => {
+                let n = d.num_states() as u32;
+                let next = (0..n)
+                    .flat_map(|s| (0..=255u8).map(move |b| (s, b)))
+                    .map(|(s, b)| d.next(s, b))
+                    .collect();
+                (next, (0..n).map(|s| d.is_accepting(s)).collect())
+            }
             Repr::Lazy(_) => panic!("not a table"),
         }
     }
@@ -658,6 +700,8 @@ mod tests {
             let fast = TerminalDfa::new(&h).unwrap();
             let slow = TerminalDfa::determinise(&h).unwrap();
             assert_eq!(table(&fast), table(&slow), "{lit}");
+            let chain = TerminalDfa::literal_table(lit.as_bytes());
+            assert_eq!(table(&chain), table(&slow), "{lit}");
         }
     }
 

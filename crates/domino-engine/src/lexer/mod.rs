@@ -704,7 +704,17 @@ fn byte_classes(dfas: &[TerminalDfa]) -> ([u8; 256], Vec<u8>) {
     let mut first = [0u32; 256];
     let mut splits: Vec<(u16, u32, u16)> = Vec::new();
     let mut stamp = 0u32;
+    // A literal's row `i` splits exactly `lit[i]` from every other byte, so literals (most
+    // terminals: keys, punctuation) together make each of their bytes a class of its own,
+    // done after the loop without scanning 256 bytes per character.
+    let mut literal_byte = [false; 256];
     for d in dfas {
+        if let Some(lit) = d.literal_bytes() {
+            for &b in lit {
+                literal_byte[b as usize] = true;
+            }
+            continue;
+        }
         for s in 0..d.distinguishing_rows() as u32 {
             stamp = stamp.wrapping_add(1);
             splits.clear();
@@ -726,6 +736,13 @@ fn byte_classes(dfas: &[TerminalDfa]) -> ([u8; 256], Vec<u8>) {
                     };
                 }
             }
+        }
+    }
+    for x in (0..256usize).filter(|&x| literal_byte[x]) {
+        let c = cls[x];
+        if (0..256usize).any(|y| y != x && cls[y] == c) {
+            cls[x] = n;
+            n += 1;
         }
     }
     // Renumber by first byte (a class of 256 bytes always fits in a u16 count).

@@ -718,12 +718,17 @@ impl Compiler<'_> {
                     out.push(Step::End);
                 }
                 if extra.is_some() && allowed(c) {
-                    let counted = if set & EXTRA_WRITTEN == 0 {
-                        (m + 1).min(min_named)
+                    // The "an extra member was written" bit only matters for counting
+                    // towards minProperties; without one it would double the states (and
+                    // the rules) for nothing.
+                    let (written, counted) = if min_named == 0 {
+                        (set, m)
+                    } else if set & EXTRA_WRITTEN == 0 {
+                        (set | EXTRA_WRITTEN, (m + 1).min(min_named))
                     } else {
-                        m
+                        (set, m)
                     };
-                    out.push(Step::Extra((set | EXTRA_WRITTEN, next(c), b, counted)));
+                    out.push(Step::Extra((written, next(c), b, counted)));
                 }
             } else if k < n {
                 if allowed(c) && writable[k] {
@@ -793,24 +798,39 @@ impl Compiler<'_> {
         let sep = self.sep(d);
         let trail = self.trail(d);
         let empty = self.empty_inner(d);
+        // A member with what comes before it (the first member's lead or a separator) is one
+        // rule, referenced by every state that writes it: the states are many (2^N for N
+        // members in any order), the members few, so no state copies a member's expression.
+        let mut written: HashMap<(Option<usize>, bool), Expr> = HashMap::new();
+        let mut member_rule = |this: &mut Self, k: Option<usize>, first: bool| {
+            if let Some(e) = written.get(&(k, first)) {
+                return Ok::<Expr, GrammarError>(e.clone());
+            }
+            let pre = if first { lead.clone() } else { sep.clone() };
+            let member = match k {
+                Some(k) => member_exprs[k].clone(),
+                None => extra.clone().expect("an extra step has an extra member"),
+            };
+            let body = Expr::Seq(vec![pre, member]);
+            let e = Expr::Ref(this.add_rule("member", body, RuleKind::Syntactic)?);
+            written.insert((k, first), e.clone());
+            Ok(e)
+        };
         for st in &order {
             let (_, c, _, _) = *st;
-            let pre = if c == 0 { lead.clone() } else { sep.clone() };
             let mut alts = Vec::new();
             for step in &steps[st] {
                 match step {
                     Step::Member(k, t) if productive.contains(t) => {
                         alts.push(Expr::Seq(vec![
-                            pre.clone(),
-                            member_exprs[*k].clone(),
+                            member_rule(self, Some(*k), c == 0)?,
                             Expr::Ref(ids[t]),
                         ]));
                     }
                     Step::Skip(t) if productive.contains(t) => alts.push(Expr::Ref(ids[t])),
                     Step::Extra(t) if productive.contains(t) => {
                         alts.push(Expr::Seq(vec![
-                            pre.clone(),
-                            extra.clone().unwrap(),
+                            member_rule(self, None, c == 0)?,
                             Expr::Ref(ids[t]),
                         ]));
                     }

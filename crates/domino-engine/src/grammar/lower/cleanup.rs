@@ -262,19 +262,27 @@ fn culprits(
             names.push(name);
         }
     }
+    // At most three, from distinct places (several helper rules of one schema location,
+    // such as an object's member chain, would otherwise hide the location that matters).
+    let mut places = std::collections::HashSet::new();
     let found: Vec<String> = names
         .iter()
-        .take(3)
-        .map(|&name| match spans[name] {
-            r if r.span.line > 0 => format!("`{name}` ({}:{})", r.span.line, r.span.column),
-            crate::grammar::expr::Rule {
-                pointer: Some(p), ..
-            } => format!(
-                "`{name}` (the schema at {})",
-                if p.is_empty() { "the root" } else { p }
-            ),
-            _ => format!("`{name}`"),
+        .filter_map(|&name| {
+            let place = match spans[name] {
+                r if r.span.line > 0 => format!("{}:{}", r.span.line, r.span.column),
+                crate::grammar::expr::Rule {
+                    pointer: Some(p), ..
+                } => format!(
+                    "the schema at {}",
+                    if p.is_empty() { "the root" } else { p }
+                ),
+                _ => return Some(format!("`{name}`")),
+            };
+            places
+                .insert(place.clone())
+                .then(|| format!("`{name}` ({place})"))
         })
+        .take(3)
         .collect();
     match found.len() {
         0 => String::new(),

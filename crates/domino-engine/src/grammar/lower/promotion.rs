@@ -39,13 +39,13 @@ pub(super) fn promote(
     }
     // Right-linear self recursion (`ws ::= ([ \t\n] ws)?`, `digits ::= [0-9] digits | [0-9]`)
     // is still regular: R = α₁ R | … | β₁ | … has the language (α₁|…)* (β₁|…).
-    let mut tail_rec: Vec<Option<(Vec<Expr>, Vec<Expr>)>> = vec![None; n];
+    // (Decided here without building the split: most such rules — a JSON object's member
+    // chain — never need their HIR, and the split copies the whole body.)
+    let mut tail_rec = vec![false; n];
     for (i, rule) in def.rules.iter().enumerate() {
-        if refs[i].binary_search(&i).is_ok() {
-            if let Some(split) = tail_split(&rule.expr, RuleId(i as u32)) {
-                tail_rec[i] = Some(split);
-                refs[i].retain(|&r| r != i);
-            }
+        if refs[i].binary_search(&i).is_ok() && is_tail_split(&rule.expr, RuleId(i as u32)) {
+            tail_rec[i] = true;
+            refs[i].retain(|&r| r != i);
         }
     }
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -76,7 +76,7 @@ pub(super) fn promote(
     let mut est_size = vec![usize::MAX; n];
     let mut est_depth = vec![usize::MAX; n];
     for &r in &order {
-        if tail_rec[r].is_some() {
+        if tail_rec[r] {
             est_size[r] = 1; // its self references
             est_depth[r] = 1;
         }
@@ -112,7 +112,10 @@ pub(super) fn promote(
         }
         let hir = {
             let lookup = |id: RuleId| rule_hir[id.0 as usize].clone();
-            match &tail_rec[r] {
+            match tail_rec[r]
+                .then(|| tail_split(&rule.expr, RuleId(r as u32)))
+                .flatten()
+            {
                 None => expr_to_hir(&rule.expr, &lookup),
                 Some((prefixes, bases)) => (|| {
                     let prefixes = prefixes
@@ -179,6 +182,32 @@ pub(super) fn promote(
         }
     }
     Ok(Promotion { rule_hir, promoted })
+}
+
+/// Whether [`tail_split`] succeeds on `e`, without building the split.
+fn is_tail_split(e: &Expr, me: RuleId) -> bool {
+    let mentions = |x: &Expr| {
+        let mut found = false;
+        collect_refs(x, &mut |r| found |= r == me);
+        found
+    };
+    if !mentions(e) {
+        return true;
+    }
+    match e {
+        Expr::Ref(r) => *r == me,
+        Expr::Alt(v) => v.iter().all(|x| is_tail_split(x, me)),
+        Expr::Seq(v) => match v.split_last() {
+            Some((last, init)) => !init.iter().any(mentions) && is_tail_split(last, me),
+            None => false,
+        },
+        Expr::Repeat {
+            expr,
+            min: 0,
+            max: Some(1),
+        } => is_tail_split(expr, me),
+        _ => false,
+    }
 }
 
 /// Split a rule body that refers to `me` only in tail position into the prefixes α with

@@ -50,13 +50,43 @@ const NEST_LIMIT: u32 = 1024;
 
 /// Parse one of this module's own patterns. They are constants or built from escaped pieces,
 /// so a failure is a bug in this module.
+///
+/// The same few patterns (a JSON string, a number, whitespace, common formats) recur in
+/// every schema, and parsing one (Unicode classes included) costs tens of microseconds, a
+/// noticeable part of compiling a small schema: parsed HIRs are kept process-wide by their
+/// text, at most [`HIR_CACHE_ENTRIES`] patterns of at most [`HIR_CACHE_PATTERN_BYTES`]
+/// bytes each (the cache is emptied when full).
 pub fn hir(pattern: &str) -> Hir {
-    regex_syntax::ParserBuilder::new()
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<HashMap<String, Hir>>> = Mutex::new(None);
+    let cacheable = pattern.len() <= HIR_CACHE_PATTERN_BYTES;
+    if cacheable {
+        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = cache.as_ref().and_then(|m| m.get(pattern)) {
+            return h.clone();
+        }
+    }
+    let h = regex_syntax::ParserBuilder::new()
         .nest_limit(NEST_LIMIT)
         .build()
         .parse(pattern)
-        .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"))
+        .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"));
+    if cacheable {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let map = cache.get_or_insert_with(HashMap::new);
+        if map.len() >= HIR_CACHE_ENTRIES {
+            map.clear();
+        }
+        map.insert(pattern.to_string(), h.clone());
+    }
+    h
 }
+
+/// Most patterns [`hir`] keeps parsed.
+pub const HIR_CACHE_ENTRIES: usize = 256;
+/// Longest pattern (bytes) [`hir`] keeps parsed; longer ones are parsed every time.
+pub const HIR_CACHE_PATTERN_BYTES: usize = 4096;
 
 const HEX: &str = "[0-9a-fA-F]";
 
