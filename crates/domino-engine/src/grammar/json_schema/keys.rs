@@ -108,13 +108,29 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (
     let mut raw = ClassUnicode::new(excluded.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
     raw.negate();
     let mut other = vec![Hir::class(Class::Unicode(raw))];
-    let allowed_shorts: Vec<(char, char)> = SHORT_ESCAPES
-        .iter()
-        .filter(|(c, _)| !child_chars.contains(c))
-        .map(|&(_, e)| (e, e))
-        .collect();
-    if !allowed_shorts.is_empty() {
-        other.push(Hir::concat(vec![lit("\\"), class(&allowed_shorts)]));
+    // The escapes are the same at almost every node (keys rarely contain `"`, `\\`, `/` or
+    // control characters): built once per process for that case.
+    static ALL_SHORTS: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
+    static ALL_CONTROLS: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
+    if !SHORT_ESCAPES.iter().any(|(c, _)| child_chars.contains(c)) {
+        other.push(
+            ALL_SHORTS
+                .get_or_init(|| {
+                    let all: Vec<(char, char)> =
+                        SHORT_ESCAPES.iter().map(|&(_, e)| (e, e)).collect();
+                    Hir::concat(vec![lit("\\"), class(&all)])
+                })
+                .clone(),
+        );
+    } else {
+        let allowed_shorts: Vec<(char, char)> = SHORT_ESCAPES
+            .iter()
+            .filter(|(c, _)| !child_chars.contains(c))
+            .map(|&(_, e)| (e, e))
+            .collect();
+        if !allowed_shorts.is_empty() {
+            other.push(Hir::concat(vec![lit("\\"), class(&allowed_shorts)]));
+        }
     }
     let hex_digit = |d: u32| {
         let h = char::from_digit(d, 16).unwrap();
@@ -125,11 +141,17 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (
         }
     };
     if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
-        other.push(Hir::concat(vec![
-            lit("\\u00"),
-            class(&[('0', '1')]),
-            class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
-        ]));
+        other.push(
+            ALL_CONTROLS
+                .get_or_init(|| {
+                    Hir::concat(vec![
+                        lit("\\u00"),
+                        class(&[('0', '1')]),
+                        class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
+                    ])
+                })
+                .clone(),
+        );
     } else {
         for cp in 0u32..0x20 {
             if !child_chars.contains(&char::from_u32(cp).unwrap()) {

@@ -9,10 +9,13 @@
 //! - `Any` (the default): the named members (`properties`, then `required` names not listed
 //!   there) in every order, each at most once, every required one present, extra members
 //!   anywhere among them. A state is (the set of named members written, whether an extra member
-//!   was written, members counted for `maxProperties`/`minProperties`, presence bits — the last
-//!   two are functions of the first ones, or bounded by `maxProperties`). So an object with N
-//!   named members costs at most `2^(N+1)·(maxProperties+1)` rules and N alternatives each:
-//!   N = 8, no `maxProperties`: ≤ 1,024 rules. Exact, and bounded by
+//!   was written — kept only when `minProperties` counts it —, members counted for
+//!   `maxProperties`/`minProperties`, presence bits — the last two are functions of the first
+//!   ones, or bounded by `maxProperties`). So an object with N named members costs at most
+//!   `2^(N+1)·(maxProperties+1)` rules and N alternatives each: N = 8, no `maxProperties`:
+//!   ≤ 1,024 rules. Each alternative is two references (a member rule — the member with the
+//!   lead or separator before it, one per member and position — and the next state), so the
+//!   states share their members' expressions instead of copying them. Exact, and bounded by
 //!   [`MAX_ANY_ORDER_PROPERTIES`]: larger objects (a CFG for all permutations of N items
 //!   needs size exponential in N, whatever the construction) fall back to schema order with a
 //!   warning naming the object's JSON pointer.
