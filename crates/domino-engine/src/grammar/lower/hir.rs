@@ -82,6 +82,12 @@ pub(super) fn repetition(sub: Hir, min: u32, max: Option<u32>) -> Hir {
 /// ε-only repetitions disappear; captures are dropped (meaningless here). Recursion depth
 /// is bounded by the front ends' nesting limits.
 pub(super) fn normalize(h: &Hir) -> Hir {
+    // Most HIRs (the front ends' own: strings, numbers, key sets) are normalized already:
+    // a read-only check and a copy instead of rebuilding every node through the smart
+    // constructors (which recompute each node's properties).
+    if is_normalized(h) {
+        return h.clone();
+    }
     match h.kind() {
         HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => h.clone(),
         HirKind::Capture(c) => normalize(&c.sub),
@@ -89,6 +95,44 @@ pub(super) fn normalize(h: &Hir) -> Hir {
         HirKind::Concat(v) => concat(v.iter().map(normalize).collect()),
         HirKind::Alternation(v) => alternation(v.iter().map(normalize).collect()),
     }
+}
+
+/// Whether [`normalize`] would leave `h` as it is: no captures, no empty language below the
+/// top, no ε-only or `{1,1}` repetition, no `Empty` inside a concatenation (iterative).
+fn is_normalized(h: &Hir) -> bool {
+    let mut stack = vec![h];
+    while let Some(h) = stack.pop() {
+        match h.kind() {
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
+            HirKind::Capture(_) => return false,
+            HirKind::Repetition(r) => {
+                if r.max == Some(0)
+                    || (r.min == 1 && r.max == Some(1))
+                    || !r.greedy
+                    || is_fail(&r.sub)
+                    || is_epsilon_only(&r.sub)
+                {
+                    return false;
+                }
+                stack.push(&r.sub);
+            }
+            HirKind::Concat(v) => {
+                if v.iter()
+                    .any(|x| is_fail(x) || matches!(x.kind(), HirKind::Empty))
+                {
+                    return false;
+                }
+                stack.extend(v.iter());
+            }
+            HirKind::Alternation(v) => {
+                if v.iter().any(is_fail) {
+                    return false;
+                }
+                stack.extend(v.iter());
+            }
+        }
+    }
+    true
 }
 
 /// Nesting depth of a HIR (iterative).
