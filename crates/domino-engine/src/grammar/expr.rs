@@ -39,6 +39,13 @@ pub enum RuleKind {
     /// A lexical rule (Lark's UPPERCASE terminals, a JSON string, a number): must be regular
     /// and becomes exactly one terminal wherever it is used.
     Lexical,
+    /// A syntactic rule that lowering splices into every sequence that refers to it, as if
+    /// its body were written there: a front end's way to share one expression between many
+    /// places (a JSON object's member in each of its 2^N member states) without copying it
+    /// and without adding a nonterminal level to the parser (an extra level per member made
+    /// every Earley set in a member chain twice as large). Its body must not refer to itself.
+    /// Elsewhere (not inside a sequence, or promoted) it behaves as [`RuleKind::Syntactic`].
+    Inline,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -13,9 +13,10 @@
 //!   `maxProperties`/`minProperties`, presence bits — the last two are functions of the first
 //!   ones, or bounded by `maxProperties`). So an object with N named members costs at most
 //!   `2^(N+1)·(maxProperties+1)` rules and N alternatives each: N = 8, no `maxProperties`:
-//!   ≤ 1,024 rules. Each alternative is two references (a member rule — the member with the
-//!   lead or separator before it, one per member and position — and the next state), so the
-//!   states share their members' expressions instead of copying them. Exact, and bounded by
+//!   ≤ 1,024 rules. Each alternative is two references (an inline member rule — the member
+//!   with the lead or separator before it, one per member and position — and the next
+//!   state), so the states share their members' expressions instead of copying them (lowering
+//!   splices the member's symbols in: `RuleKind::Inline`). Exact, and bounded by
 //!   [`MAX_ANY_ORDER_PROPERTIES`]: larger objects (a CFG for all permutations of N items
 //!   needs size exponential in N, whatever the construction) fall back to schema order with a
 //!   warning naming the object's JSON pointer.
@@ -803,7 +804,8 @@ impl Compiler<'_> {
         let empty = self.empty_inner(d);
         // A member with what comes before it (the first member's lead or a separator) is one
         // rule, referenced by every state that writes it: the states are many (2^N for N
-        // members in any order), the members few, so no state copies a member's expression.
+        // members in any order), the members few, so no state copies a member's expression
+        // (lowering splices the rule's symbols in, see `RuleKind::Inline`).
         let mut written: HashMap<(Option<usize>, bool), Expr> = HashMap::new();
         let mut member_rule = |this: &mut Self, k: Option<usize>, first: bool| {
             if let Some(e) = written.get(&(k, first)) {
@@ -815,7 +817,9 @@ impl Compiler<'_> {
                 None => extra.clone().expect("an extra step has an extra member"),
             };
             let body = Expr::Seq(vec![pre, member]);
-            let e = Expr::Ref(this.add_rule("member", body, RuleKind::Syntactic)?);
+            // Inline: spliced into each state's alternative by lowering, so the parser
+            // sees the member's symbols there as before, not a nonterminal per member.
+            let e = Expr::Ref(this.add_rule("member", body, RuleKind::Inline)?);
             written.insert((k, first), e.clone());
             Ok(e)
         };

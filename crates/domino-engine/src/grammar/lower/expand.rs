@@ -10,7 +10,7 @@ use super::{
     PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
 };
 use crate::grammar::GrammarError;
-use crate::grammar::expr::{Expr, GrammarDef, RuleId};
+use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
 use crate::grammar::hir_key::{HirMap, constrained_hash, expr_hash, hir_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
@@ -47,6 +47,11 @@ pub(super) struct Builder<'a> {
     /// [`Builder::lower_item`] on a regular item depends only on the item, so each distinct
     /// one is turned into HIR and interned once.
     piece_memo: HashMap<u64, Vec<(Expr, Option<Option<Symbol>>)>>,
+    /// An [`RuleKind::Inline`] rule's body as symbols, once lowered (spliced into every
+    /// sequence that refers to it), and the rules being lowered so (a self reference falls
+    /// back to the rule's nonterminal).
+    inline_syms: HashMap<usize, Vec<Symbol>>,
+    inlining: Vec<usize>,
 }
 
 impl<'a> Builder<'a> {
@@ -76,6 +81,8 @@ impl<'a> Builder<'a> {
             dfa_ok: HirMap::default(),
             ref_piece: vec![None; n],
             piece_memo: HashMap::new(),
+            inline_syms: HashMap::new(),
+            inlining: Vec::new(),
         }
     }
 
@@ -275,11 +282,38 @@ impl<'a> Builder<'a> {
         for item in items {
             if let Expr::Seq(_) = item {
                 out.extend(self.lower_seq(item, rule)?);
+            } else if let Some(syms) = self.inline_symbols(item)? {
+                out.extend_from_slice(&syms);
             } else if let Some(s) = self.lower_item(item, rule)? {
                 out.push(s);
             }
         }
         Ok(out)
+    }
+
+    /// The symbols of an [`RuleKind::Inline`] rule's body when `e` refers to one (lowered
+    /// once, then copied); `None` for anything else.
+    fn inline_symbols(&mut self, e: &Expr) -> Result<Option<Vec<Symbol>>, GrammarError> {
+        let Expr::Ref(r) = e else {
+            return Ok(None);
+        };
+        let r = r.0 as usize;
+        if self.def.rules[r].kind != RuleKind::Inline
+            || self.promoted[r]
+            || self.inlining.contains(&r)
+        {
+            return Ok(None);
+        }
+        if let Some(syms) = self.inline_syms.get(&r) {
+            return Ok(Some(syms.clone()));
+        }
+        let def = self.def;
+        self.inlining.push(r);
+        let syms = self.lower_seq(&def.rules[r].expr, r);
+        self.inlining.pop();
+        let syms = syms?;
+        self.inline_syms.insert(r, syms.clone());
+        Ok(Some(syms))
     }
 
     /// One item as a symbol (`None` = ε).

@@ -100,7 +100,7 @@ pub(super) fn promote(
     for &r in &order {
         crate::grammar::budget_over("the lowered grammar (promoting rules to terminals)")?;
         let rule = &def.rules[r];
-        let candidate = rule.kind == RuleKind::Syntactic
+        let candidate = rule.kind != RuleKind::Lexical
             && opts.promote
             && token_like(&rule.expr, RuleId(r as u32), &promoted);
         if !candidate && !lexical_reach[r] {
@@ -145,7 +145,7 @@ pub(super) fn promote(
         }
         let promote = match rule.kind {
             RuleKind::Lexical => true,
-            RuleKind::Syntactic => {
+            RuleKind::Syntactic | RuleKind::Inline => {
                 candidate
                     && (!may_blow_up(&hir, est_size[r])
                         || dfa_fits(&hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE))
