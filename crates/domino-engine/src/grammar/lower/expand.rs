@@ -16,6 +16,10 @@ use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Termina
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
 
+/// What [`Builder::lower_item`] found for an item: `Some(symbol)` when it was lowered as one
+/// regular piece (`Some(None)`: ε only), `None` when it is lowered structurally.
+type PieceMemo = Option<Option<Symbol>>;
+
 /// The IR under construction (terminals, nonterminals, productions) and the caches that
 /// deduplicate its symbols.
 pub(super) struct Builder<'a> {
@@ -46,7 +50,7 @@ pub(super) struct Builder<'a> {
     /// (`"," ws`, `ws ":" ws`, a member) in hundreds of alternatives; the result of
     /// [`Builder::lower_item`] on a regular item depends only on the item, so each distinct
     /// one is turned into HIR and interned once.
-    piece_memo: HashMap<u64, Vec<(Expr, Option<Option<Symbol>>)>>,
+    piece_memo: HashMap<u64, Vec<(Expr, PieceMemo)>>,
     /// An [`RuleKind::Inline`] rule's body as symbols, once lowered (spliced into every
     /// sequence that refers to it), and the rules being lowered so (a self reference falls
     /// back to the rule's nonterminal).
