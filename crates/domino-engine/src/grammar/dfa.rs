@@ -174,7 +174,7 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
 /// their bytes, a class the bytes of its longest UTF-8 sequence, a concatenation the sum of
 /// its parts, an alternation the sum of its branches, and a counted repetition its count
 /// times its body. It sees counting (`x{0,255}` needs ~255 copies of `x`'s states), not
-/// subset blow-up, so [`dfa_fits`] uses it only to refuse early: a piece whose estimate is
+/// subset blow-up, so `dfa_fits` uses it only to refuse early: a piece whose estimate is
 /// over the caller's bound is refused without determinising it (on JSONSchemaBench, building
 /// DFAs only to find them too large was most of lowering's time: every piece the exact check
 /// refused had an estimate over 8,192), the others are still built and measured.

@@ -23,7 +23,7 @@
 //! - State 0 is the start state; ids are dense in creation order. They may differ between
 //!   processes, so persisted data names a state by its NFA set ([`LazyDfa::state_key`]).
 //! - Readers never lock: slots go from unknown to their final value once, under the builder
-//!   lock, after the new state's data is stored ([`crate::segmented`]).
+//!   lock, after the new state's data is stored (`crate::segmented`).
 //! - At most `max_states` states: beyond it a transition reads as [`DEAD`] (masks only get
 //!   stricter) and [`LazyDfa::overflowed`] turns true, which the engine reports as an error.
 //! - Only NFAs without look-around are built lazily ([`LazyDfa::new`] returns `None`
