@@ -196,7 +196,9 @@ fn schema_jsonl_reports_every_line_and_a_summary() {
 fn schema_jsonl_reports_a_schema_over_its_budget_and_completes_the_rest() {
     let d = temp_dir("jsonl-bomb");
     let p = d.join("schemas.jsonl");
-    let values: Vec<String> = (0..4000)
+    // 20,000 values: one trie terminal whose automaton needs more than 24 MB (4,000 fitted
+    // once terminal DFAs were built lazily).
+    let values: Vec<String> = (0..20_000)
         .map(|i| format!("value-{i:05}-{}", "x".repeat(i % 40)))
         .collect();
     let lines = [

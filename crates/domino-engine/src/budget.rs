@@ -344,6 +344,34 @@ pub fn dfa_size_limit(cap: usize) -> usize {
     })
 }
 
+/// When a regex automaton built with [`dfa_size_limit`]`(cap)` went over its size limit, the
+/// budget error to report instead, if the armed memory budget is what made that limit smaller
+/// than `cap` (the limit is then the memory left, so the budget, not the automaton's own cap,
+/// is what ran out). `None` when the automaton's own cap applied.
+pub fn size_limit_error(cap: usize, stage: &'static str) -> Option<BudgetExceeded> {
+    let limit = dfa_size_limit(cap);
+    if limit >= cap {
+        return None;
+    }
+    ACTIVE.with(|a| {
+        let a = a.borrow();
+        let a = a.as_ref()?;
+        let max = a.budget.max_bytes?;
+        let used = if memory_measured() {
+            (probe() - a.mem_base).max(0) as u64
+        } else {
+            0
+        };
+        Some(BudgetExceeded {
+            stage,
+            limit: Limit::Memory {
+                limit: max,
+                used: used.saturating_add(limit as u64),
+            },
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex};
 
 /// No live terminal remains: the byte sequence cannot continue any terminal.
 pub const DEAD: u32 = u32::MAX;
-/// Size limit for one terminal's dense DFA (bytes).
-const TERMINAL_DFA_SIZE_LIMIT: usize = 64 << 20;
+/// Size limit for one terminal's automaton (bytes; the armed memory budget may lower it).
+pub const TERMINAL_DFA_SIZE_LIMIT: usize = 64 << 20;
 
 /// Why a [`TerminalDfa`] could not be built.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -228,12 +228,24 @@ impl Scanner {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
             crate::budget::check("the scanner's terminal DFAs").map_err(LexerError::Budget)?;
-            dfas.push(
-                TerminalDfa::for_terminal(t).map_err(|error| LexerError::Terminal {
-                    terminal: t.name.clone(),
-                    error,
-                })?,
-            );
+            dfas.push(TerminalDfa::for_terminal(t).map_err(|error| {
+                // A size limit the memory budget made smaller is the budget's error.
+                let budget = matches!(error, DfaError::Compile(_))
+                    .then(|| {
+                        crate::budget::size_limit_error(
+                            crate::grammar::dfa::TERMINAL_DFA_SIZE_LIMIT,
+                            "the scanner's terminal DFAs",
+                        )
+                    })
+                    .flatten();
+                match budget {
+                    Some(e) => LexerError::Budget(e),
+                    None => LexerError::Terminal {
+                        terminal: t.name.clone(),
+                        error,
+                    },
+                }
+            })?);
         }
         let literal = (grammar.lexing == ir::Lexing::Greedy).then(|| {
             grammar
