@@ -325,22 +325,25 @@ pub fn would_exceed(bytes: u64) -> bool {
 /// The size limit for a regex DFA built under the armed budget: what the memory budget has
 /// left (at least 1 MB), at most `cap`. Without a memory budget, `cap`.
 pub fn dfa_size_limit(cap: usize) -> usize {
+    match memory_in_use() {
+        Some((m, used)) => (m.saturating_sub(used).max(1 << 20) as usize).min(cap),
+        None => cap,
+    }
+}
+
+/// The armed memory budget and the bytes the thread has used under it (0 when memory is not
+/// measured); `None` without a memory budget.
+fn memory_in_use() -> Option<(u64, u64)> {
     ACTIVE.with(|a| {
         let a = a.borrow();
-        match a
-            .as_ref()
-            .and_then(|a| a.budget.max_bytes.map(|m| (m, a.mem_base)))
-        {
-            Some((m, base)) => {
-                let used = if memory_measured() {
-                    (probe() - base).max(0) as u64
-                } else {
-                    0
-                };
-                (m.saturating_sub(used).max(1 << 20) as usize).min(cap)
-            }
-            None => cap,
-        }
+        let a = a.as_ref()?;
+        let max = a.budget.max_bytes?;
+        let used = if memory_measured() {
+            (probe() - a.mem_base).max(0) as u64
+        } else {
+            0
+        };
+        Some((max, used))
     })
 }
 
@@ -353,22 +356,13 @@ pub fn size_limit_error(cap: usize, stage: &'static str) -> Option<BudgetExceede
     if limit >= cap {
         return None;
     }
-    ACTIVE.with(|a| {
-        let a = a.borrow();
-        let a = a.as_ref()?;
-        let max = a.budget.max_bytes?;
-        let used = if memory_measured() {
-            (probe() - a.mem_base).max(0) as u64
-        } else {
-            0
-        };
-        Some(BudgetExceeded {
-            stage,
-            limit: Limit::Memory {
-                limit: max,
-                used: used.saturating_add(limit as u64),
-            },
-        })
+    let (max, used) = memory_in_use()?;
+    Some(BudgetExceeded {
+        stage,
+        limit: Limit::Memory {
+            limit: max,
+            used: used.saturating_add(limit as u64),
+        },
     })
 }
 

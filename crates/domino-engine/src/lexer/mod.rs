@@ -230,17 +230,13 @@ impl Scanner {
             crate::budget::check("the scanner's terminal DFAs").map_err(LexerError::Budget)?;
             dfas.push(TerminalDfa::for_terminal(t).map_err(|error| {
                 // A size limit the memory budget made smaller is the budget's error.
-                let budget = matches!(error, DfaError::Compile(_))
-                    .then(|| {
-                        crate::budget::size_limit_error(
-                            crate::grammar::dfa::TERMINAL_DFA_SIZE_LIMIT,
-                            "the scanner's terminal DFAs",
-                        )
-                    })
-                    .flatten();
+                let budget = crate::budget::size_limit_error(
+                    crate::grammar::dfa::TERMINAL_DFA_SIZE_LIMIT,
+                    "the scanner's terminal DFAs",
+                );
                 match budget {
-                    Some(e) => LexerError::Budget(e),
-                    None => LexerError::Terminal {
+                    Some(e) if matches!(error, DfaError::Compile(_)) => LexerError::Budget(e),
+                    _ => LexerError::Terminal {
                         terminal: t.name.clone(),
                         error,
                     },

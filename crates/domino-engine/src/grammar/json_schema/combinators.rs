@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use super::keywords::ty;
 use super::{Compiler, MAX_ENUM_VALUES, MAX_SCALAR_ENUM_VALUES, is_keyword, join_ptr, merge};
 use crate::grammar::expr::{Expr, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
@@ -193,18 +194,18 @@ impl Compiler<'_> {
         siblings.remove("const");
         let keywords: Vec<&String> = siblings.keys().filter(|k| is_keyword(k)).collect();
         let type_only = match (keywords.as_slice(), siblings.get("type")) {
-            ([k], Some(t)) if k.as_str() == "type" => type_names(t),
+            ([k], Some(t)) if k.as_str() == "type" => type_set(t),
             _ => None,
         };
         if let Some(types) = type_only {
             // The common case (`{"type": "string", "enum": [...]}`) without building a
             // validator: JSON Schema's type test, as the jsonschema crate applies it.
-            values.retain(|v| types.iter().any(|t| has_type(v, t)));
+            values.retain(|v| ty::of_value(v) & types != 0);
         } else if !keywords.is_empty() {
             // The document's definitions only when a reference could need them: building
             // a validator compiles what it is given, and Kubernetes-sized `definitions`
             // cost milliseconds per `enum`.
-            let refers = contains_ref(&Value::Object(siblings.clone()));
+            let refers = refers(&siblings);
             if let Some(defs) = self.root.get("definitions").filter(|_| refers) {
                 siblings.entry("definitions").or_insert(defs.clone());
             }
@@ -434,45 +435,28 @@ pub(super) fn excluded_strings(n: &Value) -> Option<Vec<String>> {
         .collect()
 }
 
-/// The type names of a `type` keyword's value (a name or a list of names), or `None` when it
+/// The type set of a `type` keyword's value (a name or a list of names), or `None` when it
 /// is malformed or names an unknown type (the validator then reports it).
-fn type_names(t: &Value) -> Option<Vec<&str>> {
-    const KNOWN: [&str; 7] = [
-        "null", "boolean", "object", "array", "number", "integer", "string",
-    ];
-    let names: Vec<&str> = match t {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(list) => list.iter().map(|x| x.as_str()).collect::<Option<_>>()?,
-        _ => return None,
-    };
-    names.iter().all(|n| KNOWN.contains(n)).then_some(names)
-}
-
-/// Whether `v` is an instance of the JSON Schema type `t` (an integer is a number whose
-/// fractional part is zero, `1.0` included).
-fn has_type(v: &Value, t: &str) -> bool {
-    match (t, v) {
-        ("null", Value::Null)
-        | ("boolean", Value::Bool(_))
-        | ("object", Value::Object(_))
-        | ("array", Value::Array(_))
-        | ("string", Value::String(_))
-        | ("number", Value::Number(_)) => true,
-        ("integer", Value::Number(n)) => {
-            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
-        _ => false,
+fn type_set(t: &Value) -> Option<u8> {
+    match t {
+        Value::String(s) => ty::from_name(s),
+        Value::Array(list) => list
+            .iter()
+            .try_fold(0, |set, x| Some(set | ty::from_name(x.as_str()?)?)),
+        _ => None,
     }
 }
 
-/// Whether a schema holds a reference keyword anywhere (`$ref`, `$dynamicRef`,
+/// Whether a schema object holds a reference keyword anywhere (`$ref`, `$dynamicRef`,
 /// `$recursiveRef`).
-fn contains_ref(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.iter().any(|(k, x)| {
-            matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || contains_ref(x)
-        }),
-        Value::Array(list) => list.iter().any(contains_ref),
-        _ => false,
+fn refers(m: &Map<String, Value>) -> bool {
+    fn within(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => refers(m),
+            Value::Array(list) => list.iter().any(within),
+            _ => false,
+        }
     }
+    m.iter()
+        .any(|(k, x)| matches!(k.as_str(), "$ref" | "$dynamicRef" | "$recursiveRef") || within(x))
 }

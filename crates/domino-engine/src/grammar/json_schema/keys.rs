@@ -112,25 +112,16 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (
     // control characters): built once per process for that case.
     static ALL_SHORTS: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
     static ALL_CONTROLS: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
-    if !SHORT_ESCAPES.iter().any(|(c, _)| child_chars.contains(c)) {
-        other.push(
-            ALL_SHORTS
-                .get_or_init(|| {
-                    let all: Vec<(char, char)> =
-                        SHORT_ESCAPES.iter().map(|&(_, e)| (e, e)).collect();
-                    Hir::concat(vec![lit("\\"), class(&all)])
-                })
-                .clone(),
-        );
-    } else {
-        let allowed_shorts: Vec<(char, char)> = SHORT_ESCAPES
-            .iter()
-            .filter(|(c, _)| !child_chars.contains(c))
-            .map(|&(_, e)| (e, e))
-            .collect();
-        if !allowed_shorts.is_empty() {
-            other.push(Hir::concat(vec![lit("\\"), class(&allowed_shorts)]));
-        }
+    let allowed_shorts: Vec<(char, char)> = SHORT_ESCAPES
+        .iter()
+        .filter(|(c, _)| !child_chars.contains(c))
+        .map(|&(_, e)| (e, e))
+        .collect();
+    let shorts = || Hir::concat(vec![lit("\\"), class(&allowed_shorts)]);
+    if allowed_shorts.len() == SHORT_ESCAPES.len() {
+        other.push(ALL_SHORTS.get_or_init(shorts).clone());
+    } else if !allowed_shorts.is_empty() {
+        other.push(shorts());
     }
     let hex_digit = |d: u32| {
         let h = char::from_digit(d, 16).unwrap();
