@@ -62,26 +62,90 @@ impl KeyMatcher {
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,
 /// built as HIR directly. Parsing the pattern text was most of a typical schema's lowering
 /// (the pattern spells a character class and the escape forms at every trie node).
+///
+/// # Shape: `"` (E | (D | T·COMMON)·any) `"`
+/// A string not in `keys` either ends inside the key trie without completing a key (`E`), or
+/// leaves the trie with one character after some path of it, and then anything may follow.
+/// The characters that leave the trie at a node are every character but the node's children:
+/// at almost every node that is the same set of non-ASCII characters and escapes (`COMMON`)
+/// plus the ASCII characters that are not children. So `D` is the trie with one ASCII class
+/// per node, `T` the trie's paths to the nodes where `COMMON` leaves it, and `COMMON` is
+/// written once. Writing the whole deviation at every node (as [`except_regex`] does) gave an
+/// NFA about 20 states per trie node, most of it the UTF-8 of a negated class; compiling and
+/// determinising those NFAs was the largest single cost of compiling Kubernetes schemas. A node
+/// with a child that is non-ASCII, a control character or a short-escape character spells its
+/// whole deviation itself (and is left out of `T`).
 fn except_hir(keys: &[Vec<char>]) -> Hir {
     static UNIT: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
+    static COMMON: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
     let unit = UNIT.get_or_init(|| lexical::hir(&lexical::string_unit_pattern()));
+    let common = COMMON.get_or_init(common_deviation);
     let any = Hir::repetition(Repetition {
         min: 0,
         max: None,
         greedy: true,
         sub: Box::new(unit.clone()),
     });
-    let (ends, dev) = except_parts_hir(keys, 0, 0, keys.len());
-    let content = match ends {
-        Some(e) => Hir::alternation(vec![e, Hir::concat(vec![dev, any])]),
-        None => Hir::concat(vec![dev, any]),
+    let parts = except_parts_hir(keys, 0, 0, keys.len());
+    let mut leave = vec![parts.dev];
+    if let Some(t) = parts.to_common {
+        leave.push(Hir::concat(vec![t, common.clone()]));
+    }
+    let dev = Hir::concat(vec![Hir::alternation(leave), any]);
+    let content = match parts.ends {
+        Some(e) => Hir::alternation(vec![e, dev]),
+        None => dev,
     };
     let quote = || Hir::literal(*b"\"");
     Hir::concat(vec![quote(), content, quote()])
 }
 
-/// [`except_parts`] as HIR.
-fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (Option<Hir>, Hir) {
+/// The deviation shared by every ordinary trie node: a non-ASCII character, a short escape,
+/// or the `\u00XX` escape of a control character.
+fn common_deviation() -> Hir {
+    let lit = |s: &str| Hir::literal(s.as_bytes());
+    let class = |ranges: &[(char, char)]| {
+        Hir::class(Class::Unicode(ClassUnicode::new(
+            ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
+        )))
+    };
+    let shorts: Vec<(char, char)> = SHORT_ESCAPES.iter().map(|&(_, e)| (e, e)).collect();
+    Hir::alternation(vec![
+        class(&[('\u{80}', '\u{10FFFF}')]),
+        Hir::concat(vec![lit("\\"), class(&shorts)]),
+        Hir::concat(vec![
+            lit("\\u00"),
+            class(&[('0', '1')]),
+            class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
+        ]),
+    ])
+}
+
+/// Whether a node with these children spells its whole deviation itself: a child that is
+/// non-ASCII, a control character or written with a short escape takes its character out of
+/// [`common_deviation`].
+fn is_special(child_chars: &[char]) -> bool {
+    child_chars
+        .iter()
+        .any(|&c| !c.is_ascii() || (c as u32) < 0x20 || SHORT_ESCAPES.iter().any(|s| s.0 == c))
+}
+
+/// The parts of [`except_hir`] for the keys `keys[lo..hi]`, which share their first `depth`
+/// characters.
+struct ExceptParts {
+    /// `E`: the rests that end here or deeper without completing a key (`None`: none).
+    ends: Option<Hir>,
+    /// `D`: the rests that leave the trie with one character this subtree spells itself
+    /// (an ASCII class at ordinary nodes, the whole deviation at special ones).
+    dev: Hir,
+    /// `T`: the paths to the ordinary nodes of this subtree, where [`common_deviation`]
+    /// leaves the trie (`None`: every node is special).
+    to_common: Option<Hir>,
+}
+
+/// [`except_parts`] as HIR, with the deviations shared by ordinary nodes factored out (see
+/// [`except_hir`]).
+fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> ExceptParts {
     let class = |ranges: &[(char, char)]| {
         Hir::class(Class::Unicode(ClassUnicode::new(
             ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
@@ -90,38 +154,68 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (
     let lit = |s: &str| Hir::literal(s.as_bytes());
     let mut ends = Vec::new();
     let mut alts = Vec::new();
+    let mut to_common = Vec::new();
     if !keys[lo..hi].iter().any(|k| k.len() == depth) {
         ends.push(Hir::empty());
     }
     let children = trie_children(keys, depth, lo, hi);
+    let child_chars: Vec<char> = children.iter().map(|x| x.0).collect();
+    let special = is_special(&child_chars);
+    if !special {
+        to_common.push(Hir::empty());
+    }
     for &(c, a, b) in &children {
         let enc = lit(&json_escape(c));
-        let (e, d) = except_parts_hir(keys, depth + 1, a, b);
-        if let Some(e) = e {
+        let sub = except_parts_hir(keys, depth + 1, a, b);
+        if let Some(e) = sub.ends {
             ends.push(Hir::concat(vec![enc.clone(), e]));
         }
-        alts.push(Hir::concat(vec![enc, d]));
+        if let Some(t) = sub.to_common {
+            to_common.push(Hir::concat(vec![enc.clone(), t]));
+        }
+        alts.push(Hir::concat(vec![enc, sub.dev]));
     }
-    let child_chars: Vec<char> = children.iter().map(|x| x.0).collect();
+    if !special {
+        // The ASCII characters that leave the trie here (the rest is `COMMON`).
+        let mut ascii = ClassUnicode::new([ClassUnicodeRange::new(' ', '\u{7f}')]);
+        let mut excluded = vec![('"', '"'), ('\\', '\\')];
+        excluded.extend(child_chars.iter().map(|&c| (c, c)));
+        ascii.difference(&ClassUnicode::new(
+            excluded.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
+        ));
+        if !ascii.ranges().is_empty() {
+            alts.push(Hir::class(Class::Unicode(ascii)));
+        }
+    } else {
+        alts.push(special_deviation(&child_chars, &class, &lit));
+    }
+    ExceptParts {
+        ends: (!ends.is_empty()).then(|| Hir::alternation(ends)),
+        dev: Hir::alternation(alts),
+        to_common: (!to_common.is_empty()).then(|| Hir::alternation(to_common)),
+    }
+}
+
+/// The whole deviation of a special node (see [`is_special`]): every raw character but the
+/// children, `"`, `\\` and control characters; the short escapes of characters that are not
+/// children; the `\u00XX` escapes of control characters that are not children.
+fn special_deviation(
+    child_chars: &[char],
+    class: &impl Fn(&[(char, char)]) -> Hir,
+    lit: &impl Fn(&str) -> Hir,
+) -> Hir {
     let mut excluded = vec![('"', '"'), ('\\', '\\'), ('\0', '\x1f')];
     excluded.extend(child_chars.iter().map(|&c| (c, c)));
     let mut raw = ClassUnicode::new(excluded.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
     raw.negate();
     let mut other = vec![Hir::class(Class::Unicode(raw))];
-    // The escapes are the same at almost every node (keys rarely contain `"`, `\\`, `/` or
-    // control characters): built once per process for that case.
-    static ALL_SHORTS: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
-    static ALL_CONTROLS: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
     let allowed_shorts: Vec<(char, char)> = SHORT_ESCAPES
         .iter()
         .filter(|(c, _)| !child_chars.contains(c))
         .map(|&(_, e)| (e, e))
         .collect();
-    let shorts = || Hir::concat(vec![lit("\\"), class(&allowed_shorts)]);
-    if allowed_shorts.len() == SHORT_ESCAPES.len() {
-        other.push(ALL_SHORTS.get_or_init(shorts).clone());
-    } else if !allowed_shorts.is_empty() {
-        other.push(shorts());
+    if !allowed_shorts.is_empty() {
+        other.push(Hir::concat(vec![lit("\\"), class(&allowed_shorts)]));
     }
     let hex_digit = |d: u32| {
         let h = char::from_digit(d, 16).unwrap();
@@ -132,17 +226,11 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (
         }
     };
     if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
-        other.push(
-            ALL_CONTROLS
-                .get_or_init(|| {
-                    Hir::concat(vec![
-                        lit("\\u00"),
-                        class(&[('0', '1')]),
-                        class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
-                    ])
-                })
-                .clone(),
-        );
+        other.push(Hir::concat(vec![
+            lit("\\u00"),
+            class(&[('0', '1')]),
+            class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
+        ]));
     } else {
         for cp in 0u32..0x20 {
             if !child_chars.contains(&char::from_u32(cp).unwrap()) {
@@ -154,9 +242,7 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> (
             }
         }
     }
-    alts.push(Hir::alternation(other));
-    let ends = (!ends.is_empty()).then(|| Hir::alternation(ends));
-    (ends, Hir::alternation(alts))
+    Hir::alternation(other)
 }
 
 /// JSON's short escapes: the character and the letter after the backslash.
@@ -506,10 +592,12 @@ mod tests {
                 "name", "names", "id", "\"q\"", "a\\b", "x/y", "tab\t", "\u{1}c",
             ],
             vec!["death_message_type", "exhaustion", "effects", "scaling"],
+            // Special nodes (non-ASCII, `/`, control children) beside ordinary ones.
+            vec!["é", "éa", "ax", "a/", "a/b", "n\u{1}", "ne", "xé", "x"],
         ];
         let pieces = [
             "a", "b", "c", "n", "x", "/", "\\/", "\\\"", "\\\\", "\\t", "\\u0001", "\\u0041",
-            "\\n", "é", "y", "e", "s", "_", "\\u001F",
+            "\\n", "é", "y", "e", "s", "_", "\\u001F", "中", "😀", "\u{7f}", "~",
         ];
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {

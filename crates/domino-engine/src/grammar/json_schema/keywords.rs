@@ -119,11 +119,15 @@ pub(super) fn suggestion(k: &str) -> Option<&'static str> {
         }
         prev[b.len()]
     }
+    // The distance is at least the difference in length: most keywords are ruled out
+    // without computing it (this runs for every unknown keyword of every schema).
+    let len = k.to_lowercase().chars().count();
     HANDLED
         .iter()
         .chain(UNSUPPORTED)
         .chain(KNOWN_OTHERWISE)
         .chain(ANNOTATIONS)
+        .filter(|c| c.len().abs_diff(len) <= 2)
         .map(|&c| (distance(k, c), c))
         .filter(|&(d, c)| d <= 2 && d < c.len() / 2 + 1)
         .min_by_key(|&(d, _)| d)

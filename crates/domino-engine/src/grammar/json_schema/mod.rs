@@ -244,6 +244,9 @@ pub(crate) struct Compiler<'a> {
     opts: &'a CompileOptions,
     rules: Vec<Rule>,
     warnings: Vec<String>,
+    /// The unknown-keyword warnings already given (a schema can carry thousands of
+    /// annotations no draft defines; a linear search of `warnings` per one was quadratic).
+    unknown_seen: std::collections::HashSet<String>,
     /// `(resolved pointer, depth)` → the rule compiled from it.
     refs: HashMap<(String, u32), RuleId>,
     pending: Vec<(RuleId, String, u32)>,
@@ -295,6 +298,7 @@ impl<'a> Compiler<'a> {
             opts,
             rules: Vec::new(),
             warnings: Vec::new(),
+            unknown_seen: std::collections::HashSet::new(),
             refs: HashMap::new(),
             uris: std::cell::OnceCell::new(),
             pending: Vec::new(),
@@ -394,7 +398,7 @@ impl<'a> Compiler<'a> {
             ));
         }
         let msg = format!("unknown keyword `{keyword}` at {at} ignored{hint}");
-        if !self.warnings.contains(&msg) {
+        if self.unknown_seen.insert(msg.clone()) {
             self.warnings.push(msg);
         }
         Ok(())
