@@ -11,7 +11,7 @@ use super::{
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use crate::grammar::hir_key::{HirMap, constrained_hash, expr_hash, hir_hash};
+use crate::grammar::hir_key::{constrained_hash, expr_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -39,8 +39,6 @@ pub(super) struct Builder<'a> {
     pair_cache: HashMap<Symbol, Symbol>,
     fail_nt: Option<NonterminalId>,
     piece_counter: Vec<u32>,
-    /// HIR -> whether its DFA stays under the promotion limit.
-    dfa_ok: HirMap<bool>,
     /// A promoted rule's symbol where it is referenced (`Some(None)`: ε only), once known.
     /// Without it every reference cloned, normalised, hashed and compared the rule's HIR.
     ref_piece: Vec<Option<Option<Symbol>>>,
@@ -50,7 +48,7 @@ pub(super) struct Builder<'a> {
     /// (`"," ws`, `ws ":" ws`, a member) in hundreds of alternatives; the result of
     /// [`Builder::lower_item`] on a regular item depends only on the item, so each distinct
     /// one is turned into HIR and interned once.
-    piece_memo: HashMap<u64, Vec<(Expr, PieceMemo)>>,
+    piece_memo: HashMap<u64, Vec<(&'a Expr, PieceMemo)>>,
     /// An [`RuleKind::Inline`] rule's body as symbols, once lowered (spliced into every
     /// sequence that refers to it), and the rules being lowered so (a self reference falls
     /// back to the rule's nonterminal).
@@ -82,7 +80,6 @@ impl<'a> Builder<'a> {
             pair_cache: HashMap::new(),
             fail_nt: None,
             piece_counter: vec![0; n],
-            dfa_ok: HirMap::default(),
             ref_piece: vec![None; n],
             piece_memo: HashMap::new(),
             inline_syms: HashMap::new(),
@@ -206,20 +203,12 @@ impl<'a> Builder<'a> {
     }
 
     /// May `hir` become one terminal? Pieces that could determinise badly are checked
-    /// against [`PROMOTION_DFA_LIMIT`] (cached per distinct HIR).
-    fn small_enough(&mut self, hir: &Hir) -> bool {
+    /// against [`PROMOTION_DFA_LIMIT`] (remembered per process by `dfa_fits`).
+    fn small_enough(&self, hir: &Hir) -> bool {
         let size = hir_size(hir);
-        if !may_blow_up(hir, size) {
-            return true;
-        }
-        let key = hir_hash(hir);
-        if let Some(&ok) = self.dfa_ok.get(key, hir) {
-            return ok;
-        }
-        let ok =
-            size <= MAX_INLINE_HIR && dfa_fits(hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE);
-        self.dfa_ok.insert(key, hir.clone(), ok);
-        ok
+        !may_blow_up(hir, size)
+            || (size <= MAX_INLINE_HIR
+                && dfa_fits(hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE))
     }
 
     /// Is `e` a regular piece (every reference names a promoted rule)? Its HIR if so.
@@ -241,10 +230,10 @@ impl<'a> Builder<'a> {
     pub(super) fn lower_rule_body(
         &mut self,
         nt: NonterminalId,
-        body: &Expr,
+        body: &'a Expr,
         rule: usize,
     ) -> Result<(), GrammarError> {
-        let alts: &[Expr] = match body {
+        let alts: &'a [Expr] = match body {
             Expr::Alt(v) => v,
             e => std::slice::from_ref(e),
         };
@@ -277,8 +266,8 @@ impl<'a> Builder<'a> {
     }
 
     /// The symbols of one alternative (sequences flattened).
-    fn lower_seq(&mut self, e: &Expr, rule: usize) -> Result<Vec<Symbol>, GrammarError> {
-        let items: &[Expr] = match e {
+    fn lower_seq(&mut self, e: &'a Expr, rule: usize) -> Result<Vec<Symbol>, GrammarError> {
+        let items: &'a [Expr] = match e {
             Expr::Seq(v) => v,
             e => std::slice::from_ref(e),
         };
@@ -321,7 +310,7 @@ impl<'a> Builder<'a> {
     }
 
     /// One item as a symbol (`None` = ε).
-    fn lower_item(&mut self, e: &Expr, rule: usize) -> Result<Option<Symbol>, GrammarError> {
+    fn lower_item(&mut self, e: &'a Expr, rule: usize) -> Result<Option<Symbol>, GrammarError> {
         match e {
             Expr::Empty => return Ok(None),
             Expr::Bytes(b) if b.is_empty() => return Ok(None),
@@ -356,7 +345,7 @@ impl<'a> Builder<'a> {
                 let known = self
                     .piece_memo
                     .get(&key)
-                    .and_then(|v| v.iter().find(|(x, _)| x == e))
+                    .and_then(|v| v.iter().find(|(x, _)| *x == e))
                     .map(|&(_, sym)| sym);
                 let piece = match known {
                     Some(Some(sym)) => {
@@ -370,17 +359,11 @@ impl<'a> Builder<'a> {
                 if let Some(hir) = piece {
                     let name = self.helper_name(rule, "t");
                     let sym = self.piece(hir, &name, false);
-                    self.piece_memo
-                        .entry(key)
-                        .or_default()
-                        .push((e.clone(), Some(sym)));
+                    self.piece_memo.entry(key).or_default().push((e, Some(sym)));
                     return Ok(sym);
                 }
                 if known.is_none() {
-                    self.piece_memo
-                        .entry(key)
-                        .or_default()
-                        .push((e.clone(), None));
+                    self.piece_memo.entry(key).or_default().push((e, None));
                 }
                 // Not regular, or too big a DFA as one terminal (e.g. `number*` with counted
                 // parts): lower the structure instead.
