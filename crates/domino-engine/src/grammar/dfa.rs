@@ -3,8 +3,8 @@
 //! [`TerminalDfa`] is one terminal's language as a DFA over bytes whose states can all still
 //! reach a match (the scanner runs the union of a grammar's terminal DFAs; the JSON Schema
 //! front end builds one to decide whether a constrained language is empty or too large).
-//! `build_dfa` is `regex-automata`'s dense DFA of a HIR, for the reference recognizer.
-//! [`TerminalDfa`]'s errors are a [`DfaError`], so callers tell
+//! `build_dfa` is `regex-automata`'s dense DFA of a HIR, for lowering's size checks and the
+//! reference recognizer. [`TerminalDfa`]'s errors are a [`DfaError`], so callers tell
 //! "matches nothing" (an empty language, which some callers accept) from a real failure by
 //! its variant.
 //!
@@ -142,17 +142,10 @@ fn remember(hash: u64, hir: &Hir, constraints: &ir::Constraints, d: &TerminalDfa
     }
 }
 
-/// Whether `hir`'s [`state_estimate`] is at most `max_estimate` and its DFA stays under
-/// `limit` bytes as a dense table (states × byte classes rounded up to a power of two × 4
-/// bytes, what `regex-automata`'s dense DFA would take), remembered per process: lowering
-/// asks this of the same pieces (strings, numbers, formats) in every schema. The estimate is
-/// checked first and refuses without building anything.
-///
-/// The DFA is the terminal's own ([`TerminalDfa::new`], the lazy one kept in the DFA cache),
-/// explored whole: a piece that fits becomes a terminal, and the scanner then finds its
-/// states built instead of determinising the same regex a second time. (Through
-/// `regex-automata`'s dense builder the check cost 30–50 % more and its work was thrown away;
-/// it was a schema's largest single cost when the piece held a `format: uri` string.)
+/// Whether `hir`'s [`state_estimate`] is at most `max_estimate` and its dense DFA stays under
+/// `limit` bytes ([`build_dfa`] succeeds), remembered per process: lowering asks this of the
+/// same pieces (strings, numbers, formats) in every schema. The estimate is checked first and
+/// refuses without building anything.
 pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
     type Fits = HashMap<(usize, usize), HirMap<bool>>;
     static FITS: Mutex<Option<Fits>> = Mutex::new(None);
@@ -165,8 +158,7 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
     {
         return ok;
     }
-    let ok = state_estimate(hir) <= max_estimate
-        && TerminalDfa::new(hir).is_ok_and(|d| d.explore_within(limit));
+    let ok = state_estimate(hir) <= max_estimate && build_dfa(hir, Some(limit)).is_ok();
     let mut fits = FITS.lock().unwrap_or_else(|e| e.into_inner());
     let m = fits.get_or_insert_with(HashMap::new);
     if m.values().map(HirMap::len).sum::<usize>() >= 100_000 {
@@ -562,33 +554,6 @@ impl TerminalDfa {
             Repr::Literal(lit) => Some(lit),
             _ => None,
         }
-    }
-
-    /// Build every state reachable from the start, as long as the DFA stays within `limit`
-    /// bytes as a dense table (states × byte classes rounded up to a power of two × 4 bytes);
-    /// whether it did. A table or a literal's chain is complete already.
-    pub(crate) fn explore_within(&self, limit: usize) -> bool {
-        let l = match &self.repr {
-            Repr::Table { accept, .. } => return accept.len() * 256 * 4 <= limit,
-            Repr::Literal(_) => return true,
-            Repr::Lazy(l) => l,
-        };
-        let reps = l.class_bytes();
-        let max_states = limit / (reps.len().max(1).next_power_of_two() * 4);
-        // States are numbered in creation order and each was created by a step from a
-        // smaller one, so visiting ids in order until none is new visits every reachable
-        // state (also when other walks built some of them already).
-        let mut s = 0;
-        while s < l.num_states() {
-            if l.num_states() > max_states {
-                return false;
-            }
-            for &b in reps {
-                l.next(s as u32, b);
-            }
-            s += 1;
-        }
-        !l.overflowed() && l.num_states() <= max_states
     }
 
     /// Whether the DFA is built on demand.

@@ -185,11 +185,6 @@ impl LazyDfa {
         self.classes[b as usize]
     }
 
-    /// One byte of each class (the first), in class order.
-    pub fn class_bytes(&self) -> &[u8] {
-        &self.class_bytes
-    }
-
     /// Bytes held: the NFA, the transition rows and state sets built so far.
     pub fn memory_bytes(&self) -> usize {
         let sets = self
