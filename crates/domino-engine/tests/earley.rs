@@ -147,7 +147,7 @@ fn lowered_json_accepts_documents_as_terminal_sequences() {
                     .syntax(regex_automata::util::syntax::Config::new().utf8(false))
                     .build_from_hir(&Hir::concat(vec![
                         Hir::look(Look::Start),
-                        g.terminals[i].hir.clone(),
+                        (*g.terminals[i].hir).clone(),
                         Hir::look(Look::End),
                     ]))
                     .expect("terminal regex");

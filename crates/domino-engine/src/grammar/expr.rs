@@ -56,7 +56,10 @@ pub enum Expr {
     Bytes(Vec<u8>),
     /// Any regular language, as `regex-syntax` HIR (classes, `.`, `/re/`, schema patterns).
     /// Must not contain look-around or anchors other than the implicit whole-match.
-    Regex(Hir),
+    /// Shared (`Arc`): lowering hands a lexical rule's HIR to its terminal without copying
+    /// the tree (deep copies and frees of big key-set and format HIRs were a fifth of
+    /// compiling a large schema).
+    Regex(std::sync::Arc<Hir>),
     /// A regular language given as `hir` ∩ every `and` ∖ every `and_not`: always exactly one
     /// terminal (never merged into a larger regular expression), see
     /// [`crate::grammar::ir::Constraints`].

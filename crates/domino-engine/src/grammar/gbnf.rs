@@ -419,10 +419,10 @@ impl<'a> Parser<'a> {
                 let bytes = self.literal()?;
                 Ok(Built::leaf(Expr::Bytes(bytes)))
             }
-            Some('[') => Ok(Built::leaf(Expr::Regex(Hir::class(Class::Unicode(self.class()?))))),
+            Some('[') => Ok(Built::leaf(Expr::Regex(Hir::class(Class::Unicode(self.class()?)).into()))),
             Some('.') => {
                 self.cur.bump();
-                Ok(Built::leaf(Expr::Regex(any_char())))
+                Ok(Built::leaf(Expr::Regex(any_char().into())))
             }
             Some('(') => {
                 if nest + 1 > MAX_EXPR_DEPTH {

@@ -45,7 +45,8 @@ pub struct Terminal {
     /// A readable name (`"\"{\""` for literals, `STRING`, `rule_name#3` for promoted pieces).
     pub name: String,
     /// The terminal's language (only its non-empty strings count, see the module doc).
-    pub hir: Hir,
+    /// Shared with the rule it came from (see [`crate::grammar::expr::Expr::Regex`]).
+    pub hir: std::sync::Arc<Hir>,
     /// `Some(bytes)` when the language is exactly one string.
     pub literal: Option<Vec<u8>>,
     /// Further languages the terminal's strings must (not) belong to; usually empty.
@@ -70,10 +71,14 @@ impl Constraints {
 
 impl Terminal {
     /// A terminal without constraints.
-    pub fn new(name: String, hir: Hir, literal: Option<Vec<u8>>) -> Self {
+    pub fn new(
+        name: String,
+        hir: impl Into<std::sync::Arc<Hir>>,
+        literal: Option<Vec<u8>>,
+    ) -> Self {
         Terminal {
             name,
-            hir,
+            hir: hir.into(),
             literal,
             constraints: Constraints::default(),
         }

@@ -570,7 +570,7 @@ impl<'a> Parser<'a> {
                         return Err(error_at(span, "range end before its start"));
                     }
                     let class = ClassUnicode::new([ClassUnicodeRange::new(lo, hi)]);
-                    return Ok(Built::leaf(Expr::Regex(Hir::class(Class::Unicode(class)))));
+                    return Ok(Built::leaf(Expr::Regex(Hir::class(Class::Unicode(class)).into())));
                 }
                 if self.cur.peek() == Some('i') && !self.cur.peek_at(1).is_some_and(is_name_char) {
                     self.cur.bump();
@@ -579,11 +579,11 @@ impl<'a> Parser<'a> {
                         ..Flags::default()
                     };
                     let hir = parse_hir(&regex_syntax::escape(&s), flags, span)?;
-                    return Ok(Built::leaf(Expr::Regex(hir)));
+                    return Ok(Built::leaf(Expr::Regex(hir.into())));
                 }
                 Ok(Built::leaf(Expr::Bytes(s.into_bytes())))
             }
-            Some('/') => Ok(Built::leaf(Expr::Regex(self.regex()?))),
+            Some('/') => Ok(Built::leaf(Expr::Regex(self.regex()?.into()))),
             Some(c @ ('(' | '[')) => {
                 if nest + 1 > MAX_EXPR_DEPTH {
                     return Err(self

@@ -21,7 +21,7 @@ pub fn parse(pattern: &str) -> Result<GrammarDef, GrammarError> {
     Ok(GrammarDef {
         rules: vec![Rule {
             name: "REGEX".into(),
-            expr: Expr::Regex(hir),
+            expr: Expr::Regex(hir.into()),
             kind: RuleKind::Lexical,
             span: Span { line: 1, column: 1 },
             pointer: None,

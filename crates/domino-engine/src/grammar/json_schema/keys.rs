@@ -40,7 +40,7 @@ impl Compiler<'_> {
         keys.sort();
         keys.dedup();
         let hir = except_hir(&keys);
-        let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
+        let id = self.add_rule("key", Expr::Regex(hir.into()), RuleKind::Lexical)?;
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
     }

@@ -338,7 +338,7 @@ impl<'a> Compiler<'a> {
             return Ok(Expr::Ref(id));
         }
         let hir = lexical::hir(&pattern);
-        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
+        let id = self.add_rule(name, Expr::Regex(hir.into()), RuleKind::Lexical)?;
         self.lexical.insert(pattern, id);
         Ok(Expr::Ref(id))
     }
@@ -347,7 +347,7 @@ impl<'a> Compiler<'a> {
         if let Some(&id) = self.lexical.get(&key) {
             return Ok(Expr::Ref(id));
         }
-        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
+        let id = self.add_rule(name, Expr::Regex(hir.into()), RuleKind::Lexical)?;
         self.lexical.insert(key, id);
         Ok(Expr::Ref(id))
     }

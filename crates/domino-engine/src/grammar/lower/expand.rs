@@ -3,7 +3,7 @@
 //! symbols, and repetitions of non-regular things helper nonterminals.
 
 use super::super::dfa::dfa_fits;
-use super::hir::{expr_to_hir, hir_size, is_fail, normalize};
+use super::hir::{expr_to_hir, hir_size, is_fail, is_normalized, normalize};
 use super::promotion::may_blow_up;
 use super::{
     LINEAR_REPEAT, LITERAL_SET_MIN, LowerOptions, MAX_INLINE_HIR, MAX_PRODUCTIONS,
@@ -15,6 +15,7 @@ use crate::grammar::hir_key::{constrained_hash, expr_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What [`Builder::lower_item`] found for an item: `Some(symbol)` when it was lowered as one
 /// regular piece (`Some(None)`: ε only), `None` when it is lowered structurally.
@@ -25,7 +26,7 @@ type PieceMemo = Option<Option<Symbol>>;
 pub(super) struct Builder<'a> {
     def: &'a GrammarDef,
     opts: &'a LowerOptions,
-    rule_hir: &'a [Option<Hir>],
+    rule_hir: &'a [Option<Arc<Hir>>],
     promoted: &'a [bool],
     pub(super) terminals: Vec<Terminal>,
     /// Hash of a terminal's HIR and constraints ([`constrained_hash`]) -> the terminals with
@@ -61,7 +62,7 @@ impl<'a> Builder<'a> {
     pub(super) fn new(
         def: &'a GrammarDef,
         opts: &'a LowerOptions,
-        rule_hir: &'a [Option<Hir>],
+        rule_hir: &'a [Option<Arc<Hir>>],
         promoted: &'a [bool],
     ) -> Self {
         let n = def.rules.len();
@@ -101,7 +102,7 @@ impl<'a> Builder<'a> {
         )
     }
 
-    fn intern(&mut self, hir: Hir, name: &str) -> TerminalId {
+    fn intern(&mut self, hir: Arc<Hir>, name: &str) -> TerminalId {
         let empty = Constraints::default();
         let key = constrained_hash(&hir, &empty);
         if let Some(t) = self.find_terminal(key, &hir, &empty) {
@@ -125,13 +126,18 @@ impl<'a> Builder<'a> {
     fn find_terminal(&self, key: u64, hir: &Hir, constraints: &Constraints) -> Option<TerminalId> {
         self.terminal_index.get(&key)?.iter().copied().find(|t| {
             let t = &self.terminals[t.0 as usize];
-            t.hir == *hir && t.constraints == *constraints
+            *t.hir == *hir && t.constraints == *constraints
         })
     }
 
     /// A terminal with constraints (the front end has checked that its language holds a
     /// non-empty string and no `ε`), deduplicated like [`Builder::intern`].
-    fn intern_constrained(&mut self, hir: Hir, constraints: Constraints, name: &str) -> TerminalId {
+    fn intern_constrained(
+        &mut self,
+        hir: Arc<Hir>,
+        constraints: Constraints,
+        name: &str,
+    ) -> TerminalId {
         if constraints.is_empty() {
             return self.intern(hir, name);
         }
@@ -187,7 +193,7 @@ impl<'a> Builder<'a> {
     }
 
     /// A regular piece as a symbol: `None` = ε only; optional wrapper when nullable.
-    pub(super) fn piece(&mut self, hir: Hir, name: &str, _top: bool) -> Option<Symbol> {
+    pub(super) fn piece(&mut self, hir: Arc<Hir>, name: &str, _top: bool) -> Option<Symbol> {
         if is_fail(&hir) {
             return Some(self.fail());
         }
@@ -212,19 +218,24 @@ impl<'a> Builder<'a> {
     }
 
     /// Is `e` a regular piece (every reference names a promoted rule)? Its HIR if so.
-    fn piece_hir(&self, e: &Expr) -> Option<Hir> {
+    fn piece_hir(&self, e: &Expr) -> Option<Arc<Hir>> {
         let leaf = matches!(e, Expr::Bytes(_) | Expr::Regex(_) | Expr::Empty);
         if !self.opts.promote && !leaf {
             return None;
         }
+        if let Expr::Regex(h) = e
+            && is_normalized(h)
+        {
+            return Some(Arc::clone(h));
+        }
         let lookup = |id: RuleId| {
             if self.promoted[id.0 as usize] {
-                self.rule_hir[id.0 as usize].clone()
+                self.rule_hir[id.0 as usize].as_deref().cloned()
             } else {
                 None
             }
         };
-        expr_to_hir(e, &lookup)
+        expr_to_hir(e, &lookup).map(Arc::new)
     }
 
     pub(super) fn lower_rule_body(
@@ -251,7 +262,7 @@ impl<'a> Builder<'a> {
                 _ => unreachable!("checked above"),
             });
             let name = self.helper_name(rule, "lits");
-            let sym = self.piece(Hir::alternation(lits.collect()), &name, true);
+            let sym = self.piece(Arc::new(Hir::alternation(lits.collect())), &name, true);
             self.productions.push(Production {
                 lhs: nt,
                 rhs: sym.into_iter().collect(),
@@ -334,7 +345,7 @@ impl<'a> Builder<'a> {
             Expr::Constrained { hir, constraints } => {
                 let name = self.helper_name(rule, "t");
                 return Ok(Some(Symbol::Terminal(self.intern_constrained(
-                    normalize(hir),
+                    Arc::new(normalize(hir)),
                     constraints.clone(),
                     &name,
                 ))));

@@ -99,7 +99,7 @@ pub(super) fn normalize(h: &Hir) -> Hir {
 
 /// Whether [`normalize`] would leave `h` as it is: no captures, no empty language below the
 /// top, no ε-only or `{1,1}` repetition, no `Empty` inside a concatenation (iterative).
-fn is_normalized(h: &Hir) -> bool {
+pub(super) fn is_normalized(h: &Hir) -> bool {
     let mut stack = vec![h];
     while let Some(h) = stack.pop() {
         match h.kind() {

@@ -192,7 +192,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         for e in &def.ignore {
             let lookup = |id: RuleId| {
                 if promoted[id.0 as usize] {
-                    rule_hir[id.0 as usize].clone()
+                    rule_hir[id.0 as usize].as_deref().cloned()
                 } else {
                     None
                 }
@@ -211,7 +211,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             ign_prods.push(nt);
             let mut any = false;
             for (i, h) in alts.into_iter().enumerate() {
-                if let Some(sym) = b.piece(h, &format!("IGNORE{}", i + 1), false) {
+                if let Some(sym) = b.piece(h.into(), &format!("IGNORE{}", i + 1), false) {
                     any = true;
                     b.productions.push(Production {
                         lhs: nt,
@@ -225,7 +225,11 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             }
             any.then_some(Symbol::Nonterminal(nt))
         } else {
-            b.piece(repetition(alternation(alts), 1, None), "IGNORE", false)
+            b.piece(
+                repetition(alternation(alts), 1, None).into(),
+                "IGNORE",
+                false,
+            )
         };
         if let Some(ign_sym) = ign_sym {
             let ign_opt = b.nt_opt_of(ign_sym);

@@ -2,7 +2,9 @@
 //! expression, references inlined) and which of those are promoted to a single terminal.
 
 use super::super::dfa::dfa_fits;
-use super::hir::{alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, repetition};
+use super::hir::{
+    alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, is_normalized, repetition,
+};
 use super::{
     LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
     collect_refs,
@@ -10,12 +12,15 @@ use super::{
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
+use std::sync::Arc;
 
 /// What promotion decided, per rule of the [`GrammarDef`].
 pub(super) struct Promotion {
     /// The rule's regular expression (references inlined, normalized), for the regular rules
     /// small enough that needed one: promotion candidates and whatever lexical rules reach.
-    pub(super) rule_hir: Vec<Option<Hir>>,
+    /// Shared with the rule's `Expr::Regex` when the body is one normalized regex, and with
+    /// the terminal the rule becomes.
+    pub(super) rule_hir: Vec<Option<Arc<Hir>>>,
     /// The rule becomes one terminal wherever it is referenced.
     pub(super) promoted: Vec<bool>,
 }
@@ -68,7 +73,7 @@ pub(super) fn promote(
         }
     }
     // rule_hir[r]: the rule's regular expression (inlined), for regular rules small enough.
-    let mut rule_hir: Vec<Option<Hir>> = vec![None; n];
+    let mut rule_hir: Vec<Option<Arc<Hir>>> = vec![None; n];
     let mut promoted = vec![false; n];
     let mut too_big = vec![false; n];
     // Estimated inlined size per rule, computed before building anything (inlining can
@@ -111,26 +116,31 @@ pub(super) fn promote(
             continue;
         }
         let hir = {
-            let lookup = |id: RuleId| rule_hir[id.0 as usize].clone();
-            match tail_rec[r]
-                .then(|| tail_split(&rule.expr, RuleId(r as u32)))
-                .flatten()
-            {
-                None => expr_to_hir(&rule.expr, &lookup),
-                Some((prefixes, bases)) => (|| {
-                    let prefixes = prefixes
-                        .iter()
-                        .map(|e| expr_to_hir(e, &lookup))
-                        .collect::<Option<Vec<_>>>()?;
-                    let bases = bases
-                        .iter()
-                        .map(|e| expr_to_hir(e, &lookup))
-                        .collect::<Option<Vec<_>>>()?;
-                    Some(concat(vec![
-                        repetition(alternation(prefixes), 0, None),
-                        alternation(bases),
-                    ]))
-                })(),
+            let lookup = |id: RuleId| rule_hir[id.0 as usize].as_deref().cloned();
+            if let Some(shared) = shared_hir(&rule.expr, &rule_hir) {
+                Some(shared)
+            } else {
+                match tail_rec[r]
+                    .then(|| tail_split(&rule.expr, RuleId(r as u32)))
+                    .flatten()
+                {
+                    None => expr_to_hir(&rule.expr, &lookup),
+                    Some((prefixes, bases)) => (|| {
+                        let prefixes = prefixes
+                            .iter()
+                            .map(|e| expr_to_hir(e, &lookup))
+                            .collect::<Option<Vec<_>>>()?;
+                        let bases = bases
+                            .iter()
+                            .map(|e| expr_to_hir(e, &lookup))
+                            .collect::<Option<Vec<_>>>()?;
+                        Some(concat(vec![
+                            repetition(alternation(prefixes), 0, None),
+                            alternation(bases),
+                        ]))
+                    })(),
+                }
+                .map(Arc::new)
             }
         };
         let Some(hir) = hir else {
@@ -182,6 +192,16 @@ pub(super) fn promote(
         }
     }
     Ok(Promotion { rule_hir, promoted })
+}
+
+/// The HIR of a body that is one normalized regex or one reference to a rule with HIR,
+/// shared instead of copied (`None`: build it).
+fn shared_hir(e: &Expr, rule_hir: &[Option<Arc<Hir>>]) -> Option<Arc<Hir>> {
+    match e {
+        Expr::Regex(h) if is_normalized(h) => Some(Arc::clone(h)),
+        Expr::Ref(r) => rule_hir[r.0 as usize].clone(),
+        _ => None,
+    }
 }
 
 /// Whether [`tail_split`] succeeds on `e`, without building the split.
@@ -266,7 +286,8 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
 fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_size(h),
+        Expr::Regex(h) => hir_size(h),
+        Expr::Constrained { hir: h, .. } => hir_size(h),
         Expr::Ref(r) => sizes[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v
             .iter()
@@ -303,7 +324,8 @@ pub(super) fn may_blow_up(h: &Hir, est_size: usize) -> bool {
 fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) | Expr::Constrained { hir: h, .. } => hir_depth(h),
+        Expr::Regex(h) => hir_depth(h),
+        Expr::Constrained { hir: h, .. } => hir_depth(h),
         Expr::Ref(r) => depths[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v
             .iter()
