@@ -32,16 +32,12 @@ pub(super) fn promote(
     def: &GrammarDef,
     opts: &LowerOptions,
     reachable: &[bool],
+    all_refs: &[Vec<usize>],
     warnings: &mut Vec<String>,
 ) -> Result<Promotion, GrammarError> {
     let n = def.rules.len();
     // 1. Regular rules in topological order (Kahn over "references").
-    let mut refs: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, rule) in def.rules.iter().enumerate() {
-        collect_refs(&rule.expr, &mut |r| refs[i].push(r.0 as usize));
-        refs[i].sort_unstable();
-        refs[i].dedup();
-    }
+    let mut refs: Vec<Vec<usize>> = all_refs.to_vec();
     // Right-linear self recursion (`ws ::= ([ \t\n] ws)?`, `digits ::= [0-9] digits | [0-9]`)
     // is still regular: R = α₁ R | … | β₁ | … has the language (α₁|…)* (β₁|…).
     // (Decided here without building the split: most such rules — a JSON object's member
@@ -107,7 +103,7 @@ pub(super) fn promote(
         let rule = &def.rules[r];
         let candidate = rule.kind != RuleKind::Lexical
             && opts.promote
-            && token_like(&rule.expr, RuleId(r as u32), &promoted);
+            && token_like(&rule.expr, &all_refs[r], r, &promoted);
         if !candidate && !lexical_reach[r] {
             continue;
         }
@@ -341,13 +337,9 @@ fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
 /// more bytes sits at a *structural* position (reachable from the top through sequences,
 /// alternatives, groups and `?`, but not through `*`/`+`/counted repetition, where literals
 /// such as `"\\u"` are part of a token's spelling).
-fn token_like(body: &Expr, me: RuleId, promoted: &[bool]) -> bool {
-    let mut all_refs_promoted = true;
+fn token_like(body: &Expr, refs: &[usize], me: usize, promoted: &[bool]) -> bool {
     // Self references are right-linear here (the rule is regular), so they are fine.
-    collect_refs(body, &mut |r| {
-        all_refs_promoted &= r == me || promoted[r.0 as usize]
-    });
-    all_refs_promoted && !has_structural_keyword(body)
+    refs.iter().all(|&r| r == me || promoted[r]) && !has_structural_keyword(body)
 }
 
 fn has_structural_keyword(e: &Expr) -> bool {
