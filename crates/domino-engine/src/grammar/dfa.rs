@@ -70,9 +70,16 @@ impl std::error::Error for DfaError {}
 /// new entry would pass it the cache is emptied (the next grammars refill it).
 pub const DFA_CACHE_BYTES: usize = 128 << 20;
 
-/// One cached terminal: its HIR and constraints (compared in full on a hash match), its DFA,
-/// and the bytes of its key.
-type CacheEntry = (Hir, ir::Constraints, TerminalDfa, usize);
+/// One cached terminal: its HIR (shared with the terminals that gave it, when they did) and
+/// constraints (compared by address, then in full, on a hash match), its DFA, and the bytes of
+/// its key.
+type CacheEntry = (Arc<Hir>, ir::Constraints, TerminalDfa, usize);
+
+/// Whether a cached HIR is `hir`: the same allocation (a shared lexical pattern or key set),
+/// or equal in full.
+fn same_hir(cached: &Arc<Hir>, hir: &Hir) -> bool {
+    std::ptr::eq(Arc::as_ptr(cached), hir) || **cached == *hir
+}
 
 /// Process-wide: [`constrained_hash`] → the terminals with it and their DFAs (see the module
 /// doc), and the bytes held.
@@ -89,7 +96,7 @@ fn cached(hash: u64, hir: &Hir, constraints: &ir::Constraints) -> Option<Termina
         .0
         .get(&hash)?
         .iter()
-        .find(|(h, c, _, _)| h == hir && c == constraints)
+        .find(|(h, c, _, _)| same_hir(h, hir) && c == constraints)
         .map(|(_, _, d, _)| d.clone())
 }
 
@@ -104,10 +111,17 @@ fn key_bytes(hir: &Hir, constraints: &ir::Constraints) -> usize {
             .sum::<usize>()
 }
 
-/// Keep `d` for this terminal. A lazy DFA grows after it is kept, so when the bytes held
+/// Keep `d` for this terminal (`shared`: `hir` behind the terminal's `Arc`, kept instead of a
+/// copy). A lazy DFA grows after it is kept, so when the bytes held
 /// would pass the budget they are counted again from the entries' current sizes, and the
 /// cache is emptied if that is still over it (grammars holding an entry keep theirs alive).
-fn remember(hash: u64, hir: &Hir, constraints: &ir::Constraints, d: &TerminalDfa) {
+fn remember(
+    hash: u64,
+    hir: &Hir,
+    shared: Option<&Arc<Hir>>,
+    constraints: &ir::Constraints,
+    d: &TerminalDfa,
+) {
     let key = key_bytes(hir, constraints);
     let bytes = key + d.memory_bytes();
     if bytes > DFA_CACHE_BYTES {
@@ -135,10 +149,11 @@ fn remember(hash: u64, hir: &Hir, constraints: &ir::Constraints, d: &TerminalDfa
     let bucket = map.entry(hash).or_default();
     if !bucket
         .iter()
-        .any(|(h, c, _, _)| h == hir && c == constraints)
+        .any(|(h, c, _, _)| same_hir(h, hir) && c == constraints)
     {
         *held += bytes;
-        bucket.push((hir.clone(), constraints.clone(), d.clone(), key));
+        let hir = shared.map_or_else(|| Arc::new(hir.clone()), Arc::clone);
+        bucket.push((hir, constraints.clone(), d.clone(), key));
     }
 }
 
@@ -232,6 +247,11 @@ impl TerminalDfa {
     /// Literals are built directly; other regexes get a [`LazyDfa`], cached per process (see
     /// the module doc), so grammars that share a terminal share its states.
     pub fn new(hir: &Hir) -> Result<Self, DfaError> {
+        Self::new_keyed(hir, None)
+    }
+
+    /// [`TerminalDfa::new`], with `hir` behind `shared` (kept by the cache instead of a copy).
+    fn new_keyed(hir: &Hir, shared: Option<&Arc<Hir>>) -> Result<Self, DfaError> {
         if let regex_syntax::hir::HirKind::Literal(lit) = hir.kind() {
             if !lit.0.is_empty() {
                 return Ok(Self::literal(&lit.0));
@@ -249,7 +269,7 @@ impl TerminalDfa {
             },
             None => Self::determinise(hir)?,
         };
-        remember(hash, hir, &none, &d);
+        remember(hash, hir, shared, &none, &d);
         Ok(d)
     }
 
@@ -371,7 +391,12 @@ impl TerminalDfa {
     /// `constraints.and` and minus every `constraints.and_not` (a product construction over
     /// the parts' DFAs; an `and_not` part that has died no longer excludes anything).
     pub fn for_terminal(t: &ir::Terminal) -> Result<Self, DfaError> {
-        Self::product(&t.hir, &t.constraints, Self::MAX_PRODUCT_STATES)
+        Self::product_keyed(
+            &t.hir,
+            Some(&t.hir),
+            &t.constraints,
+            Self::MAX_PRODUCT_STATES,
+        )
     }
 
     /// See [`TerminalDfa::for_terminal`]; fails beyond `max_states` product states.
@@ -380,7 +405,16 @@ impl TerminalDfa {
         constraints: &ir::Constraints,
         max_states: usize,
     ) -> Result<Self, DfaError> {
-        let base = TerminalDfa::new(hir)?;
+        Self::product_keyed(hir, None, constraints, max_states)
+    }
+
+    fn product_keyed(
+        hir: &Hir,
+        shared: Option<&Arc<Hir>>,
+        constraints: &ir::Constraints,
+        max_states: usize,
+    ) -> Result<Self, DfaError> {
+        let base = TerminalDfa::new_keyed(hir, shared)?;
         if constraints.is_empty() {
             return Ok(base);
         }
@@ -395,7 +429,7 @@ impl TerminalDfa {
             return Ok(d);
         }
         let d = Self::product_uncached(base, hir, constraints, max_states)?;
-        remember(hash, hir, constraints, &d);
+        remember(hash, hir, shared, constraints, &d);
         Ok(d)
     }
 

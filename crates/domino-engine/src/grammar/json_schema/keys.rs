@@ -39,8 +39,8 @@ impl Compiler<'_> {
         }
         keys.sort();
         keys.dedup();
-        let hir = except_hir(&keys);
-        let id = self.add_rule("key", Expr::Regex(hir.into()), RuleKind::Lexical)?;
+        let hir = shared_except_hir(&cache_key, &keys);
+        let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
     }
@@ -57,6 +57,42 @@ impl KeyMatcher {
     pub(super) fn is_match(&self, key: &str) -> bool {
         self.pos.is_match(key) && !self.neg.as_ref().is_some_and(|n| n.is_match(key))
     }
+}
+
+/// Most key sets [`shared_except_hir`] keeps, and the most bytes of names they may hold.
+pub const EXCEPT_CACHE_ENTRIES: usize = 1024;
+/// See [`EXCEPT_CACHE_ENTRIES`].
+pub const EXCEPT_CACHE_BYTES: usize = 4 << 20;
+
+/// [`except_hir`] of `keys`, kept per process by `cache_key` (the sorted names): the same
+/// objects recur across the schemas a server sees (a Kubernetes `ObjectMeta`, a tool's
+/// arguments), and the same `Arc` lets the terminal-DFA cache find the key's DFA by address.
+/// Bounded by [`EXCEPT_CACHE_ENTRIES`] and [`EXCEPT_CACHE_BYTES`] (emptied when full).
+fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    type Cache = (HashMap<String, Arc<Hir>>, usize);
+    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+    if let Some(h) = CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|(m, _)| m.get(cache_key))
+    {
+        return Arc::clone(h);
+    }
+    let h = Arc::new(except_hir(keys));
+    if cache_key.len() <= EXCEPT_CACHE_BYTES / 16 {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, bytes) = cache.get_or_insert_with(|| (HashMap::new(), 0));
+        if map.len() >= EXCEPT_CACHE_ENTRIES || *bytes + cache_key.len() > EXCEPT_CACHE_BYTES {
+            map.clear();
+            *bytes = 0;
+        }
+        *bytes += cache_key.len();
+        map.insert(cache_key.to_string(), Arc::clone(&h));
+    }
+    h
 }
 
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,

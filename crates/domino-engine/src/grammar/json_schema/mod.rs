@@ -337,8 +337,8 @@ impl<'a> Compiler<'a> {
         if let Some(&id) = self.lexical.get(&pattern) {
             return Ok(Expr::Ref(id));
         }
-        let hir = lexical::hir(&pattern);
-        let id = self.add_rule(name, Expr::Regex(hir.into()), RuleKind::Lexical)?;
+        let hir = lexical::hir_shared(&pattern);
+        let id = self.add_rule(name, Expr::Regex(hir), RuleKind::Lexical)?;
         self.lexical.insert(pattern, id);
         Ok(Expr::Ref(id))
     }

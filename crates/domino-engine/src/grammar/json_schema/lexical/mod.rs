@@ -57,28 +57,37 @@ const NEST_LIMIT: u32 = 1024;
 /// text, at most [`HIR_CACHE_ENTRIES`] patterns of at most [`HIR_CACHE_PATTERN_BYTES`]
 /// bytes each (the cache is emptied when full).
 pub fn hir(pattern: &str) -> Hir {
+    (*hir_shared(pattern)).clone()
+}
+
+/// [`hir`] without copying the tree: the same `Arc` for the same pattern while it is cached,
+/// so the terminals of every grammar that uses a pattern (strings, numbers, formats) are one
+/// allocation, which the terminal-DFA cache recognises by address.
+pub fn hir_shared(pattern: &str) -> std::sync::Arc<Hir> {
     use std::collections::HashMap;
-    use std::sync::Mutex;
-    static CACHE: Mutex<Option<HashMap<String, Hir>>> = Mutex::new(None);
+    use std::sync::{Arc, Mutex};
+    static CACHE: Mutex<Option<HashMap<String, Arc<Hir>>>> = Mutex::new(None);
     let cacheable = pattern.len() <= HIR_CACHE_PATTERN_BYTES;
     if cacheable {
         let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = cache.as_ref().and_then(|m| m.get(pattern)) {
-            return h.clone();
+            return Arc::clone(h);
         }
     }
-    let h = regex_syntax::ParserBuilder::new()
-        .nest_limit(NEST_LIMIT)
-        .build()
-        .parse(pattern)
-        .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"));
+    let h = Arc::new(
+        regex_syntax::ParserBuilder::new()
+            .nest_limit(NEST_LIMIT)
+            .build()
+            .parse(pattern)
+            .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}")),
+    );
     if cacheable {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         let map = cache.get_or_insert_with(HashMap::new);
         if map.len() >= HIR_CACHE_ENTRIES {
             map.clear();
         }
-        map.insert(pattern.to_string(), h.clone());
+        map.insert(pattern.to_string(), Arc::clone(&h));
     }
     h
 }
