@@ -204,35 +204,48 @@ impl Follow {
         };
         let first = propagate(false);
         let last = propagate(true);
-        let single = |t: u32| {
-            let mut v = vec![0u64; words];
-            v[t as usize / 64] |= 1 << (t % 64);
-            v
-        };
-        let set_of = |sets: &[u64], s: &ir::Symbol| -> Vec<u64> {
+        // A symbol's FIRST or LAST set: one terminal, or a nonterminal's row (no copies: this
+        // loop runs for every pair of positions of every production).
+        enum Set<'s> {
+            One(usize),
+            Row(&'s [u64]),
+        }
+        fn set_of<'s>(sets: &'s [u64], words: usize, s: &ir::Symbol) -> Set<'s> {
             match s {
-                ir::Symbol::Terminal(t) => single(t.0),
+                ir::Symbol::Terminal(t) => Set::One(t.0 as usize),
                 ir::Symbol::Nonterminal(x) => {
-                    sets[x.0 as usize * words..(x.0 as usize + 1) * words].to_vec()
+                    Set::Row(&sets[x.0 as usize * words..(x.0 as usize + 1) * words])
+                }
+            }
+        }
+        let mut bits = vec![0u64; n * words];
+        // `bits[a] |= firsts` for one `a`.
+        let add = |bits: &mut [u64], a: usize, firsts: &Set| match firsts {
+            Set::One(b) => bits[a * words + b / 64] |= 1 << (b % 64),
+            Set::Row(row) => {
+                for (w, f) in bits[a * words..(a + 1) * words].iter_mut().zip(row.iter()) {
+                    *w |= f;
                 }
             }
         };
-        let mut bits = vec![0u64; n * words];
         for p in &g.productions {
             if crate::budget::over("follow sets") {
                 break;
             }
             for i in 0..p.rhs.len() {
-                let lasts = set_of(&last, &p.rhs[i]);
+                let lasts = set_of(&last, words, &p.rhs[i]);
                 for j in i + 1..p.rhs.len() {
-                    let firsts = set_of(&first, &p.rhs[j]);
-                    for (wi, &word) in lasts.iter().enumerate() {
-                        let mut word = word;
-                        while word != 0 {
-                            let a = wi * 64 + word.trailing_zeros() as usize;
-                            word &= word - 1;
-                            for (w, f) in bits[a * words..(a + 1) * words].iter_mut().zip(&firsts) {
-                                *w |= f;
+                    let firsts = set_of(&first, words, &p.rhs[j]);
+                    match lasts {
+                        Set::One(a) => add(&mut bits, a, &firsts),
+                        Set::Row(row) => {
+                            for (wi, &word) in row.iter().enumerate() {
+                                let mut word = word;
+                                while word != 0 {
+                                    let a = wi * 64 + word.trailing_zeros() as usize;
+                                    word &= word - 1;
+                                    add(&mut bits, a, &firsts);
+                                }
                             }
                         }
                     }
