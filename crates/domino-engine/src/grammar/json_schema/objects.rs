@@ -694,7 +694,7 @@ impl Compiler<'_> {
             .filter(|(_, x)| x.2)
             .map(|(i, _)| 1usize << i)
             .sum();
-        let mut steps: HashMap<State, Vec<Step>> = HashMap::new();
+        let mut steps: crate::hash::WordHashMap<State, Vec<Step>> = Default::default();
         let mut work: Vec<State> = vec![(0, 0, 0, 0)];
         let min_named = min_p as usize;
         while let Some(st) = work.pop() {
@@ -761,25 +761,27 @@ impl Compiler<'_> {
             }
             steps.insert(st, out);
         }
-        // Productive states (some path to End), backwards to a fixed point.
-        let mut productive: std::collections::HashSet<State> = steps
+        // Productive states (some path to End): backwards from the states that can end,
+        // along reversed steps (a worklist, so a long schema-order chain is one pass).
+        let mut preds: crate::hash::WordHashMap<State, Vec<State>> = Default::default();
+        for (st, v) in &steps {
+            for x in v {
+                if let Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) = x {
+                    preds.entry(*t).or_default().push(*st);
+                }
+            }
+        }
+        let mut productive: crate::hash::WordHashSet<State> = Default::default();
+        let mut stack: Vec<State> = steps
             .iter()
             .filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End)))
             .map(|(s, _)| *s)
             .collect();
-        loop {
-            let before = productive.len();
-            for (st, v) in &steps {
-                if !productive.contains(st)
-                    && v.iter().any(
-                        |x| matches!(x, Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) if productive.contains(t)),
-                    )
-                {
-                    productive.insert(*st);
+        while let Some(st) = stack.pop() {
+            if productive.insert(st) {
+                if let Some(ps) = preds.get(&st) {
+                    stack.extend(ps.iter().copied());
                 }
-            }
-            if productive.len() == before {
-                break;
             }
         }
         if !productive.contains(&(0, 0, 0, 0)) {
@@ -789,7 +791,7 @@ impl Compiler<'_> {
             ));
             return Ok(Self::never());
         }
-        let mut ids: HashMap<State, RuleId> = HashMap::new();
+        let mut ids: crate::hash::WordHashMap<State, RuleId> = Default::default();
         let mut order: Vec<State> = productive.iter().copied().collect();
         order.sort();
         for st in &order {
