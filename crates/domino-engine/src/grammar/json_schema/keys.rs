@@ -69,30 +69,9 @@ pub const EXCEPT_CACHE_BYTES: usize = 4 << 20;
 /// arguments), and the same `Arc` lets the terminal-DFA cache find the key's DFA by address.
 /// Bounded by [`EXCEPT_CACHE_ENTRIES`] and [`EXCEPT_CACHE_BYTES`] (emptied when full).
 fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex};
-    type Cache = (HashMap<String, Arc<Hir>>, usize);
-    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
-    if let Some(h) = CACHE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|(m, _)| m.get(cache_key))
-    {
-        return Arc::clone(h);
-    }
-    let h = Arc::new(except_hir(keys));
-    if cache_key.len() <= EXCEPT_CACHE_BYTES / 16 {
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, bytes) = cache.get_or_insert_with(|| (HashMap::new(), 0));
-        if map.len() >= EXCEPT_CACHE_ENTRIES || *bytes + cache_key.len() > EXCEPT_CACHE_BYTES {
-            map.clear();
-            *bytes = 0;
-        }
-        *bytes += cache_key.len();
-        map.insert(cache_key.to_string(), Arc::clone(&h));
-    }
-    h
+    static CACHE: lexical::SharedHirCache =
+        lexical::SharedHirCache::new(EXCEPT_CACHE_ENTRIES, EXCEPT_CACHE_BYTES);
+    CACHE.get_or_build(cache_key, || except_hir(keys))
 }
 
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,
@@ -139,21 +118,31 @@ fn except_hir(keys: &[Vec<char>]) -> Hir {
 /// The deviation shared by every ordinary trie node: a non-ASCII character, a short escape,
 /// or the `\u00XX` escape of a control character.
 fn common_deviation() -> Hir {
-    let lit = |s: &str| Hir::literal(s.as_bytes());
-    let class = |ranges: &[(char, char)]| {
-        Hir::class(Class::Unicode(ClassUnicode::new(
-            ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
-        )))
-    };
     let shorts: Vec<(char, char)> = SHORT_ESCAPES.iter().map(|&(_, e)| (e, e)).collect();
     Hir::alternation(vec![
         class(&[('\u{80}', '\u{10FFFF}')]),
         Hir::concat(vec![lit("\\"), class(&shorts)]),
-        Hir::concat(vec![
-            lit("\\u00"),
-            class(&[('0', '1')]),
-            class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
-        ]),
+        control_escapes(),
+    ])
+}
+
+/// A Unicode class of these ranges.
+fn class(ranges: &[(char, char)]) -> Hir {
+    Hir::class(Class::Unicode(ClassUnicode::new(
+        ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
+    )))
+}
+
+fn lit(s: &str) -> Hir {
+    Hir::literal(s.as_bytes())
+}
+
+/// `\u00XX` for every control character.
+fn control_escapes() -> Hir {
+    Hir::concat(vec![
+        lit("\\u00"),
+        class(&[('0', '1')]),
+        class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
     ])
 }
 
@@ -182,12 +171,6 @@ struct ExceptParts {
 /// [`except_parts`] as HIR, with the deviations shared by ordinary nodes factored out (see
 /// [`except_hir`]).
 fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> ExceptParts {
-    let class = |ranges: &[(char, char)]| {
-        Hir::class(Class::Unicode(ClassUnicode::new(
-            ranges.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
-        )))
-    };
-    let lit = |s: &str| Hir::literal(s.as_bytes());
     let mut ends = Vec::new();
     let mut alts = Vec::new();
     let mut to_common = Vec::new();
@@ -223,7 +206,7 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> E
             alts.push(Hir::class(Class::Unicode(ascii)));
         }
     } else {
-        alts.push(special_deviation(&child_chars, &class, &lit));
+        alts.push(special_deviation(&child_chars));
     }
     ExceptParts {
         ends: (!ends.is_empty()).then(|| Hir::alternation(ends)),
@@ -235,11 +218,7 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> E
 /// The whole deviation of a special node (see [`is_special`]): every raw character but the
 /// children, `"`, `\\` and control characters; the short escapes of characters that are not
 /// children; the `\u00XX` escapes of control characters that are not children.
-fn special_deviation(
-    child_chars: &[char],
-    class: &impl Fn(&[(char, char)]) -> Hir,
-    lit: &impl Fn(&str) -> Hir,
-) -> Hir {
+fn special_deviation(child_chars: &[char]) -> Hir {
     let mut excluded = vec![('"', '"'), ('\\', '\\'), ('\0', '\x1f')];
     excluded.extend(child_chars.iter().map(|&c| (c, c)));
     let mut raw = ClassUnicode::new(excluded.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)));
@@ -262,11 +241,7 @@ fn special_deviation(
         }
     };
     if !child_chars.iter().any(|&c| (c as u32) < 0x20) {
-        other.push(Hir::concat(vec![
-            lit("\\u00"),
-            class(&[('0', '1')]),
-            class(&[('0', '9'), ('a', 'f'), ('A', 'F')]),
-        ]));
+        other.push(control_escapes());
     } else {
         for cp in 0u32..0x20 {
             if !child_chars.contains(&char::from_u32(cp).unwrap()) {

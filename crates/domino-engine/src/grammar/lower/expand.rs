@@ -3,7 +3,7 @@
 //! symbols, and repetitions of non-regular things helper nonterminals.
 
 use super::super::dfa::dfa_fits;
-use super::hir::{expr_to_hir, hir_size, is_fail, is_normalized, normalize};
+use super::hir::{expr_to_hir, hir_size, is_fail, normalize, shared_hir};
 use super::promotion::may_blow_up;
 use super::{
     LINEAR_REPEAT, LITERAL_SET_MIN, LowerOptions, MAX_INLINE_HIR, MAX_PRODUCTIONS,
@@ -223,19 +223,17 @@ impl<'a> Builder<'a> {
         if !self.opts.promote && !leaf {
             return None;
         }
-        if let Expr::Regex(h) = e
-            && is_normalized(h)
-        {
-            return Some(Arc::clone(h));
-        }
-        let lookup = |id: RuleId| {
+        let shared = |id: RuleId| {
             if self.promoted[id.0 as usize] {
-                self.rule_hir[id.0 as usize].as_deref().cloned()
+                self.rule_hir[id.0 as usize].clone()
             } else {
                 None
             }
         };
-        expr_to_hir(e, &lookup).map(Arc::new)
+        if let Some(h) = shared_hir(e, &shared) {
+            return Some(h);
+        }
+        expr_to_hir(e, &|id| shared(id).as_deref().cloned()).map(Arc::new)
     }
 
     pub(super) fn lower_rule_body(

@@ -4,6 +4,7 @@
 use super::MAX_INLINE_HIR;
 use crate::grammar::expr::{Expr, RuleId};
 use regex_syntax::hir::{Hir, HirKind, Repetition};
+use std::sync::Arc;
 
 /// The HIR of `e`, with references resolved by `lookup` (`None` if some reference has none).
 /// The result is *normalized* (see [`normalize`]).
@@ -27,6 +28,20 @@ pub(super) fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> 
         ),
         Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
     })
+}
+
+/// The HIR of an expression that is one normalized regex (its `Arc`) or one reference
+/// (`lookup`'s `Arc`), shared instead of copied; `None` when it has to be built
+/// ([`expr_to_hir`]).
+pub(super) fn shared_hir(
+    e: &Expr,
+    lookup: &impl Fn(RuleId) -> Option<Arc<Hir>>,
+) -> Option<Arc<Hir>> {
+    match e {
+        Expr::Regex(h) if is_normalized(h) => Some(Arc::clone(h)),
+        Expr::Ref(r) => lookup(*r),
+        _ => None,
+    }
 }
 
 /// Does `h` match nothing? Exact for normalized HIR: there an empty language only occurs as

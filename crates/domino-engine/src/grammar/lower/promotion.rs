@@ -3,7 +3,7 @@
 
 use super::super::dfa::dfa_fits;
 use super::hir::{
-    alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, is_normalized, repetition,
+    alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, repetition, shared_hir,
 };
 use super::{
     LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
@@ -113,7 +113,7 @@ pub(super) fn promote(
         }
         let hir = {
             let lookup = |id: RuleId| rule_hir[id.0 as usize].as_deref().cloned();
-            if let Some(shared) = shared_hir(&rule.expr, &rule_hir) {
+            if let Some(shared) = shared_hir(&rule.expr, &|id| rule_hir[id.0 as usize].clone()) {
                 Some(shared)
             } else {
                 match tail_rec[r]
@@ -188,16 +188,6 @@ pub(super) fn promote(
         }
     }
     Ok(Promotion { rule_hir, promoted })
-}
-
-/// The HIR of a body that is one normalized regex or one reference to a rule with HIR,
-/// shared instead of copied (`None`: build it).
-fn shared_hir(e: &Expr, rule_hir: &[Option<Arc<Hir>>]) -> Option<Arc<Hir>> {
-    match e {
-        Expr::Regex(h) if is_normalized(h) => Some(Arc::clone(h)),
-        Expr::Ref(r) => rule_hir[r.0 as usize].clone(),
-        _ => None,
-    }
 }
 
 /// Whether [`tail_split`] succeeds on `e`, without building the split.

@@ -64,32 +64,73 @@ pub fn hir(pattern: &str) -> Hir {
 /// so the terminals of every grammar that uses a pattern (strings, numbers, formats) are one
 /// allocation, which the terminal-DFA cache recognises by address.
 pub fn hir_shared(pattern: &str) -> std::sync::Arc<Hir> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex};
-    static CACHE: Mutex<Option<HashMap<String, Arc<Hir>>>> = Mutex::new(None);
-    let cacheable = pattern.len() <= HIR_CACHE_PATTERN_BYTES;
-    if cacheable {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(h) = cache.as_ref().and_then(|m| m.get(pattern)) {
+    static CACHE: SharedHirCache = SharedHirCache::new(
+        HIR_CACHE_ENTRIES,
+        HIR_CACHE_ENTRIES * HIR_CACHE_PATTERN_BYTES,
+    );
+    if pattern.len() > HIR_CACHE_PATTERN_BYTES {
+        return std::sync::Arc::new(parse(pattern));
+    }
+    CACHE.get_or_build(pattern, || parse(pattern))
+}
+
+fn parse(pattern: &str) -> Hir {
+    regex_syntax::ParserBuilder::new()
+        .nest_limit(NEST_LIMIT)
+        .build()
+        .parse(pattern)
+        .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"))
+}
+
+/// A [`SharedHirCache`]'s entries and the bytes of their keys.
+type HirsByKey = (
+    std::collections::HashMap<String, std::sync::Arc<Hir>>,
+    usize,
+);
+
+/// A process-wide cache of HIRs by a text key (a pattern, a key set), handed out as shared
+/// `Arc`s; at most `max_entries` entries and `max_key_bytes` bytes of keys, emptied when full.
+/// (Used for the JSON lexical patterns and the key-exclusion sets of `keys`.)
+pub(crate) struct SharedHirCache {
+    max_entries: usize,
+    max_key_bytes: usize,
+    map: std::sync::Mutex<Option<HirsByKey>>,
+}
+
+impl SharedHirCache {
+    pub(crate) const fn new(max_entries: usize, max_key_bytes: usize) -> Self {
+        SharedHirCache {
+            max_entries,
+            max_key_bytes,
+            map: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The HIR kept under `key`, or `build()` kept (a key over a sixteenth of the byte bound
+    /// is built and not kept).
+    pub(crate) fn get_or_build(
+        &self,
+        key: &str,
+        build: impl FnOnce() -> Hir,
+    ) -> std::sync::Arc<Hir> {
+        use std::sync::Arc;
+        let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = lock().as_ref().and_then(|(m, _)| m.get(key)) {
             return Arc::clone(h);
         }
-    }
-    let h = Arc::new(
-        regex_syntax::ParserBuilder::new()
-            .nest_limit(NEST_LIMIT)
-            .build()
-            .parse(pattern)
-            .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}")),
-    );
-    if cacheable {
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        let map = cache.get_or_insert_with(HashMap::new);
-        if map.len() >= HIR_CACHE_ENTRIES {
-            map.clear();
+        let h = Arc::new(build());
+        if key.len() <= self.max_key_bytes / 16 {
+            let mut cache = lock();
+            let (map, bytes) = cache.get_or_insert_with(Default::default);
+            if map.len() >= self.max_entries || *bytes + key.len() > self.max_key_bytes {
+                map.clear();
+                *bytes = 0;
+            }
+            *bytes += key.len();
+            map.insert(key.to_string(), Arc::clone(&h));
         }
-        map.insert(pattern.to_string(), Arc::clone(&h));
+        h
     }
-    h
 }
 
 /// Most patterns [`hir`] keeps parsed.
