@@ -564,3 +564,127 @@ fn finite_lookahead_masks_are_nested_sound_and_consistent() {
         }
     }
 }
+
+/// A vocabulary of whole-character runs (the shape of SentencePiece vocabularies such as
+/// Gemma's): multi-character tokens of ASCII, 2-, 3- and 4-byte characters, long tokens,
+/// lone lead and continuation bytes (byte fallback), DEL, and tokens mixing text with quotes,
+/// backslashes and newlines. Tree builds take whole subtrees of such tokens at once when
+/// every character steps the scanner alike (`char_steps`); this is where that must be exact.
+fn char_run_vocab() -> Arc<Vocabulary> {
+    let mut words: Vec<Vec<u8>> = Vec::new();
+    for b in 0x20..0x7fu8 {
+        words.push(vec![b]);
+    }
+    for w in [
+        "\n",
+        "\t",
+        "\x7f",
+        "a\x7f",
+        "é",
+        "€",
+        "😀",
+        "éé",
+        "aé",
+        "é€b",
+        "😀😀",
+        "€a€",
+        "abc",
+        "abcd",
+        "abcdef",
+        "abcdefghij",
+        "abcdefghijklmnop",
+        "ééééé",
+        "a€b€c€",
+        "\"a",
+        "a\"",
+        "a\",",
+        "é\"",
+        "ab\\",
+        "\\n",
+        "\\\"",
+        " \"",
+        "\":",
+        "\": \"",
+        "\",\"",
+        "{\"",
+        "\"}",
+        "a\n",
+        "  ",
+        "    ",
+        "name",
+        "\"name",
+        "\"nam",
+        "nametag",
+        "nam€",
+        "x1",
+        "12",
+        "1234",
+    ] {
+        words.push(w.as_bytes().to_vec());
+    }
+    for b in [0xC3u8, 0xE2, 0xF0, 0x82, 0xA9] {
+        words.push(vec![b]); // byte fallback
+    }
+    words.push([b"ab".as_slice(), &"é".as_bytes()[..1]].concat()); // ends inside é
+    words.push(Vec::new()); // EOG
+    let n = words.len();
+    Arc::new(Vocabulary::new(
+        words,
+        vec![false; n],
+        vec![TokenId(n as u32 - 1)],
+    ))
+}
+
+/// Open and counted string bodies, split bodies (the body its own terminal, accepting at
+/// every length above its minimum), a body without DEL, a body that tells one non-ASCII
+/// character apart, and JSON Schema keys minus named ones: masks equal the oracle's on
+/// random walks over [`char_run_vocab`].
+#[test]
+fn whole_character_runs_masks_equal_the_oracle_on_random_walks() {
+    let vocab = char_run_vocab();
+    let mut rng = Rng::new(0x8CB9_2BA7_2F3D_8DD7);
+    let grammars = [
+        ("open", r#"root ::= ( "\"" [^"\\]* "\"" ":"? )+"#),
+        (
+            "counted",
+            r#"root ::= "\"" [^"\\]{0,5} "\"" ( "," "\"" [^"]{2,4} "\"" )*"#,
+        ),
+        (
+            "split-body",
+            "root ::= \"\\\"\" body \"\\\"\" ( \",\" root )?\nbody ::= [^\"\\\\\\x7F\\x00-\\x1F]{3,9}",
+        ),
+        ("no-del", r#"root ::= "\"" [^"\x7F]* "\"" [ \n]*"#),
+        (
+            "tells-euro-apart",
+            r#"root ::= "\"" ( [^"€] | "€" "b" )* "\"""#,
+        ),
+        (
+            "counted-ascii-and-digits",
+            r#"root ::= [a-c]{0,6} [0-9]{1,3} ( " " root )?"#,
+        ),
+    ];
+    let mut checked = 0;
+    for (name, text) in grammars {
+        checked += random_walks_match_the_oracle(name, &compile(text), &vocab, &mut rng, 80);
+    }
+    let schemas = [
+        serde_json::json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}, "nametag": {"type": "integer"}}, "additionalProperties": {"type": "string", "minLength": 2}}),
+        serde_json::json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 12}}),
+    ];
+    for schema in schemas {
+        let opts = domino_engine::grammar::CompileOptions {
+            whitespace: domino_engine::grammar::WhitespacePolicy::Compact,
+            ..Default::default()
+        };
+        let name = schema.to_string();
+        let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
+        checked += random_walks_match_the_oracle(
+            &name,
+            &CompiledGrammar::new(g).unwrap(),
+            &vocab,
+            &mut rng,
+            80,
+        );
+    }
+    assert!(checked > 2000, "only {checked} masks checked");
+}

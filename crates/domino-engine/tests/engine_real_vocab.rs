@@ -72,7 +72,16 @@ fn check_walks_source(
     walks: usize,
     steps: usize,
 ) -> Arc<CompiledGrammar> {
-    let vocab = smollm2();
+    check_walks_vocab(smollm2(), source, docs, walks, steps)
+}
+
+fn check_walks_vocab(
+    vocab: Arc<Vocabulary>,
+    source: GrammarSource,
+    docs: &[&str],
+    walks: usize,
+    steps: usize,
+) -> Arc<CompiledGrammar> {
     let trie = VocabTrie::new(&vocab);
     let g = source.compile(&Default::default()).unwrap();
     let grammar = CompiledGrammar::new(g).unwrap();
@@ -226,5 +235,36 @@ fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
     assert!(
         built < n / 2,
         "walks built {built} of {n} scanner states: the scanner is not lazy"
+    );
+}
+
+/// Gemma 3's 262k SentencePiece vocabulary: tokens are whole-character runs, most of them
+/// non-ASCII, with byte-fallback tokens for lone bytes. Tree builds take such subtrees at once
+/// (`char_steps`: every character steps the state alike, in open and counted string bodies,
+/// keys minus named ones). On walks through strings with `maxLength` / `minLength`, keys
+/// outside the named properties and non-ASCII text, masks equal the oracle's over every token.
+#[test]
+fn counted_and_non_ascii_string_masks_equal_the_oracle_over_all_gemma_tokens() {
+    let gemma = Arc::new(
+        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
+    );
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "city": {"type": "string", "minLength": 3, "maxLength": 40},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}}
+        },
+        "additionalProperties": {"type": "string"}
+    });
+    check_walks_vocab(
+        gemma,
+        GrammarSource::JsonSchema(schema),
+        &[
+            "{\"name\": \"Zoë Ångström\", \"city\": \"Zürich – Genève, 東京\", \"tags\": [\"ü\", \"日本語\"], \"naïve\": \"😀 ok\"}",
+            "{\"city\": \"São Paulo\", \"nam\": \"x\\\"y\"}",
+        ],
+        2,
+        30,
     );
 }

@@ -84,6 +84,7 @@
 //! assert!(!c.is_accepting());
 //! ```
 
+mod char_steps;
 pub mod drafts;
 pub mod earley;
 mod error;

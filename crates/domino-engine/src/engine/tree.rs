@@ -62,6 +62,7 @@
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
 //! - Token ids in a group are distinct; special tokens never appear.
 
+use super::char_steps::CharSteps;
 use super::earley::Parser;
 use super::trie::VocabTrie;
 use crate::grammar::ir::{self, TerminalId};
@@ -440,7 +441,48 @@ struct BuildNode {
     inside: u32,
     /// (edge label, child): label = terminal << 1 | at_position_0.
     children: Vec<(u32, u32)>,
-    groups: Vec<(LiveSetId, Vec<u32>)>,
+    groups: Vec<(LiveSetId, IdBuf)>,
+}
+
+/// One group's token ids while a tree is built: a list until it holds more than 1/32 of the
+/// vocabulary (where [`TokenList`] keeps a bitset anyway), then a bitset, so a string body's
+/// hundreds of thousands of tokens are set as bits rather than pushed, grown and copied.
+enum IdBuf {
+    List(Vec<u32>),
+    Bits(Vec<u64>),
+}
+
+impl IdBuf {
+    fn new() -> Self {
+        IdBuf::List(Vec::new())
+    }
+
+    fn extend(&mut self, toks: &[crate::vocab::TokenId], vocab_len: usize) {
+        if let IdBuf::List(ids) = self {
+            if (ids.len() + toks.len()) * 32 > vocab_len {
+                let mut w = vec![0u64; vocab_len.div_ceil(64)];
+                for &i in ids.iter() {
+                    w[i as usize >> 6] |= 1 << (i & 63);
+                }
+                *self = IdBuf::Bits(w);
+            }
+        }
+        match self {
+            IdBuf::List(ids) => ids.extend(toks.iter().map(|t| t.0)),
+            IdBuf::Bits(w) => {
+                for t in toks {
+                    w[t.0 as usize >> 6] |= 1 << (t.0 & 63);
+                }
+            }
+        }
+    }
+
+    fn into_list(self, vocab_len: usize) -> TokenList {
+        match self {
+            IdBuf::List(ids) => TokenList::from_unsorted(ids, vocab_len),
+            IdBuf::Bits(w) => TokenList::Dense(w.into()),
+        }
+    }
 }
 
 impl SubterminalTree {
@@ -527,6 +569,10 @@ impl SubterminalTree {
         // (Grown as the walk reaches states: a lazily built DFA has no state count up front.)
         let mut loops: Vec<Option<[u64; 2]>> = Vec::new();
         let mut root_group: Option<usize> = None;
+        let mut char_steps = CharSteps::default();
+        let mut chain_ends: Vec<u32> = Vec::new();
+        // Bytes (subtree bits) that may start a terminal after `t0` ends (component trees).
+        let mut boundary_bytes: Option<[u64; 2]> = None;
         let mut i = 0usize;
         while i < trie.nodes.len() {
             let tn = trie.nodes[i];
@@ -576,15 +622,100 @@ impl SubterminalTree {
                             match groups.iter().position(|g| g.0 == root_live) {
                                 Some(g) => g,
                                 None => {
-                                    groups.push((root_live, Vec::new()));
+                                    groups.push((root_live, IdBuf::new()));
                                     groups.len() - 1
                                 }
                             }
                         });
-                        groups[g].1.extend(toks.iter().map(|t| t.0));
+                        groups[g].1.extend(toks, vocab_len);
                     }
                     i = tn.next as usize;
                     continue;
+                }
+                // Character chain: every whole character of the subtree steps the state
+                // alike (`char_steps`: non-ASCII text, counted repetitions). Follow the
+                // chain for the subtree's longest token; with no boundary possible before a
+                // token's end (no accepting state, or none from which a byte of the subtree
+                // could start a terminal that may follow `t0`) every token stays inside
+                // `t0`, ending in the chain state of its length. The first character is the
+                // node's own byte when it is ASCII (exact: a key-exclusion state tells the
+                // next byte of an excluded key from the others), else any of the subtree's.
+                // The node's own tokens are one byte from `s` whatever they are (a lone
+                // lead byte, a byte-fallback token), so only the tokens below must be clean.
+                if let Some(lengths) = trie.clean_lengths(i) {
+                    let longest = match lengths {
+                        0 => 0,
+                        l => 63 - l.leading_zeros(),
+                    };
+                    let mut blocks = |q: u32| {
+                        dfa.is_accepting(q) && {
+                            let bb = *boundary_bytes.get_or_insert_with(|| {
+                                let mut m = [0u64; 2];
+                                for c in 0..=255u8 {
+                                    let f = fresh_of[c as usize];
+                                    if f != DEAD
+                                        && start_ok.get(scanner, follow, t0, c, f)
+                                        && scanner.followed_by(t0, ScanState(f))
+                                    {
+                                        let (w, bit) = super::trie::byte_bit(c);
+                                        m[w] |= bit;
+                                    }
+                                }
+                                m
+                            });
+                            sub[0] & bb[0] != 0 || sub[1] & bb[1] != 0
+                        }
+                    };
+                    let mut complete = !blocks(s);
+                    let mut q = s;
+                    chain_ends.clear();
+                    for j in 1..=longest {
+                        if !complete || (j > 1 && blocks(q)) {
+                            complete = false;
+                            break;
+                        }
+                        q = if j == 1 && b < 0x80 {
+                            dfa.next(q, b)
+                        } else {
+                            char_steps.step(dfa, q, sub)
+                        };
+                        if q == DEAD {
+                            complete = false;
+                            break;
+                        }
+                        if lengths >> j & 1 == 1 {
+                            chain_ends.push(q);
+                        }
+                    }
+                    if complete {
+                        let own = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
+                        let own_end = if own.is_empty() { DEAD } else { dfa.next(s, b) };
+                        let below = &trie.subtree_tokens(i)[own.len()..];
+                        for &e in chain_ends
+                            .iter()
+                            .chain((own_end != DEAD).then_some(&own_end))
+                        {
+                            if !end_dfa_states.contains(&e) {
+                                end_dfa_states.push(e);
+                            }
+                        }
+                        let groups = &mut nodes[0].groups;
+                        let g = *root_group.get_or_insert_with(|| {
+                            match groups.iter().position(|g| g.0 == root_live) {
+                                Some(g) => g,
+                                None => {
+                                    groups.push((root_live, IdBuf::new()));
+                                    groups.len() - 1
+                                }
+                            }
+                        });
+                        if own_end != DEAD {
+                            groups[g].1.extend(own, vocab_len);
+                        }
+                        groups[g].1.extend(below, vocab_len);
+                        i = tn.next as usize;
+                        continue;
+                    }
                 }
             }
             let fresh = fresh_of[b as usize];
@@ -690,7 +821,7 @@ impl SubterminalTree {
                             let g = match groups.iter().position(|g| g.0 == live) {
                                 Some(g) => g,
                                 None => {
-                                    groups.push((live, Vec::new()));
+                                    groups.push((live, IdBuf::new()));
                                     groups.len() - 1
                                 }
                             };
@@ -698,7 +829,7 @@ impl SubterminalTree {
                             g
                         }
                     };
-                    groups[g].1.extend(toks.iter().map(|t| t.0));
+                    groups[g].1.extend(toks, vocab_len);
                 }
             }
             level_start.push(threads.len());
@@ -715,7 +846,7 @@ impl SubterminalTree {
             for (live, ids) in n.groups {
                 groups.push(Group {
                     live,
-                    tokens: TokenList::from_unsorted(ids, vocab_len),
+                    tokens: ids.into_list(vocab_len),
                 });
             }
             out_nodes.push(TreeNode {

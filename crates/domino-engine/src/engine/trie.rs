@@ -45,6 +45,31 @@ pub struct VocabTrie {
     /// "every byte of the subtree does X" must check all of those for bit 127). Tree builds
     /// use it to take a whole subtree at once when every byte in it loops on one state.
     pub subtree_bytes: Vec<[u64; 2]>,
+    /// Per node, the number of whole characters before it (the path to its parent) when the
+    /// node starts a character and every token *strictly below* it is well-formed UTF-8
+    /// without DEL, of fewer than 63 characters; [`NOT_CLEAN`] otherwise. (The node's own
+    /// tokens may be anything, e.g. a lone lead byte: they are one byte from the node's
+    /// parent. Without DEL, bit 127 of such a subtree's [`VocabTrie::subtree_bytes`] means
+    /// exactly "a multi-byte character" — or the node's own byte.) Tree builds take such a subtree at once
+    /// when every character of it steps the walk's state alike ([`super::char_steps`]).
+    pub char_start: Vec<u8>,
+    /// Per node, bit `c` for each token strictly below it that is `c` characters long (whole
+    /// path; meaningful where [`VocabTrie::char_start`] is not [`NOT_CLEAN`]).
+    pub token_chars: Vec<u64>,
+}
+
+/// [`VocabTrie::char_start`] of a node whose subtree is not all well-formed UTF-8 from a
+/// character boundary.
+pub const NOT_CLEAN: u8 = u8::MAX;
+
+/// Tokens of this many characters or more make their subtrees not clean (the length mask
+/// is one word).
+const MAX_CLEAN_CHARS: usize = 63;
+
+/// Whether `b` continues a UTF-8 character.
+#[inline]
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
 }
 
 /// The [`VocabTrie::subtree_bytes`] bit of byte `b`.
@@ -86,13 +111,41 @@ impl VocabTrie {
         let mut path: Vec<u32> = Vec::new();
         let mut prev: &[u8] = &[];
         let mut max_depth = 0;
+        // Per node: characters before it when the path to its parent is well-formed UTF-8
+        // ending on a character boundary (else NOT_CLEAN), and whether the path through it is.
+        let mut start_chars: Vec<u8> = Vec::new();
+        let mut end_chars: Vec<u8> = Vec::new();
         for (bytes, id) in toks {
             let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while path.len() > lcp {
                 let n = path.pop().unwrap();
                 nodes[n as usize].next = nodes.len() as u32;
             }
+            // DEL counts as ill-formed here, so that in a clean subtree the byte-set bit 127
+            // stands for multi-byte characters only.
+            let valid_up_to = match std::str::from_utf8(bytes) {
+                Ok(_) => bytes.len(),
+                Err(e) => e.valid_up_to(),
+            }
+            .min(bytes.iter().position(|&b| b == 0x7F).unwrap_or(bytes.len()));
+            // `bytes[..d]` is well-formed and whole: within the valid part, on a boundary.
+            let whole =
+                |d: usize| d <= valid_up_to && (d == valid_up_to || !is_continuation(bytes[d]));
+            let chars_in = |d: usize| {
+                let c = bytes[..d].iter().filter(|&&b| !is_continuation(b)).count();
+                if c < MAX_CLEAN_CHARS {
+                    c as u8
+                } else {
+                    NOT_CLEAN
+                }
+            };
             for (d, &b) in bytes.iter().enumerate().skip(lcp) {
+                start_chars.push(if whole(d) { chars_in(d) } else { NOT_CLEAN });
+                end_chars.push(if whole(d + 1) {
+                    chars_in(d + 1)
+                } else {
+                    NOT_CLEAN
+                });
                 let t = tokens.len() as u32;
                 nodes.push(TrieNode {
                     byte: b,
@@ -126,16 +179,58 @@ impl VocabTrie {
             }
             subtree_bytes[i] = m;
         }
+        // Clean subtrees and their token lengths in characters, children before parents:
+        // per node, over the tokens strictly below it (`below_*`), and over its whole
+        // subtree (`full_*`, what its parent aggregates).
+        let mut full_chars = vec![0u64; nodes.len()];
+        let mut full_clean = vec![true; nodes.len()];
+        let mut token_chars = vec![0u64; nodes.len()];
+        let mut char_start = vec![NOT_CLEAN; nodes.len()];
+        for i in (0..nodes.len()).rev() {
+            let n = nodes[i];
+            let (mut m, mut ok) = (0u64, true);
+            let mut c = i + 1;
+            while c < n.next as usize {
+                m |= full_chars[c];
+                ok &= full_clean[c];
+                c = nodes[c].next as usize;
+            }
+            token_chars[i] = m;
+            if ok {
+                char_start[i] = start_chars[i];
+            }
+            if n.tok_end > n.tok_start {
+                match end_chars[i] {
+                    NOT_CLEAN => ok = false,
+                    c => m |= 1 << c,
+                }
+            }
+            full_chars[i] = m;
+            full_clean[i] = ok;
+        }
         VocabTrie {
             nodes,
             tokens,
             max_depth,
             subtree_bytes,
+            char_start,
+            token_chars,
         }
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16) + self.tokens.len() * 4
+        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 1 + 8) + self.tokens.len() * 4
+    }
+
+    /// The lengths in characters of the tokens strictly below node `i`, counted from the node
+    /// (bit `j`: a token of `j` characters from here), when they are clean
+    /// ([`VocabTrie::char_start`]).
+    #[inline]
+    pub fn clean_lengths(&self, i: usize) -> Option<u64> {
+        match self.char_start[i] {
+            NOT_CLEAN => None,
+            before => Some(self.token_chars[i] >> before),
+        }
     }
 
     /// The tokens of node `i`'s subtree (contiguous: tokens are stored in preorder).
@@ -225,5 +320,57 @@ mod tests {
             .unwrap();
         assert_eq!(trie.subtree_bytes[bn], bits(b"ba"));
         assert_eq!(byte_bit(0xC3), byte_bit(127));
+    }
+
+    #[test]
+    fn clean_subtrees_are_whole_characters_below_a_character_start() {
+        let words: Vec<&[u8]> = vec![
+            "é".as_bytes(),
+            "éa".as_bytes(),
+            "éé".as_bytes(),
+            &[0xC3], // lone lead byte: ill-formed, but a node's own token
+            b"ab",
+            b"abc",
+            b"a\x7f", // DEL: never clean
+            "a€".as_bytes(),
+            &[b'x', 0xC3], // ends inside a character
+            b"xy",
+        ];
+        let v = Vocabulary::new(
+            words.iter().map(|w| w.to_vec()).collect(),
+            vec![false; words.len()],
+            vec![],
+        );
+        let trie = VocabTrie::new(&v);
+        let node = |path: &[u8]| {
+            let mut at = 0usize;
+            let mut i = 0usize;
+            while i < trie.nodes.len() {
+                let n = trie.nodes[i];
+                if n.depth as usize == at + 1 && n.byte == path[at] {
+                    at += 1;
+                    if at == path.len() {
+                        return i;
+                    }
+                    i += 1;
+                } else {
+                    i = n.next as usize;
+                }
+            }
+            panic!("no node {path:?}");
+        };
+        // 0xC3: its own token is the lone byte; below it é, éa, éé (1, 2, 2 characters).
+        let c3 = node(&[0xC3]);
+        assert_eq!(trie.char_start[c3], 0);
+        assert_eq!(trie.clean_lengths(c3), Some(0b110));
+        // The continuation byte of é starts no character.
+        assert_eq!(trie.char_start[node("é".as_bytes())], NOT_CLEAN);
+        // `a`: below it a DEL token, so not clean; `ab`: abc (3 characters, 2 from `b`).
+        assert_eq!(trie.char_start[node(b"a")], NOT_CLEAN);
+        assert_eq!(trie.char_start[node(b"ab")], 1);
+        assert_eq!(trie.clean_lengths(node(b"ab")), Some(0b100));
+        // `x`: below it a token ending inside a character.
+        assert_eq!(trie.char_start[node(b"x")], NOT_CLEAN);
+        assert_eq!(trie.clean_lengths(node(b"xy")), Some(0));
     }
 }
