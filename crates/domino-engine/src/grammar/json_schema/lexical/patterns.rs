@@ -115,13 +115,58 @@ fn anchor_search_inner(h: &Hir, any: &Hir) -> Hir {
                 parts.pop();
             }
             if !start {
+                shrink_edge_repetitions(&mut parts, true);
                 parts.insert(0, any.clone());
             }
             if !end {
+                shrink_edge_repetitions(&mut parts, false);
                 parts.push(any.clone());
             }
             Hir::concat(parts)
         }
+    }
+}
+
+/// On a side left open (matching anything beyond), a repetition at that edge needs only its
+/// minimum: `any · X{m,n} · P` and `any · X{m} · P` are the same language (a longer run of `X`
+/// is `X{m}` preceded by more of "anything"), and `X{0,n}` / `X*` there vanish. So
+/// `[A-Za-z0-9]{1,255}` searched anywhere is one character of the class, not a 255-state
+/// counter the lexer would determinise (200 ms for one JSONSchemaBench key pattern).
+/// Captures at the edge are looked through; repeated while the new edge is a repetition.
+fn shrink_edge_repetitions(parts: &mut Vec<Hir>, front: bool) {
+    use regex_syntax::hir::{HirKind, Repetition};
+    loop {
+        let edge = if front { parts.first() } else { parts.last() };
+        let Some(mut edge) = edge else { return };
+        while let HirKind::Capture(c) = edge.kind() {
+            edge = &c.sub;
+        }
+        let HirKind::Repetition(r) = edge.kind() else {
+            return;
+        };
+        if r.min == 0 {
+            if front {
+                parts.remove(0);
+            } else {
+                parts.pop();
+            }
+            continue;
+        }
+        if r.max == Some(r.min) {
+            return;
+        }
+        let exact = Hir::repetition(Repetition {
+            min: r.min,
+            max: Some(r.min),
+            greedy: r.greedy,
+            sub: r.sub.clone(),
+        });
+        if front {
+            parts[0] = exact;
+        } else {
+            *parts.last_mut().expect("an edge") = exact;
+        }
+        return;
     }
 }
 
@@ -304,5 +349,49 @@ mod tests {
         assert!(full(&t).is_match("a-b_c"));
         let t = translate_ecma(r"^[a-c_]+$").unwrap();
         assert!(full(&t).is_match("ab_c") && !full(&t).is_match("-"));
+    }
+
+    /// Searching a pattern (JSON Schema semantics) equals the full match of what
+    /// [`anchor_search`] makes of it, edge repetitions shrunk to their minimum included.
+    #[test]
+    fn anchor_search_keeps_search_semantics_with_shrunk_edges() {
+        let any = hir("(?s:.)*");
+        let mut words: Vec<String> = vec![String::new()];
+        for len in 1..=6 {
+            let mut next = Vec::new();
+            for w in words.iter().filter(|w| w.len() == len - 1) {
+                for c in ['a', 'b', '1', '-'] {
+                    next.push(format!("{w}{c}"));
+                }
+            }
+            words.extend(next);
+        }
+        words.push("a".repeat(40));
+        words.push(format!("-{}-", "ab".repeat(9)));
+        for p in [
+            "[a-z0-9]{1,255}",
+            "(a{2,5})",
+            "^a{2,}",
+            "b*1{0,3}",
+            "[0-9]{3,}$",
+            "(ab){1,3}-(b1){2,4}",
+            "^(?:a|b){2,3}-?",
+            "a+-b+",
+            "x*",
+        ] {
+            let searched = anchor_search(&hir(p), &any);
+            let shrunk = full(&searched.to_string());
+            let reference = regex_automata::meta::Regex::new(p).unwrap();
+            for w in &words {
+                assert_eq!(
+                    shrunk.is_match(w.as_str()),
+                    reference.is_match(w.as_str()),
+                    "pattern {p:?} on {w:?} (searched as {searched})"
+                );
+            }
+        }
+        // The counter is gone: one class character between two "anything"s.
+        let h = anchor_search(&hir("[a-z0-9]{1,255}"), &any).to_string();
+        assert!(!h.contains("255"), "{h}");
     }
 }
