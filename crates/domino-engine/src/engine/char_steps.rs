@@ -29,8 +29,8 @@
 //! (Unicode Table 3-7), so a DFA that treats some of them differently (a pattern excluding
 //! `é`) gets [`DEAD`] and the walk goes byte by byte as before.
 //!
-//! Cost: per DFA state, 128 transitions for ASCII plus ~600 for the multi-byte classes,
-//! computed on first use and kept for the build.
+//! Cost: per DFA state, the transitions of the bytes queries hold (each computed once per
+//! build), plus ~600 for the multi-byte classes when a query holds non-ASCII bytes.
 
 use crate::grammar::dfa::{DEAD, TerminalDfa};
 
@@ -57,11 +57,33 @@ const MULTI_BYTE: &[(u8, u8, &[ByteRange])] = &[
 /// declared non-uniform (a DFA that distinguishes many characters gains nothing here).
 const MAX_FRONT: usize = 8;
 
-/// One state's character steps: ASCII bytes (0..=126) grouped by target, bit 127 meaning
-/// "every multi-byte character" (in the group of their common target, when they have one).
+/// One state's character steps, filled in as queries need them: ASCII bytes (0..=126) grouped
+/// by target, bit 127 meaning "every multi-byte character" (in the group of their common
+/// target, when they have one). Only the bytes a query holds are computed (a lazily built DFA
+/// creates a state per new transition; most states are asked about a few bytes).
 struct StateSteps {
+    /// Bits whose target is known (in `classes`, or dead).
+    known: [u64; 2],
+    /// Whether the state accepts: 0 not asked yet, 1 no, 2 yes.
+    accepting: u8,
+    /// Per known bit, its index in `classes` ([`NO_CLASS`]: dead).
+    class_idx: [u8; 128],
     /// `(bytes as subtree bits, target)`; targets distinct, never [`DEAD`].
     classes: Vec<([u64; 2], u32)>,
+}
+
+/// [`StateSteps::class_idx`] of a dead (or unknown) bit.
+const NO_CLASS: u8 = u8::MAX;
+
+impl Default for StateSteps {
+    fn default() -> Self {
+        StateSteps {
+            known: [0; 2],
+            accepting: 0,
+            class_idx: [NO_CLASS; 128],
+            classes: Vec::new(),
+        }
+    }
 }
 
 /// Memoised [`CharSteps::step`] answers for one DFA (one tree build).
@@ -71,6 +93,18 @@ pub(super) struct CharSteps {
 }
 
 impl CharSteps {
+    /// Whether `s` accepts (memoised: a lazily built DFA's answer is a few lookups).
+    pub(super) fn accepting(&mut self, dfa: &TerminalDfa, s: u32) -> bool {
+        if self.memo.len() <= s as usize {
+            self.memo.resize_with(s as usize + 1, || None);
+        }
+        let steps = self.memo[s as usize].get_or_insert_with(Box::default);
+        if steps.accepting == 0 {
+            steps.accepting = 1 + dfa.is_accepting(s) as u8;
+        }
+        steps.accepting == 2
+    }
+
     /// The state every whole character made of the bytes `sub` (the bits of a *clean* trie
     /// subtree: no DEL, so bit 127 is the multi-byte characters) leads `s` to, or [`DEAD`] when
     /// they do not all lead to one live state (see the module doc).
@@ -80,7 +114,7 @@ impl CharSteps {
         if self.memo.len() <= s as usize {
             self.memo.resize_with(s as usize + 1, || None);
         }
-        let steps = self.memo[s as usize].get_or_insert_with(|| Box::new(StateSteps::new(dfa, s)));
+        let steps = self.memo[s as usize].get_or_insert_with(Box::default);
         let first = if sub[0] != 0 {
             sub[0].trailing_zeros() as usize
         } else if sub[1] != 0 {
@@ -88,42 +122,59 @@ impl CharSteps {
         } else {
             return DEAD;
         };
-        let (w, bit) = (first / 64, 1u64 << (first % 64));
-        for &(mask, target) in &steps.classes {
-            if mask[w] & bit != 0 {
-                return if sub[0] & !mask[0] == 0 && sub[1] & !mask[1] == 0 {
-                    target
-                } else {
-                    DEAD
-                };
+        // The first byte's target, then every other byte of `sub` against it, stopping at the
+        // first that differs (a failing query computes few transitions: a lazily built DFA
+        // creates a state per new one).
+        let c = steps.class(dfa, s, first);
+        if c == NO_CLASS {
+            return DEAD;
+        }
+        let (mask, target) = steps.classes[c as usize];
+        if (sub[0] & steps.known[0] & !mask[0]) | (sub[1] & steps.known[1] & !mask[1]) != 0 {
+            return DEAD;
+        }
+        for (w, &word) in sub.iter().enumerate() {
+            let mut missing = word & !steps.known[w];
+            while missing != 0 {
+                let bit = w * 64 + missing.trailing_zeros() as usize;
+                missing &= missing - 1;
+                if steps.class(dfa, s, bit) != c {
+                    return DEAD;
+                }
             }
         }
-        DEAD
+        target
     }
 }
 
 impl StateSteps {
-    fn new(dfa: &TerminalDfa, s: u32) -> Self {
-        let mut classes: Vec<([u64; 2], u32)> = Vec::new();
-        let mut add = |bit: usize, target: u32| {
-            if target == DEAD {
-                return;
-            }
-            let (w, b) = (bit / 64, 1u64 << (bit % 64));
-            match classes.iter_mut().find(|c| c.1 == target) {
-                Some(c) => c.0[w] |= b,
-                None => {
-                    let mut m = [0u64; 2];
-                    m[w] |= b;
-                    classes.push((m, target));
-                }
+    /// The class (index in `classes`) of one bit, its target computed on first use;
+    /// [`NO_CLASS`] when it dies.
+    fn class(&mut self, dfa: &TerminalDfa, s: u32, bit: usize) -> u8 {
+        let (w, b) = (bit / 64, 1u64 << (bit % 64));
+        if self.known[w] & b != 0 {
+            return self.class_idx[bit];
+        }
+        let target = if bit == OTHER_BIT {
+            multi_byte_target(dfa, s)
+        } else {
+            dfa.next(s, bit as u8)
+        };
+        self.known[w] |= b;
+        if target == DEAD {
+            return NO_CLASS;
+        }
+        let c = match self.classes.iter().position(|c| c.1 == target) {
+            Some(c) => c,
+            None => {
+                self.classes.push(([0; 2], target));
+                self.classes.len() - 1
             }
         };
-        for c in 0..OTHER_BIT as u8 {
-            add(c as usize, dfa.next(s, c));
-        }
-        add(OTHER_BIT, multi_byte_target(dfa, s));
-        StateSteps { classes }
+        self.classes[c].0[w] |= b;
+        // At most 128 bits, so at most 128 classes: an index fits in a byte below NO_CLASS.
+        self.class_idx[bit] = c as u8;
+        c as u8
     }
 }
 

@@ -570,9 +570,11 @@ impl SubterminalTree {
         let mut loops: Vec<Option<[u64; 2]>> = Vec::new();
         let mut root_group: Option<usize> = None;
         let mut char_steps = CharSteps::default();
+        let chain_ok = dfa.literal_bytes().is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
-        // Bytes (subtree bits) that may start a terminal after `t0` ends (component trees).
-        let mut boundary_bytes: Option<[u64; 2]> = None;
+        // Bytes (subtree bits) that may start a terminal after `t0` ends (component trees):
+        // (bits decided so far, bits that may), decided as chains meet them.
+        let mut boundary_bytes: ([u64; 2], [u64; 2]) = ([0; 2], [0; 2]);
         let mut i = 0usize;
         while i < trie.nodes.len() {
             let tn = trie.nodes[i];
@@ -642,50 +644,67 @@ impl SubterminalTree {
                 // next byte of an excluded key from the others), else any of the subtree's.
                 // The node's own tokens are one byte from `s` whatever they are (a lone
                 // lead byte, a byte-fallback token), so only the tokens below must be clean.
-                if let Some(lengths) = trie.clean_lengths(i) {
+                // (Not for a literal's chain, nor a leaf: walking those costs less.)
+                let lengths = match chain_ok && tn.next as usize > i + 1 {
+                    true => trie.clean_lengths(i),
+                    false => None,
+                };
+                if let Some(lengths) = lengths {
                     let longest = match lengths {
                         0 => 0,
                         l => 63 - l.leading_zeros(),
                     };
-                    let mut blocks = |q: u32| {
-                        dfa.is_accepting(q) && {
-                            let bb = *boundary_bytes.get_or_insert_with(|| {
-                                let mut m = [0u64; 2];
-                                for c in 0..=255u8 {
-                                    let f = fresh_of[c as usize];
-                                    if f != DEAD
-                                        && start_ok.get(scanner, follow, t0, c, f)
-                                        && scanner.followed_by(t0, ScanState(f))
-                                    {
-                                        let (w, bit) = super::trie::byte_bit(c);
-                                        m[w] |= bit;
+                    let mut blocks = |accepting: bool| {
+                        accepting && {
+                            // Only the bits this subtree holds that are not known yet.
+                            let (known, bits) = &mut boundary_bytes;
+                            for w in 0..2 {
+                                let mut missing = sub[w] & !known[w];
+                                while missing != 0 {
+                                    let bit = w * 64 + missing.trailing_zeros() as usize;
+                                    missing &= missing - 1;
+                                    // Bit 127: DEL and every byte >= 0x80.
+                                    let bytes = if bit == 127 {
+                                        127..=255u8
+                                    } else {
+                                        bit as u8..=bit as u8
+                                    };
+                                    let starts = bytes.into_iter().any(|c| {
+                                        let f = fresh_of[c as usize];
+                                        f != DEAD
+                                            && start_ok.get(scanner, follow, t0, c, f)
+                                            && scanner.followed_by(t0, ScanState(f))
+                                    });
+                                    known[w] |= 1 << (bit % 64);
+                                    if starts {
+                                        bits[w] |= 1 << (bit % 64);
                                     }
                                 }
-                                m
-                            });
-                            sub[0] & bb[0] != 0 || sub[1] & bb[1] != 0
+                            }
+                            sub[0] & bits[0] != 0 || sub[1] & bits[1] != 0
                         }
                     };
-                    let mut complete = !blocks(s);
+                    let mut complete = true;
                     let mut q = s;
                     chain_ends.clear();
                     for j in 1..=longest {
-                        if !complete || (j > 1 && blocks(q)) {
-                            complete = false;
-                            break;
-                        }
-                        q = if j == 1 && b < 0x80 {
+                        let next = if j == 1 && b < 0x80 {
                             dfa.next(q, b)
                         } else {
                             char_steps.step(dfa, q, sub)
                         };
-                        if q == DEAD {
+                        if next == DEAD || blocks(char_steps.accepting(dfa, q)) {
                             complete = false;
                             break;
                         }
+                        q = next;
                         if lengths >> j & 1 == 1 {
                             chain_ends.push(q);
                         }
+                    }
+                    // Only the node's own tokens (one byte from `s`): no boundary before it.
+                    if longest == 0 {
+                        complete = !blocks(char_steps.accepting(dfa, s));
                     }
                     if complete {
                         let own = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
