@@ -38,6 +38,21 @@
 //! shipped Lark C grammar needs 45 trees of 4,256 nodes in all for its benchmark documents
 //! over SmolLM2's vocabulary (`eval/bench/lark.md`).
 //!
+//! # Taking a subtree at once
+//! Most of a component tree's walk is inside an open-ended terminal (a string body keeps
+//! almost every token alive), and there the walk records nothing but "this token stays
+//! inside `t0`". While the only thread is the root's, a trie subtree is therefore taken in one
+//! step — its tokens join the root group — when the walk provably records no event below it:
+//! every byte of the subtree loops on the thread's state, or, for a subtree of well-formed
+//! UTF-8 ([`VocabTrie::char_start`]), every whole character steps the state to one next state
+//! (module `char_steps`: non-ASCII text, counted repetitions such as `maxLength`), for as
+//! many characters as its longest token, and no state of that chain could end `t0` before a byte
+//! of the subtree (not accepting, or no byte of the subtree starts a terminal that may follow
+//! `t0`). Each token then ends in the chain state of its length. On Gemma 3's vocabulary
+//! (588k trie nodes, most of them non-ASCII) a JSON string body's tree visits ~8k nodes instead
+//! of ~325k (10 ms → 0.5 ms); the oracle tests over a whole-character vocabulary and over
+//! Gemma's 262k tokens check that nothing changes the masks.
+//!
 //! # Work limit
 //! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
 //! beyond it the tree is marked overflowed and the engine reports an error naming the grammar

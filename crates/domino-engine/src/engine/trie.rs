@@ -50,8 +50,8 @@ pub struct VocabTrie {
     /// without DEL, of fewer than 63 characters; [`NOT_CLEAN`] otherwise. (The node's own
     /// tokens may be anything, e.g. a lone lead byte: they are one byte from the node's
     /// parent. Without DEL, bit 127 of such a subtree's [`VocabTrie::subtree_bytes`] means
-    /// exactly "a multi-byte character" — or the node's own byte.) Tree builds take such a subtree at once
-    /// when every character of it steps the walk's state alike ([`super::char_steps`]).
+    /// exactly "a multi-byte character" — or the node's own byte.) Tree builds take such a
+    /// subtree at once when every character of it steps the walk's state alike (`char_steps`).
     pub char_start: Vec<u8>,
     /// Per node, bit `c` for each token strictly below it that is `c` characters long (whole
     /// path; meaningful where [`VocabTrie::char_start`] is not [`NOT_CLEAN`]).
