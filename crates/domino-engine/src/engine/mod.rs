@@ -92,6 +92,7 @@ pub mod healing;
 mod mask_cache;
 pub mod persist;
 pub mod token_constraint;
+mod token_list;
 pub mod tree;
 pub mod trie;
 pub mod triggered;
