@@ -49,11 +49,8 @@ fn synthetic_vocab() -> Arc<Vocabulary> {
         words.push(w.as_bytes().to_vec());
     }
     words.push(b"<special>".to_vec());
-    words.push(Vec::new()); // EOG
-    let n = words.len();
-    let mut special = vec![false; n];
-    special[n - 2] = true;
-    Arc::new(Vocabulary::new(words, special, vec![TokenId(n as u32 - 1)]))
+    let special = words.len() - 1;
+    common::vocab_with_eog(words, &[special])
 }
 
 /// Grammars with bridges, ambiguity, left recursion, nullable rules and UTF-8.
@@ -196,11 +193,7 @@ fn constrained_terminal_masks_equal_the_oracle_on_random_walks() {
     ];
     let mut checked = 0;
     for (name, schema) in schemas {
-        let opts = domino_engine::grammar::CompileOptions {
-            whitespace: domino_engine::grammar::WhitespacePolicy::Compact,
-            ..Default::default()
-        };
-        let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
+        let g = compact(schema);
         assert!(
             g.terminals.iter().any(|t| !t.constraints.is_empty()),
             "{name}: expected a constrained terminal"
@@ -230,12 +223,8 @@ fn any_order_object_masks_equal_the_oracle_on_random_walks() {
     ];
     let mut checked = 0;
     for schema in schemas {
-        let opts = domino_engine::grammar::CompileOptions {
-            whitespace: domino_engine::grammar::WhitespacePolicy::Compact,
-            ..Default::default()
-        };
         let name = schema.to_string();
-        let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
+        let g = compact(schema);
         checked += random_walks_match_the_oracle(
             &name,
             &CompiledGrammar::new(g).unwrap(),
@@ -277,6 +266,15 @@ fn many_literal_terminals_masks_equal_the_oracle_on_random_walks() {
     );
     let checked = random_walks_match_the_oracle("many-literals", &grammar, &vocab, &mut rng, 200);
     assert!(checked > 1000, "only {checked} masks checked");
+}
+
+/// A JSON Schema compiled with compact whitespace (walks then spend their steps on values).
+fn compact(schema: serde_json::Value) -> domino_engine::grammar::ir::Grammar {
+    let opts = domino_engine::grammar::CompileOptions {
+        whitespace: domino_engine::grammar::WhitespacePolicy::Compact,
+        ..Default::default()
+    };
+    GrammarSource::JsonSchema(schema).compile(&opts).unwrap()
 }
 
 /// Random walks (each step a random allowed token) comparing every mask with the oracle's.
@@ -626,13 +624,7 @@ fn char_run_vocab() -> Arc<Vocabulary> {
         words.push(vec![b]); // byte fallback
     }
     words.push([b"ab".as_slice(), &"é".as_bytes()[..1]].concat()); // ends inside é
-    words.push(Vec::new()); // EOG
-    let n = words.len();
-    Arc::new(Vocabulary::new(
-        words,
-        vec![false; n],
-        vec![TokenId(n as u32 - 1)],
-    ))
+    common::vocab_with_eog(words, &[])
 }
 
 /// Open and counted string bodies, split bodies (the body its own terminal, accepting at
@@ -672,12 +664,8 @@ fn whole_character_runs_masks_equal_the_oracle_on_random_walks() {
         serde_json::json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 12}}),
     ];
     for schema in schemas {
-        let opts = domino_engine::grammar::CompileOptions {
-            whitespace: domino_engine::grammar::WhitespacePolicy::Compact,
-            ..Default::default()
-        };
         let name = schema.to_string();
-        let g = GrammarSource::JsonSchema(schema).compile(&opts).unwrap();
+        let g = compact(schema);
         checked += random_walks_match_the_oracle(
             &name,
             &CompiledGrammar::new(g).unwrap(),

@@ -37,11 +37,8 @@ fn toy_vocab() -> Arc<Vocabulary> {
     ] {
         words.push(w.as_bytes().to_vec());
     }
-    words.push(Vec::new()); // EOG
-    let n = words.len();
-    let mut special = vec![false; n];
-    special[n - 2] = true; // "<s>"
-    Arc::new(Vocabulary::new(words, special, vec![TokenId(n as u32 - 1)]))
+    let special = words.len() - 1; // "<s>"
+    common::vocab_with_eog(words, &[special])
 }
 
 fn id(v: &Vocabulary, s: &str) -> TokenId {

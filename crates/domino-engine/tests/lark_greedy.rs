@@ -188,13 +188,7 @@ fn synthetic_vocab() -> Arc<Vocabulary> {
     ] {
         words.push(w.as_bytes().to_vec());
     }
-    words.push(Vec::new()); // EOG
-    let n = words.len();
-    Arc::new(Vocabulary::new(
-        words,
-        vec![false; n],
-        vec![TokenId(n as u32 - 1)],
-    ))
+    common::vocab_with_eog(words, &[])
 }
 
 fn oracle_mask(r: &GreedyReference, prefix: &[u8], vocab: &Vocabulary) -> TokenSet {

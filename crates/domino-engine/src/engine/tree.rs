@@ -384,6 +384,20 @@ impl StartOk {
         }
         *slot == 2
     }
+
+    /// Whether the walk may record a boundary after `t` before byte `b`: a terminal live in
+    /// `fresh` = δ(START, b) can follow `t`, and the scanner's state allows `t` before it.
+    #[inline]
+    fn may_start(
+        &mut self,
+        scanner: &Scanner,
+        follow: &Follow,
+        t: TerminalId,
+        b: u8,
+        fresh: u32,
+    ) -> bool {
+        self.get(scanner, follow, t, b, fresh) && scanner.followed_by(t, ScanState(fresh))
+    }
 }
 
 /// Build-time node.
@@ -393,6 +407,31 @@ struct BuildNode {
     /// (edge label, child): label = terminal << 1 | at_position_0.
     children: Vec<(u32, u32)>,
     groups: Vec<(LiveSetId, IdBuf)>,
+}
+
+/// Add `x` to a short list of distinct values.
+fn push_new(v: &mut Vec<u32>, x: u32) {
+    if !v.contains(&x) {
+        v.push(x);
+    }
+}
+
+/// The token ids of the root group with live set `live` (`{t0}`), created on first use; its
+/// index is kept in `slot`.
+fn root_ids<'n>(
+    nodes: &'n mut [BuildNode],
+    slot: &mut Option<usize>,
+    live: LiveSetId,
+) -> &'n mut IdBuf {
+    let groups = &mut nodes[0].groups;
+    let g = *slot.get_or_insert_with(|| match groups.iter().position(|g| g.0 == live) {
+        Some(g) => g,
+        None => {
+            groups.push((live, IdBuf::new()));
+            groups.len() - 1
+        }
+    });
+    &mut groups[g].1
 }
 
 impl SubterminalTree {
@@ -526,20 +565,8 @@ impl SubterminalTree {
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
                     let toks = trie.subtree_tokens(i);
                     if !toks.is_empty() {
-                        if !end_dfa_states.contains(&s) {
-                            end_dfa_states.push(s);
-                        }
-                        let groups = &mut nodes[0].groups;
-                        let g = *root_group.get_or_insert_with(|| {
-                            match groups.iter().position(|g| g.0 == root_live) {
-                                Some(g) => g,
-                                None => {
-                                    groups.push((root_live, IdBuf::new()));
-                                    groups.len() - 1
-                                }
-                            }
-                        });
-                        groups[g].1.extend(toks, vocab_len);
+                        push_new(&mut end_dfa_states, s);
+                        root_ids(&mut nodes, &mut root_group, root_live).extend(toks, vocab_len);
                     }
                     i = tn.next as usize;
                     continue;
@@ -581,9 +608,7 @@ impl SubterminalTree {
                                     };
                                     let starts = bytes.into_iter().any(|c| {
                                         let f = fresh_of[c as usize];
-                                        f != DEAD
-                                            && start_ok.get(scanner, follow, t0, c, f)
-                                            && scanner.followed_by(t0, ScanState(f))
+                                        f != DEAD && start_ok.may_start(scanner, follow, t0, c, f)
                                     });
                                     known[w] |= 1 << (bit % 64);
                                     if starts {
@@ -620,28 +645,15 @@ impl SubterminalTree {
                         let own = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
                         let own_end = if own.is_empty() { DEAD } else { dfa.next(s, b) };
                         let below = &trie.subtree_tokens(i)[own.len()..];
-                        for &e in chain_ends
-                            .iter()
-                            .chain((own_end != DEAD).then_some(&own_end))
-                        {
-                            if !end_dfa_states.contains(&e) {
-                                end_dfa_states.push(e);
-                            }
+                        for &e in &chain_ends {
+                            push_new(&mut end_dfa_states, e);
                         }
-                        let groups = &mut nodes[0].groups;
-                        let g = *root_group.get_or_insert_with(|| {
-                            match groups.iter().position(|g| g.0 == root_live) {
-                                Some(g) => g,
-                                None => {
-                                    groups.push((root_live, IdBuf::new()));
-                                    groups.len() - 1
-                                }
-                            }
-                        });
+                        let ids = root_ids(&mut nodes, &mut root_group, root_live);
                         if own_end != DEAD {
-                            groups[g].1.extend(own, vocab_len);
+                            push_new(&mut end_dfa_states, own_end);
+                            ids.extend(own, vocab_len);
                         }
-                        groups[g].1.extend(below, vocab_len);
+                        ids.extend(below, vocab_len);
                         i = tn.next as usize;
                         continue;
                     }
@@ -678,10 +690,7 @@ impl SubterminalTree {
                     continue;
                 }
                 for &t in accepting {
-                    if !start_ok.get(scanner, follow, t, b, fresh) {
-                        continue;
-                    }
-                    if !scanner.followed_by(t, ScanState(fresh)) {
+                    if !start_ok.may_start(scanner, follow, t, b, fresh) {
                         continue;
                     }
                     if n != 0 && !follow.can_follow(nodes[n as usize].terminal, t) {
@@ -724,9 +733,7 @@ impl SubterminalTree {
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
                     let live = if n == 0 && !state_root {
-                        if !end_dfa_states.contains(&s) {
-                            end_dfa_states.push(s);
-                        }
+                        push_new(&mut end_dfa_states, s);
                         root_live
                     } else {
                         if end_seen.len() <= s as usize / 64 {

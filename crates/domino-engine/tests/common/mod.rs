@@ -12,6 +12,25 @@ pub mod rng;
 
 use std::path::PathBuf;
 
+/// A synthetic vocabulary: `words` in order (ids 0, 1, …), the ones at `special` marked
+/// special (never allowed), and one empty end-of-generation token appended last.
+pub fn vocab_with_eog(
+    mut words: Vec<Vec<u8>>,
+    special: &[usize],
+) -> std::sync::Arc<domino_engine::vocab::Vocabulary> {
+    words.push(Vec::new());
+    let n = words.len();
+    let mut is_special = vec![false; n];
+    for &i in special {
+        is_special[i] = true;
+    }
+    std::sync::Arc::new(domino_engine::vocab::Vocabulary::new(
+        words,
+        is_special,
+        vec![domino_engine::vocab::TokenId(n as u32 - 1)],
+    ))
+}
+
 /// The workspace root (two levels above this crate's manifest directory): where `grammars/`
 /// and `tests/cases/` live.
 pub fn workspace_root() -> PathBuf {
