@@ -180,8 +180,8 @@ impl VocabTrie {
             subtree_bytes[i] = m;
         }
         // Clean subtrees and their token lengths in characters, children before parents:
-        // per node, over the tokens strictly below it (`below_*`), and over its whole
-        // subtree (`full_*`, what its parent aggregates).
+        // per node, over the tokens strictly below it (`token_chars`, `char_start`), and over
+        // its whole subtree (`full_*`, what its parent aggregates).
         let mut full_chars = vec![0u64; nodes.len()];
         let mut full_clean = vec![true; nodes.len()];
         let mut token_chars = vec![0u64; nodes.len()];
