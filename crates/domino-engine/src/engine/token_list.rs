@@ -1,6 +1,7 @@
 //! Token sets of subterminal-tree groups: [`TokenList`] (frozen: a sorted list or a bitset,
 //! whichever is smaller) and [`IdBuf`] (while a tree is built).
 
+use super::trie::VocabTrie;
 use crate::vocab::TokenSet;
 
 /// A set of token ids stored as a sorted list or a bitset, whichever is smaller.
@@ -102,10 +103,128 @@ impl IdBuf {
         }
     }
 
+    /// `self ∪=` the tokens of a bitset over the vocabulary (`vocab_len.div_ceil(64)` words).
+    pub(super) fn or_bits(&mut self, bits: &[u64], vocab_len: usize) {
+        debug_assert_eq!(bits.len(), vocab_len.div_ceil(64));
+        if let IdBuf::List(ids) = self {
+            let mut w = bits.to_vec();
+            for &i in ids.iter() {
+                w[i as usize >> 6] |= 1 << (i & 63);
+            }
+            *self = IdBuf::Bits(w);
+        } else if let IdBuf::Bits(w) = self {
+            for (a, b) in w.iter_mut().zip(bits) {
+                *a |= *b;
+            }
+        }
+    }
+
+    /// `self ∪=` the trie tokens of `ranges` (half-open ranges of indices into `trie.tokens`,
+    /// increasing and disjoint: whole subtrees taken in preorder). When they cover most of
+    /// the trie the set is built from the other side: every trie token minus the tokens in
+    /// the gaps between the ranges. A string body keeps ~250k of Gemma 3's 262k tokens, so
+    /// that is a 32 KB copy and ~12k cleared bits instead of ~250k bits set one by one
+    /// (setting them was ~40 % of such a tree's build).
+    pub(super) fn add_trie_ranges(
+        &mut self,
+        trie: &VocabTrie,
+        ranges: &[(u32, u32)],
+        vocab_len: usize,
+    ) {
+        debug_assert!(ranges.windows(2).all(|w| w[0].1 <= w[1].0));
+        let covered: usize = ranges.iter().map(|&(a, b)| (b - a) as usize).sum();
+        let all = trie.all_bits();
+        if covered * 2 > trie.tokens.len() && all.len() == vocab_len.div_ceil(64) {
+            let mut bits = all.to_vec();
+            let mut at = 0usize;
+            let end = trie.tokens.len() as u32;
+            for &(a, b) in ranges.iter().chain(std::iter::once(&(end, end))) {
+                for t in &trie.tokens[at..a as usize] {
+                    bits[t.0 as usize >> 6] &= !(1 << (t.0 & 63));
+                }
+                at = b as usize;
+            }
+            self.or_bits(&bits, vocab_len);
+        } else {
+            for &(a, b) in ranges {
+                self.extend(&trie.tokens[a as usize..b as usize], vocab_len);
+            }
+        }
+    }
+
     pub(super) fn into_list(self, vocab_len: usize) -> TokenList {
         match self {
             IdBuf::List(ids) => TokenList::from_unsorted(ids, vocab_len),
             IdBuf::Bits(w) => TokenList::Dense(w.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::{TokenId, Vocabulary};
+
+    fn ids(list: TokenList, vocab_len: usize) -> Vec<u32> {
+        let mut set = TokenSet::new(vocab_len);
+        list.union_into(&mut set);
+        (0..vocab_len as u32)
+            .filter(|&i| set.contains(TokenId(i)))
+            .collect()
+    }
+
+    /// Both ways of adding trie ranges (token by token when they cover little, every token
+    /// minus the gaps when they cover most) give the ranges' tokens plus what the buffer held,
+    /// whether it was a list or a bitset.
+    #[test]
+    fn trie_ranges_add_exactly_their_tokens() {
+        let words: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| format!("{}{}", (b'a' + (i % 7) as u8) as char, i).into_bytes())
+            .chain([vec![], b"x".to_vec()])
+            .collect();
+        let n = words.len();
+        let mut special = vec![false; n];
+        special[n - 1] = true;
+        let vocab = Vocabulary::new(words, special, vec![]);
+        let trie = VocabTrie::new(&vocab);
+        let len = trie.tokens.len() as u32;
+        let mut seed = 7u64;
+        let mut rand = |m: u32| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % m as u64) as u32
+        };
+        for round in 0..200 {
+            // Disjoint increasing ranges, sparse or dense.
+            let mut ranges = Vec::new();
+            let mut at = 0;
+            while at < len {
+                let gap = rand(if round % 2 == 0 { 40 } else { 3 });
+                let a = (at + gap).min(len);
+                let b = (a + rand(30)).min(len);
+                if b > a {
+                    ranges.push((a, b));
+                }
+                at = b + 1;
+            }
+            let held: Vec<TokenId> = (0..rand(5)).map(|_| TokenId(rand(n as u32 - 1))).collect();
+            let mut expected: Vec<u32> = ranges
+                .iter()
+                .flat_map(|&(a, b)| trie.tokens[a as usize..b as usize].iter().map(|t| t.0))
+                .chain(held.iter().map(|t| t.0))
+                .collect();
+            expected.sort_unstable();
+            expected.dedup();
+            for bits_first in [false, true] {
+                let mut buf = IdBuf::new();
+                if bits_first {
+                    buf.or_bits(&vec![0; n.div_ceil(64)], n);
+                }
+                buf.extend(&held, n);
+                buf.add_trie_ranges(&trie, &ranges, n);
+                assert_eq!(ids(buf.into_list(n), n), expected, "round {round}");
+            }
         }
     }
 }

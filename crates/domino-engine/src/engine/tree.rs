@@ -518,6 +518,9 @@ impl SubterminalTree {
         // (Grown as the walk reaches states: a lazily built DFA has no state count up front.)
         let mut loops: Vec<Option<[u64; 2]>> = Vec::new();
         let mut root_group: Option<usize> = None;
+        // Whole subtrees whose tokens join the root group, as ranges of `trie.tokens`
+        // (increasing: the walk is in preorder), added at the end (`IdBuf::add_trie_ranges`).
+        let mut root_ranges: Vec<(u32, u32)> = Vec::new();
         let mut char_steps = CharSteps::default();
         let chain_ok = dfa.literal_bytes().is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
@@ -566,7 +569,8 @@ impl SubterminalTree {
                     let toks = trie.subtree_tokens(i);
                     if !toks.is_empty() {
                         push_new(&mut end_dfa_states, s);
-                        root_ids(&mut nodes, &mut root_group, root_live).extend(toks, vocab_len);
+                        let start = tn.tok_start;
+                        root_ranges.push((start, start + toks.len() as u32));
                     }
                     i = tn.next as usize;
                     continue;
@@ -644,7 +648,7 @@ impl SubterminalTree {
                     if complete {
                         let own = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
                         let own_end = if own.is_empty() { DEAD } else { dfa.next(s, b) };
-                        let below = &trie.subtree_tokens(i)[own.len()..];
+                        let below = trie.subtree_tokens(i).len() - own.len();
                         for &e in &chain_ends {
                             push_new(&mut end_dfa_states, e);
                         }
@@ -653,7 +657,10 @@ impl SubterminalTree {
                             push_new(&mut end_dfa_states, own_end);
                             ids.extend(own, vocab_len);
                         }
-                        ids.extend(below, vocab_len);
+                        if below > 0 {
+                            let start = tn.tok_end;
+                            root_ranges.push((start, start + below as u32));
+                        }
                         i = tn.next as usize;
                         continue;
                     }
@@ -770,6 +777,13 @@ impl SubterminalTree {
             }
             level_start.push(threads.len());
             i += 1;
+        }
+        if !root_ranges.is_empty() {
+            root_ids(&mut nodes, &mut root_group, root_live).add_trie_ranges(
+                trie,
+                &root_ranges,
+                vocab_len,
+            );
         }
         // Freeze: children and groups contiguous.
         let mut out_nodes = Vec::with_capacity(nodes.len());

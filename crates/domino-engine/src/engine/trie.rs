@@ -56,6 +56,10 @@ pub struct VocabTrie {
     /// Per node, bit `c` for each token strictly below it that is `c` characters long (whole
     /// path; meaningful where [`VocabTrie::char_start`] is not [`NOT_CLEAN`]).
     pub token_chars: Vec<u64>,
+    /// Every token of the trie as a bitset over token ids (`vocab.len()` bits): tree builds
+    /// that take most of the vocabulary into one group start from it and clear what they
+    /// did not take (see `SubterminalTree::build`'s root ranges).
+    all_bits: Box<[u64]>,
 }
 
 /// [`VocabTrie::char_start`] of a node whose subtree is not all well-formed UTF-8 from a
@@ -208,6 +212,10 @@ impl VocabTrie {
             full_chars[i] = m;
             full_clean[i] = ok;
         }
+        let mut all_bits = vec![0u64; vocab.len().div_ceil(64)];
+        for t in &tokens {
+            all_bits[t.0 as usize >> 6] |= 1 << (t.0 & 63);
+        }
         VocabTrie {
             nodes,
             tokens,
@@ -215,11 +223,19 @@ impl VocabTrie {
             subtree_bytes,
             char_start,
             token_chars,
+            all_bits: all_bits.into_boxed_slice(),
         }
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 1 + 8) + self.tokens.len() * 4
+        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 1 + 8)
+            + self.tokens.len() * 4
+            + self.all_bits.len() * 8
+    }
+
+    /// Every token of the trie as a bitset over token ids (words for the vocabulary's size).
+    pub fn all_bits(&self) -> &[u64] {
+        &self.all_bits
     }
 
     /// The lengths in characters of the tokens strictly below node `i`, counted from the node
