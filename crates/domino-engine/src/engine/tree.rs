@@ -53,6 +53,12 @@
 //! of ~325k (10 ms → 0.5 ms); the oracle tests over a whole-character vocabulary and over
 //! Gemma's 262k tokens check that nothing changes the masks.
 //!
+//! Subtrees taken at once are recorded as ranges of the trie's token array (a subtree's tokens
+//! are contiguous in preorder) and added to the root group at the end of the build; when they
+//! cover most of the trie, the group is built from the other side — every trie token minus the
+//! gaps between the ranges (`IdBuf::add_trie_ranges`) — so a string body costs a 32 KB copy and
+//! a few thousand cleared bits instead of a quarter of a million set one by one (0.5 → 0.34 ms).
+//!
 //! # Work limit
 //! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
 //! beyond it the tree is marked overflowed and the engine reports an error naming the grammar
