@@ -633,19 +633,29 @@ impl SubterminalTree {
                     let mut q = s;
                     chain_ends.clear();
                     for j in 1..=longest {
-                        let next = if j == 1 && b < 0x80 {
-                            dfa.next(q, b)
-                        } else {
+                        let char_step = j > 1 || b >= 0x80;
+                        let next = if char_step {
                             char_steps.step(dfa, q, sub)
+                        } else {
+                            dfa.next(q, b)
                         };
                         if next == DEAD || blocks(char_steps.accepting(dfa, q)) {
                             complete = false;
                             break;
                         }
-                        q = next;
                         if lengths >> j & 1 == 1 {
-                            chain_ends.push(q);
+                            chain_ends.push(next);
                         }
+                        if char_step && next == q {
+                            // A fixed point (a string body's state on text): every further
+                            // character steps `q` to itself and meets the same boundary
+                            // test, so the longer tokens end here too.
+                            if lengths >> (j + 1) != 0 {
+                                chain_ends.push(q);
+                            }
+                            break;
+                        }
+                        q = next;
                     }
                     // Only the node's own tokens (one byte from `s`): no boundary before it.
                     if longest == 0 {
