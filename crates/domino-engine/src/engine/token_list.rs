@@ -103,22 +103,6 @@ impl IdBuf {
         }
     }
 
-    /// `self ∪=` the tokens of a bitset over the vocabulary (`vocab_len.div_ceil(64)` words).
-    pub(super) fn or_bits(&mut self, bits: &[u64], vocab_len: usize) {
-        debug_assert_eq!(bits.len(), vocab_len.div_ceil(64));
-        if let IdBuf::List(ids) = self {
-            let mut w = bits.to_vec();
-            for &i in ids.iter() {
-                w[i as usize >> 6] |= 1 << (i & 63);
-            }
-            *self = IdBuf::Bits(w);
-        } else if let IdBuf::Bits(w) = self {
-            for (a, b) in w.iter_mut().zip(bits) {
-                *a |= *b;
-            }
-        }
-    }
-
     /// `self ∪=` the trie tokens of `ranges` (half-open ranges of indices into `trie.tokens`,
     /// increasing and disjoint: whole subtrees taken in preorder). When they cover most of
     /// the trie the set is built from the other side: every trie token minus the tokens in
@@ -144,7 +128,19 @@ impl IdBuf {
                 }
                 at = b as usize;
             }
-            self.or_bits(&bits, vocab_len);
+            match self {
+                IdBuf::List(ids) => {
+                    for &i in ids.iter() {
+                        bits[i as usize >> 6] |= 1 << (i & 63);
+                    }
+                    *self = IdBuf::Bits(bits);
+                }
+                IdBuf::Bits(w) => {
+                    for (a, b) in w.iter_mut().zip(&bits) {
+                        *a |= *b;
+                    }
+                }
+            }
         } else {
             for &(a, b) in ranges {
                 self.extend(&trie.tokens[a as usize..b as usize], vocab_len);
@@ -217,10 +213,11 @@ mod tests {
             expected.sort_unstable();
             expected.dedup();
             for bits_first in [false, true] {
-                let mut buf = IdBuf::new();
-                if bits_first {
-                    buf.or_bits(&vec![0; n.div_ceil(64)], n);
-                }
+                let mut buf = if bits_first {
+                    IdBuf::Bits(vec![0; n.div_ceil(64)])
+                } else {
+                    IdBuf::new()
+                };
                 buf.extend(&held, n);
                 buf.add_trie_ranges(&trie, &ranges, n);
                 assert_eq!(ids(buf.into_list(n), n), expected, "round {round}");

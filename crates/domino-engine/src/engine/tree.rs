@@ -527,6 +527,10 @@ impl SubterminalTree {
         // Whole subtrees whose tokens join the root group, as ranges of `trie.tokens`
         // (increasing: the walk is in preorder), added at the end (`IdBuf::add_trie_ranges`).
         let mut root_ranges: Vec<(u32, u32)> = Vec::new();
+        let push_range = |ranges: &mut Vec<(u32, u32)>, a: u32, b: u32| match ranges.last_mut() {
+            Some(last) if last.1 == a => last.1 = b,
+            _ => ranges.push((a, b)),
+        };
         let mut char_steps = CharSteps::default();
         let chain_ok = dfa.literal_bytes().is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
@@ -576,7 +580,7 @@ impl SubterminalTree {
                     if !toks.is_empty() {
                         push_new(&mut end_dfa_states, s);
                         let start = tn.tok_start;
-                        root_ranges.push((start, start + toks.len() as u32));
+                        push_range(&mut root_ranges, start, start + toks.len() as u32);
                     }
                     i = tn.next as usize;
                     continue;
@@ -668,14 +672,17 @@ impl SubterminalTree {
                         for &e in &chain_ends {
                             push_new(&mut end_dfa_states, e);
                         }
-                        let ids = root_ids(&mut nodes, &mut root_group, root_live);
+                        // The node's own tokens (one byte from `s`) and the tokens below
+                        // are contiguous in the trie's token array.
+                        root_ids(&mut nodes, &mut root_group, root_live);
+                        let mut start = tn.tok_end;
                         if own_end != DEAD {
                             push_new(&mut end_dfa_states, own_end);
-                            ids.extend(own, vocab_len);
+                            start = tn.tok_start;
                         }
-                        if below > 0 {
-                            let start = tn.tok_end;
-                            root_ranges.push((start, start + below as u32));
+                        let end = tn.tok_end + below as u32;
+                        if end > start {
+                            push_range(&mut root_ranges, start, end);
                         }
                         i = tn.next as usize;
                         continue;
@@ -757,7 +764,12 @@ impl SubterminalTree {
                 for &(s, n) in &threads[p1..] {
                     let live = if n == 0 && !state_root {
                         push_new(&mut end_dfa_states, s);
-                        root_live
+                        // The root group's tokens go with its subtree ranges (preorder keeps
+                        // them increasing); a thread per state, so add them once.
+                        if root_ranges.last().is_none_or(|r| r.1 <= tn.tok_start) {
+                            push_range(&mut root_ranges, tn.tok_start, tn.tok_end);
+                        }
+                        continue;
                     } else {
                         if end_seen.len() <= s as usize / 64 {
                             end_seen.resize(s as usize / 64 + 1, 0);
