@@ -128,19 +128,20 @@ impl IdBuf {
                 }
                 at = b as usize;
             }
+            // What the buffer held joins the new bitset, which replaces it.
             match self {
                 IdBuf::List(ids) => {
                     for &i in ids.iter() {
                         bits[i as usize >> 6] |= 1 << (i & 63);
                     }
-                    *self = IdBuf::Bits(bits);
                 }
                 IdBuf::Bits(w) => {
-                    for (a, b) in w.iter_mut().zip(&bits) {
+                    for (a, b) in bits.iter_mut().zip(w.iter()) {
                         *a |= *b;
                     }
                 }
             }
+            *self = IdBuf::Bits(bits);
         } else {
             for &(a, b) in ranges {
                 self.extend(&trie.tokens[a as usize..b as usize], vocab_len);

@@ -422,22 +422,15 @@ fn push_new(v: &mut Vec<u32>, x: u32) {
     }
 }
 
-/// The token ids of the root group with live set `live` (`{t0}`), created on first use; its
-/// index is kept in `slot`.
-fn root_ids<'n>(
-    nodes: &'n mut [BuildNode],
-    slot: &mut Option<usize>,
-    live: LiveSetId,
-) -> &'n mut IdBuf {
-    let groups = &mut nodes[0].groups;
-    let g = *slot.get_or_insert_with(|| match groups.iter().position(|g| g.0 == live) {
+/// The index of the group with live set `live` among a node's `groups`, created on first use.
+fn group_index(groups: &mut Vec<(LiveSetId, IdBuf)>, live: LiveSetId) -> usize {
+    match groups.iter().position(|g| g.0 == live) {
         Some(g) => g,
         None => {
             groups.push((live, IdBuf::new()));
             groups.len() - 1
         }
-    });
-    &mut groups[g].1
+    }
 }
 
 impl SubterminalTree {
@@ -523,7 +516,6 @@ impl SubterminalTree {
         // as `VocabTrie::subtree_bytes` bits (bit 127: DEL and every byte ≥ 0x80).
         // (Grown as the walk reaches states: a lazily built DFA has no state count up front.)
         let mut loops: Vec<Option<[u64; 2]>> = Vec::new();
-        let mut root_group: Option<usize> = None;
         // Whole subtrees whose tokens join the root group, as ranges of `trie.tokens`
         // (increasing: the walk is in preorder), added at the end (`IdBuf::add_trie_ranges`).
         let mut root_ranges: Vec<(u32, u32)> = Vec::new();
@@ -576,11 +568,10 @@ impl SubterminalTree {
                 });
                 let sub = trie.subtree_bytes[i];
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
-                    let toks = trie.subtree_tokens(i);
-                    if !toks.is_empty() {
+                    let r = trie.subtree_range(i);
+                    if !r.is_empty() {
                         push_new(&mut end_dfa_states, s);
-                        let start = tn.tok_start;
-                        push_range(&mut root_ranges, start, start + toks.len() as u32);
+                        push_range(&mut root_ranges, r.start, r.end);
                     }
                     i = tn.next as usize;
                     continue;
@@ -666,21 +657,22 @@ impl SubterminalTree {
                         complete = !blocks(char_steps.accepting(dfa, s));
                     }
                     if complete {
-                        let own = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
-                        let own_end = if own.is_empty() { DEAD } else { dfa.next(s, b) };
-                        let below = trie.subtree_tokens(i).len() - own.len();
+                        let own_end = if tn.tok_end > tn.tok_start {
+                            dfa.next(s, b)
+                        } else {
+                            DEAD
+                        };
                         for &e in &chain_ends {
                             push_new(&mut end_dfa_states, e);
                         }
-                        // The node's own tokens (one byte from `s`) and the tokens below
-                        // are contiguous in the trie's token array.
-                        root_ids(&mut nodes, &mut root_group, root_live);
+                        // The tokens below, and the node's own (one byte from `s`) when they
+                        // stay inside `t0`: contiguous in the trie's token array.
                         let mut start = tn.tok_end;
                         if own_end != DEAD {
                             push_new(&mut end_dfa_states, own_end);
                             start = tn.tok_start;
                         }
-                        let end = tn.tok_end + below as u32;
+                        let end = trie.subtree_range(i).end;
                         if end > start {
                             push_range(&mut root_ranges, start, end);
                         }
@@ -764,11 +756,9 @@ impl SubterminalTree {
                 for &(s, n) in &threads[p1..] {
                     let live = if n == 0 && !state_root {
                         push_new(&mut end_dfa_states, s);
-                        // The root group's tokens go with its subtree ranges (preorder keeps
-                        // them increasing); a thread per state, so add them once.
-                        if root_ranges.last().is_none_or(|r| r.1 <= tn.tok_start) {
-                            push_range(&mut root_ranges, tn.tok_start, tn.tok_end);
-                        }
+                        // With the subtree ranges (preorder keeps them increasing; a level
+                        // has at most one root thread: `t0`'s DFA is deterministic).
+                        push_range(&mut root_ranges, tn.tok_start, tn.tok_end);
                         continue;
                     } else {
                         if end_seen.len() <= s as usize / 64 {
@@ -789,13 +779,7 @@ impl SubterminalTree {
                     let g = match group_cache[slot] {
                         (cn, cl, g) if cn == n && cl == live.0 => g as usize,
                         _ => {
-                            let g = match groups.iter().position(|g| g.0 == live) {
-                                Some(g) => g,
-                                None => {
-                                    groups.push((live, IdBuf::new()));
-                                    groups.len() - 1
-                                }
-                            };
+                            let g = group_index(groups, live);
                             group_cache[slot] = (n, live.0, g as u32);
                             g
                         }
@@ -807,11 +791,9 @@ impl SubterminalTree {
             i += 1;
         }
         if !root_ranges.is_empty() {
-            root_ids(&mut nodes, &mut root_group, root_live).add_trie_ranges(
-                trie,
-                &root_ranges,
-                vocab_len,
-            );
+            let groups = &mut nodes[0].groups;
+            let g = group_index(groups, root_live);
+            groups[g].1.add_trie_ranges(trie, &root_ranges, vocab_len);
         }
         // Freeze: children and groups contiguous.
         let mut out_nodes = Vec::with_capacity(nodes.len());

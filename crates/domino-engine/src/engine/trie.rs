@@ -249,13 +249,20 @@ impl VocabTrie {
         }
     }
 
-    /// The tokens of node `i`'s subtree (contiguous: tokens are stored in preorder).
-    pub fn subtree_tokens(&self, i: usize) -> &[TokenId] {
+    /// The indices into [`VocabTrie::tokens`] of node `i`'s subtree (contiguous: tokens are
+    /// stored in preorder, the node's own tokens first).
+    pub fn subtree_range(&self, i: usize) -> std::ops::Range<u32> {
         let end = self
             .nodes
             .get(self.nodes[i].next as usize)
-            .map_or(self.tokens.len(), |n| n.tok_start as usize);
-        &self.tokens[self.nodes[i].tok_start as usize..end]
+            .map_or(self.tokens.len() as u32, |n| n.tok_start);
+        self.nodes[i].tok_start..end
+    }
+
+    /// The tokens of node `i`'s subtree.
+    pub fn subtree_tokens(&self, i: usize) -> &[TokenId] {
+        let r = self.subtree_range(i);
+        &self.tokens[r.start as usize..r.end as usize]
     }
 }
 
