@@ -372,9 +372,11 @@ impl StartOk {
         }
     }
 
-    /// `fresh` is δ(START, b), not [`DEAD`].
+    /// Whether the walk may record a boundary after `t` before byte `b`: a terminal live in
+    /// `fresh` = δ(START, b) (not [`DEAD`]) can follow `t` (memoised), and the scanner's state
+    /// allows `t` before it.
     #[inline]
-    fn get(
+    fn may_start(
         &mut self,
         scanner: &Scanner,
         follow: &Follow,
@@ -388,21 +390,7 @@ impl StartOk {
             let ok = live.iter().any(|&u| follow.can_follow(t, u));
             *slot = 1 + ok as u8;
         }
-        *slot == 2
-    }
-
-    /// Whether the walk may record a boundary after `t` before byte `b`: a terminal live in
-    /// `fresh` = δ(START, b) can follow `t`, and the scanner's state allows `t` before it.
-    #[inline]
-    fn may_start(
-        &mut self,
-        scanner: &Scanner,
-        follow: &Follow,
-        t: TerminalId,
-        b: u8,
-        fresh: u32,
-    ) -> bool {
-        self.get(scanner, follow, t, b, fresh) && scanner.followed_by(t, ScanState(fresh))
+        *slot == 2 && scanner.followed_by(t, ScanState(fresh))
     }
 }
 
