@@ -250,4 +250,31 @@ fn unknown_keywords_are_warnings_or_strict_errors() {
     // A schema without typos compiles under strict.
     let clean = json!({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}});
     json_schema::compile(&clean, &strict).unwrap();
+    // Presence constraints (`oneOf`/`anyOf` of `required`, `not: {required}`, `if`/`then` on
+    // presence) are rewritten to an internal key: never reported as the user's unknown
+    // keyword, and fine under strict, at the root and nested.
+    let object = |extra: serde_json::Value| {
+        let mut o = json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}});
+        o.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        o
+    };
+    for extra in [
+        json!({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        json!({"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}),
+        json!({"not": {"required": ["a", "b"]}}),
+        json!({"if": {"required": ["a"]}, "then": {"required": ["b"]}}),
+    ] {
+        let schema = json!({"type": "array", "items": object(extra.clone())});
+        for s in [object(extra.clone()), schema] {
+            let def = json_schema::compile(&s, &CompileOptions::default()).unwrap();
+            assert!(
+                def.warnings.iter().all(|w| !w.contains("unknown keyword")),
+                "{s}: {:?}",
+                def.warnings
+            );
+            json_schema::compile(&s, &strict).unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+    }
 }

@@ -94,12 +94,16 @@ const KNOWN_OTHERWISE: &[&str] = &[
 ];
 
 /// Whether `k` is a keyword no draft defines: a typo (`maxLenght`) or a vendor extension.
-/// Extensions spelled `x-…` are annotations by convention and not reported.
+/// Extensions spelled `x-…` are annotations by convention and not reported. The front end's
+/// own rewrite key ([`PRESENCE_KEY`](super::presence::PRESENCE_KEY), which `oneOf`/`anyOf`
+/// of `required` sets become) is not the user's keyword: reporting it named a key the user
+/// never wrote, and `--strict` refused those schemas.
 pub(super) fn is_unknown(k: &str) -> bool {
     !(ANNOTATIONS.contains(&k)
         || is_keyword(k)
         || KNOWN_OTHERWISE.contains(&k)
-        || k.starts_with("x-"))
+        || k.starts_with("x-")
+        || k == super::presence::PRESENCE_KEY)
 }
 
 /// The known keyword `k` is most likely a misspelling of (Levenshtein distance at most 2,

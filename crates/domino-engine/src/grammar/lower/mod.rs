@@ -156,8 +156,11 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             stack.extend(refs[r.0 as usize].iter().map(|&x| RuleId(x as u32)));
         }
     }
+    // Only rules the user wrote (they have a source position) are worth a warning: the
+    // JSON Schema front end's generated rules (`members-223`) left over from a discarded
+    // branch mean nothing to its user (a large schema gave hundreds of such warnings).
     for (i, rule) in def.rules.iter().enumerate() {
-        if !reachable[i] {
+        if !reachable[i] && rule.span.line != 0 {
             warnings.push(format!(
                 "rule `{}` is not reachable from the start rule and is ignored",
                 rule.name
@@ -440,5 +443,13 @@ ws ::= [ \t\n]*"#,
     fn unreachable_rules_warn() {
         let g = lower_gbnf("root ::= \"a\"\nunused ::= \"b\"");
         assert!(g.warnings.iter().any(|w| w.contains("unused")));
+        // A generated rule (no source position, e.g. a JSON Schema front end's member
+        // state left from a discarded branch) is dropped without a warning.
+        let mut def = gbnf::parse("root ::= \"a\"\nunused ::= \"b\"", "root").unwrap();
+        for r in &mut def.rules {
+            r.span = crate::grammar::expr::Span::default();
+        }
+        let g = lower(&def).unwrap();
+        assert!(g.warnings.is_empty(), "{:?}", g.warnings);
     }
 }
