@@ -173,7 +173,7 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
     {
         return ok;
     }
-    let ok = state_estimate(hir) <= max_estimate && build_dfa(hir, Some(limit)).is_ok();
+    let ok = state_estimate(hir) <= max_estimate && explored_fits(hir, limit);
     let mut fits = FITS.lock().unwrap_or_else(|e| e.into_inner());
     let m = fits.get_or_insert_with(HashMap::new);
     if m.values().map(HirMap::len).sum::<usize>() >= 100_000 {
@@ -183,6 +183,44 @@ pub(crate) fn dfa_fits(hir: &Hir, limit: usize, max_estimate: usize) -> bool {
         .or_default()
         .insert(hash, hir.clone(), ok);
     ok
+}
+
+/// Whether `hir`'s DFA, every state built, stays under `limit` bytes of transitions (one
+/// 4-byte slot per state and byte class). Built as the terminal's own lazy DFA, through the
+/// terminal-DFA cache: a piece that fits becomes a terminal, and the scanner then finds its
+/// DFA already built instead of compiling the NFA again (checking with `regex-automata`'s
+/// dense builder was a separate NFA and DFA, thrown away: 5–8 % of compiling a median
+/// JSONSchemaBench schema, where whole maps with string values are such pieces).
+fn explored_fits(hir: &Hir, limit: usize) -> bool {
+    let Ok(d) = TerminalDfa::new(hir) else {
+        return false;
+    };
+    let Repr::Lazy(l) = &d.repr else {
+        // A literal chain, or an eager table (look-around): sized as before.
+        return match &d.repr {
+            Repr::Literal(_) => true,
+            _ => build_dfa(hir, Some(limit)).is_ok(),
+        };
+    };
+    let mut reps = Vec::new();
+    let mut seen = [false; 256];
+    for b in 0..=255u8 {
+        if !std::mem::replace(&mut seen[l.class(b) as usize], true) {
+            reps.push(b);
+        }
+    }
+    let max_states = limit / (4 * reps.len()).max(1);
+    let mut s = 0u32;
+    while (s as usize) < l.num_states() {
+        if l.num_states() > max_states || l.overflowed() {
+            return false;
+        }
+        for &b in &reps {
+            l.next(s, b);
+        }
+        s += 1;
+    }
+    !l.overflowed() && l.num_states() <= max_states
 }
 
 /// A cheap structural estimate of the states in `hir`'s DFA (saturating): literals count
@@ -677,7 +715,8 @@ pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Ve
                 .match_kind(MatchKind::All)
                 .start_kind(StartKind::Anchored)
                 .dfa_size_limit(limit)
-                .determinize_size_limit(limit),
+                .determinize_size_limit(limit)
+                .accelerate(false),
         )
         .build_from_nfa(&nfa)
         .map_err(|e| e.to_string())
