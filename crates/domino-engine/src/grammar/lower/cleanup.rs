@@ -71,6 +71,37 @@ fn inline_unit_rules(productions: &mut [Production], nn: usize, start: Nontermin
     }
 }
 
+/// Rows of `u32`s in one array (compressed sparse rows): `row(i)` is what `pairs` gave
+/// for `i`, in order. One allocation instead of a `Vec` per nonterminal (tens of thousands
+/// in a big schema's grammar).
+struct Csr {
+    start: Vec<u32>,
+    items: Vec<u32>,
+}
+
+impl Csr {
+    fn new(rows: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> Self {
+        let mut start = vec![0u32; rows + 1];
+        for (r, _) in pairs.clone() {
+            start[r + 1] += 1;
+        }
+        for i in 0..rows {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut items = vec![0u32; start[rows] as usize];
+        for (r, x) in pairs {
+            items[fill[r] as usize] = x;
+            fill[r] += 1;
+        }
+        Csr { start, items }
+    }
+
+    fn row(&self, i: usize) -> &[u32] {
+        &self.items[self.start[i] as usize..self.start[i + 1] as usize]
+    }
+}
+
 /// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
 pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
     let Grammar {
@@ -88,16 +119,22 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
     let mut productive = vec![false; nn];
     {
         let mut missing: Vec<usize> = Vec::with_capacity(productions.len());
-        let mut occurs_in: Vec<Vec<usize>> = vec![Vec::new(); nn];
+        let occurs_in = Csr::new(
+            nn,
+            productions.iter().enumerate().flat_map(|(i, p)| {
+                p.rhs.iter().filter_map(move |s| match s {
+                    Symbol::Nonterminal(n) => Some((n.0 as usize, i as u32)),
+                    Symbol::Terminal(_) => None,
+                })
+            }),
+        );
         let mut queue: Vec<NonterminalId> = Vec::new();
-        for (i, p) in productions.iter().enumerate() {
-            let mut count = 0;
-            for s in &p.rhs {
-                if let Symbol::Nonterminal(n) = s {
-                    occurs_in[n.0 as usize].push(i);
-                    count += 1;
-                }
-            }
+        for p in productions.iter() {
+            let count = p
+                .rhs
+                .iter()
+                .filter(|s| matches!(s, Symbol::Nonterminal(_)))
+                .count();
             missing.push(count);
             if count == 0 && !productive[p.lhs.0 as usize] {
                 productive[p.lhs.0 as usize] = true;
@@ -105,7 +142,8 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
             }
         }
         while let Some(n) = queue.pop() {
-            for &pi in &occurs_in[n.0 as usize] {
+            for &pi in occurs_in.row(n.0 as usize) {
+                let pi = pi as usize;
                 missing[pi] -= 1;
                 let lhs = productions[pi].lhs;
                 if missing[pi] == 0 && !productive[lhs.0 as usize] {
@@ -129,8 +167,13 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
             )
         )));
     }
-    let user_rule: std::collections::HashSet<&str> =
-        def.rules.iter().map(|r| r.name.as_str()).collect();
+    // (The set of rule names only when something is unproductive: hashing 13,000 generated
+    // names was a visible part of cleaning up a big schema.)
+    let user_rule: std::collections::HashSet<&str> = if productive.iter().all(|&p| p) {
+        Default::default()
+    } else {
+        def.rules.iter().map(|r| r.name.as_str()).collect()
+    };
     for (i, name) in nonterminals.iter().enumerate() {
         if !productive[i] && user_rule.contains(name.as_str()) {
             warnings.push(format!(
@@ -138,8 +181,8 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
             ));
         }
     }
-    let kept: Vec<&Production> = productions
-        .iter()
+    let kept: Vec<Production> = productions
+        .into_iter()
         .filter(|p| {
             productive[p.lhs.0 as usize]
                 && p.rhs.iter().all(|s| match s {
@@ -149,10 +192,12 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
         })
         .collect();
     // Reachable from start.
-    let mut by_lhs: Vec<Vec<usize>> = vec![Vec::new(); nn];
-    for (i, p) in kept.iter().enumerate() {
-        by_lhs[p.lhs.0 as usize].push(i);
-    }
+    let by_lhs = Csr::new(
+        nn,
+        kept.iter()
+            .enumerate()
+            .map(|(i, p)| (p.lhs.0 as usize, i as u32)),
+    );
     let mut reach = vec![false; nn];
     let mut term_used = vec![false; terminals.len()];
     let mut stack = vec![start];
@@ -160,8 +205,8 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
         if std::mem::replace(&mut reach[n.0 as usize], true) {
             continue;
         }
-        for &pi in &by_lhs[n.0 as usize] {
-            for s in &kept[pi].rhs {
+        for &pi in by_lhs.row(n.0 as usize) {
+            for s in &kept[pi as usize].rhs {
                 match s {
                     Symbol::Terminal(t) => term_used[t.0 as usize] = true,
                     Symbol::Nonterminal(m) => stack.push(*m),
@@ -185,21 +230,21 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
             new_ts.push(t);
         }
     }
+    // Renumbered in place: each production keeps its right-hand side's allocation.
     let new_prods = kept
         .into_iter()
         .filter(|p| reach[p.lhs.0 as usize])
-        .map(|p| Production {
-            lhs: NonterminalId(nt_map[p.lhs.0 as usize]),
-            rhs: p
-                .rhs
-                .iter()
-                .map(|s| match s {
+        .map(|mut p| {
+            p.lhs = NonterminalId(nt_map[p.lhs.0 as usize]);
+            for s in p.rhs.iter_mut() {
+                *s = match *s {
                     Symbol::Terminal(t) => Symbol::Terminal(TerminalId(t_map[t.0 as usize])),
                     Symbol::Nonterminal(n) => {
                         Symbol::Nonterminal(NonterminalId(nt_map[n.0 as usize]))
                     }
-                })
-                .collect(),
+                };
+            }
+            p
         })
         .collect();
     Ok(Grammar {

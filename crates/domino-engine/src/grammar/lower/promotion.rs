@@ -72,18 +72,13 @@ pub(super) fn promote(
     let mut rule_hir: Vec<Option<Arc<Hir>>> = vec![None; n];
     let mut promoted = vec![false; n];
     let mut too_big = vec![false; n];
-    // Estimated inlined size per rule, computed before building anything (inlining can
-    // grow exponentially: `a ::= b b`, `b ::= c c`, ...).
+    // Estimated inlined size per rule, computed before building its HIR (inlining can grow
+    // exponentially: `a ::= b b`, `b ::= c c`, ...). Only for the rules that get a HIR
+    // (below): their references got one first (a candidate's are promoted, a lexical rule's
+    // are lexical), so every estimate read was computed. Walking every rule body twice more
+    // was a tenth of lowering a big schema, whose member states never need one.
     let mut est_size = vec![usize::MAX; n];
     let mut est_depth = vec![usize::MAX; n];
-    for &r in &order {
-        if tail_rec[r] {
-            est_size[r] = 1; // its self references
-            est_depth[r] = 1;
-        }
-        est_size[r] = expr_size(&def.rules[r].expr, &est_size);
-        est_depth[r] = expr_depth(&def.rules[r].expr, &est_depth).saturating_add(2);
-    }
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
     // regular rule would be wasted on big fixed records that stay syntactic.
@@ -107,6 +102,12 @@ pub(super) fn promote(
         if !candidate && !lexical_reach[r] {
             continue;
         }
+        if tail_rec[r] {
+            est_size[r] = 1; // its self references
+            est_depth[r] = 1;
+        }
+        est_size[r] = expr_size(&rule.expr, &est_size);
+        est_depth[r] = expr_depth(&rule.expr, &est_depth).saturating_add(2);
         if est_size[r] > MAX_INLINE_HIR || est_depth[r] > MAX_INLINE_DEPTH {
             too_big[r] = true;
             continue;
