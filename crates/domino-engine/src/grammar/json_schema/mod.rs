@@ -462,7 +462,10 @@ impl<'a> Compiler<'a> {
         }
         let id = self.add_rule(
             name,
-            Expr::Constrained { hir, constraints },
+            Expr::Constrained {
+                hir: Box::new(hir),
+                constraints: Box::new(constraints),
+            },
             RuleKind::Syntactic,
         )?;
         self.lexical.insert(key, id);

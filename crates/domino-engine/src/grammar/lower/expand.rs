@@ -344,7 +344,7 @@ impl<'a> Builder<'a> {
                 let name = self.helper_name(rule, "t");
                 return Ok(Some(Symbol::Terminal(self.intern_constrained(
                     Arc::new(normalize(hir)),
-                    constraints.clone(),
+                    (**constraints).clone(),
                     &name,
                 ))));
             }
