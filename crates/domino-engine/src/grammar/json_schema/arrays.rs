@@ -32,38 +32,27 @@ impl Compiler<'_> {
                 format!("minItems {min} > maxItems {}", max.unwrap()),
             ));
         }
-        let true_schema = Value::Bool(true);
-        let (prefix, prefix_ptr, rest, rest_ptr): (Vec<Value>, String, Value, String) =
+        // Borrowed, not copied: a copy is the whole subtree, at every level of nesting.
+        static TRUE_SCHEMA: Value = Value::Bool(true);
+        let (prefix, prefix_ptr, rest, rest_ptr): (&[Value], String, &Value, String) =
             match (obj.get("prefixItems"), obj.get("items")) {
                 (Some(Value::Array(p)), items) => (
-                    p.clone(),
+                    p,
                     join_ptr(ptr, "prefixItems"),
-                    items.cloned().unwrap_or(true_schema.clone()),
+                    items.unwrap_or(&TRUE_SCHEMA),
                     join_ptr(ptr, "items"),
                 ),
                 (_, Some(Value::Array(p))) => (
-                    p.clone(),
+                    p,
                     join_ptr(ptr, "items"),
-                    obj.get("additionalItems")
-                        .cloned()
-                        .unwrap_or(true_schema.clone()),
+                    obj.get("additionalItems").unwrap_or(&TRUE_SCHEMA),
                     join_ptr(ptr, "additionalItems"),
                 ),
-                (_, Some(items)) => (
-                    Vec::new(),
-                    String::new(),
-                    items.clone(),
-                    join_ptr(ptr, "items"),
-                ),
-                (_, None) => (
-                    Vec::new(),
-                    String::new(),
-                    true_schema.clone(),
-                    join_ptr(ptr, "items"),
-                ),
+                (_, Some(items)) => (&[], String::new(), items, join_ptr(ptr, "items")),
+                (_, None) => (&[], String::new(), &TRUE_SCHEMA, join_ptr(ptr, "items")),
             };
         let m = prefix.len() as u64;
-        let rest_allowed = rest != Value::Bool(false);
+        let rest_allowed = *rest != Value::Bool(false);
         if !rest_allowed {
             max = Some(max.map_or(m, |x| x.min(m)));
             if min > m {
@@ -77,8 +66,8 @@ impl Compiler<'_> {
             && max.is_none_or(|x| x > 1)
             && !obj.contains_key("contains")
         {
-            let rest = (rest_allowed && max.is_none_or(|x| x > m)).then_some(&rest);
-            if let Some(e) = self.unique_items(ptr, d, &prefix, rest, min, max)? {
+            let rest = (rest_allowed && max.is_none_or(|x| x > m)).then_some(rest);
+            if let Some(e) = self.unique_items(ptr, d, prefix, rest, min, max)? {
                 return Ok(e);
             }
         }
@@ -98,8 +87,8 @@ impl Compiler<'_> {
                 obj,
                 ptr,
                 d,
-                (&prefix, &prefix_ptr),
-                (rest_allowed.then_some(&rest), &rest_ptr),
+                (prefix, &prefix_ptr),
+                (rest_allowed.then_some(rest), &rest_ptr),
                 min,
                 max,
             )? {
@@ -119,7 +108,7 @@ impl Compiler<'_> {
             prefix_items.push(Expr::Seq(vec![v, after.clone()]));
         }
         let rest_item = if rest_allowed && max.is_none_or(|x| x > m) {
-            let v = self.value(&rest, &rest_ptr, cd)?;
+            let v = self.value(rest, &rest_ptr, cd)?;
             let v = self.shared("items", v)?;
             Some(Expr::Seq(vec![v, after.clone()]))
         } else {

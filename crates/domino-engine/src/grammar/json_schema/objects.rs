@@ -26,6 +26,7 @@
 //!
 //! Either way extra keys are never one of the named keys, so no member can be written twice
 //! under a named key, and a named member's value always meets its own schema.
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use regex_syntax::hir::Hir;
@@ -165,22 +166,26 @@ impl Compiler<'_> {
             }
         }
         // Named members: `properties` in order, then required names not listed there.
-        let mut named: Vec<(String, Value, bool, String)> = Vec::new();
+        // A member's schema is borrowed unless patterns add to it: a copy is the whole
+        // subtree, so copying at every level was quadratic in the nesting.
+        let mut named: Vec<(String, Cow<'_, Value>, bool, String)> = Vec::new();
         for (k, s) in props {
-            let mut schemas = vec![s.clone()];
-            for (i, (_, ps)) in patterns.iter().enumerate() {
-                if matchers[i].is_match(k) && !is_trivially_true(ps) {
-                    schemas.push(ps.clone());
-                }
-            }
-            let s = if schemas.len() == 1 {
-                schemas.pop().unwrap()
+            let extra: Vec<Value> = patterns
+                .iter()
+                .enumerate()
+                .filter(|(i, (_, ps))| matchers[*i].is_match(k) && !is_trivially_true(ps))
+                .map(|(_, (_, ps))| ps.clone())
+                .collect();
+            let s = if extra.is_empty() {
+                Cow::Borrowed(s)
             } else {
-                Value::Object(
+                let mut schemas = vec![s.clone()];
+                schemas.extend(extra);
+                Cow::Owned(Value::Object(
                     [("allOf".to_string(), Value::Array(schemas))]
                         .into_iter()
                         .collect(),
-                )
+                ))
             };
             named.push((
                 k.clone(),
@@ -220,7 +225,7 @@ impl Compiler<'_> {
                 ));
                 return Ok(Self::never());
             };
-            named.push((r.clone(), s, true, join_ptr(ptr, "required")));
+            named.push((r.clone(), Cow::Owned(s), true, join_ptr(ptr, "required")));
         }
         // Presence constraints: anyOf/oneOf of required sets, dependencies, not-required.
         let mut presence: Vec<Presence> = Vec::new();
@@ -358,7 +363,7 @@ impl Compiler<'_> {
             } else {
                 continue; // never present
             };
-            named.push((t.clone(), s, false, join_ptr(ptr, "properties")));
+            named.push((t.clone(), Cow::Owned(s), false, join_ptr(ptr, "properties")));
         }
         // `propertyNames`: a named property whose name fails it can never be present.
         let property_names = obj

@@ -138,6 +138,11 @@ fn evaluated(m: &Map<String, Value>, items: bool, depth: usize) -> Option<Evalua
 /// `obj` with its `unevaluatedProperties` / `unevaluatedItems` rewritten (see the module
 /// docs), or `None` when it has neither or neither could be rewritten.
 pub(super) fn rewrite_unevaluated(obj: &Map<String, Value>) -> Option<Map<String, Value>> {
+    // Every subschema passes here: without the keywords, no copy (the copy is the whole
+    // subtree, so copying at every level was quadratic in the nesting).
+    if !obj.contains_key("unevaluatedProperties") && !obj.contains_key("unevaluatedItems") {
+        return None;
+    }
     let mut out = obj.clone();
     let mut changed = false;
     if let Some(u) = obj.get("unevaluatedProperties") {

@@ -53,7 +53,7 @@ pub(super) struct Builder<'a> {
     /// An [`RuleKind::Inline`] rule's body as symbols, once lowered (spliced into every
     /// sequence that refers to it), and the rules being lowered so (a self reference falls
     /// back to the rule's nonterminal).
-    inline_syms: HashMap<usize, Vec<Symbol>>,
+    inline_syms: Vec<Option<Vec<Symbol>>>,
     inlining: Vec<usize>,
 }
 
@@ -83,7 +83,7 @@ impl<'a> Builder<'a> {
             piece_counter: vec![0; n],
             ref_piece: vec![None; n],
             piece_memo: HashMap::new(),
-            inline_syms: HashMap::new(),
+            inline_syms: vec![None; def.rules.len()],
             inlining: Vec::new(),
         }
     }
@@ -284,8 +284,9 @@ impl<'a> Builder<'a> {
         for item in items {
             if let Expr::Seq(_) = item {
                 out.extend(self.lower_seq(item, rule)?);
-            } else if let Some(syms) = self.inline_symbols(item)? {
-                out.extend_from_slice(&syms);
+            } else if let Some(r) = self.inline_symbols(item)? {
+                // Copied from the memo straight into the sequence (no copy per use).
+                out.extend_from_slice(self.inline_syms[r].as_deref().unwrap_or_default());
             } else if let Some(s) = self.lower_item(item, rule)? {
                 out.push(s);
             }
@@ -293,9 +294,9 @@ impl<'a> Builder<'a> {
         Ok(out)
     }
 
-    /// The symbols of an [`RuleKind::Inline`] rule's body when `e` refers to one (lowered
-    /// once, then copied); `None` for anything else.
-    fn inline_symbols(&mut self, e: &Expr) -> Result<Option<Vec<Symbol>>, GrammarError> {
+    /// When `e` refers to an [`RuleKind::Inline`] rule: the rule, its body's symbols lowered
+    /// into `inline_syms` (once, then copied by each use); `None` for anything else.
+    fn inline_symbols(&mut self, e: &Expr) -> Result<Option<usize>, GrammarError> {
         let Expr::Ref(r) = e else {
             return Ok(None);
         };
@@ -306,16 +307,15 @@ impl<'a> Builder<'a> {
         {
             return Ok(None);
         }
-        if let Some(syms) = self.inline_syms.get(&r) {
-            return Ok(Some(syms.clone()));
+        if self.inline_syms[r].is_some() {
+            return Ok(Some(r));
         }
         let def = self.def;
         self.inlining.push(r);
         let syms = self.lower_seq(&def.rules[r].expr, r);
         self.inlining.pop();
-        let syms = syms?;
-        self.inline_syms.insert(r, syms.clone());
-        Ok(Some(syms))
+        self.inline_syms[r] = Some(syms?);
+        Ok(Some(r))
     }
 
     /// One item as a symbol (`None` = ε).
