@@ -247,6 +247,8 @@ pub(crate) struct Compiler<'a> {
     /// The unknown-keyword warnings already given (a schema can carry thousands of
     /// annotations no draft defines; a linear search of `warnings` per one was quadratic).
     unknown_seen: std::collections::HashSet<String>,
+    /// [`suggestion`] per unknown keyword, computed once.
+    suggestions: HashMap<String, Option<&'static str>>,
     /// `(resolved pointer, depth)` → the rule compiled from it.
     refs: HashMap<(String, u32), RuleId>,
     pending: Vec<(RuleId, String, u32)>,
@@ -267,6 +269,16 @@ fn join_ptr(ptr: &str, token: &str) -> String {
 }
 
 fn sanitize(name: &str) -> String {
+    // The front end's own names (`members`, `item`) are clean already: one copy, no scan
+    // per character (this runs for every rule of every schema).
+    if name.len() <= 40
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return name.to_string();
+    }
     let s: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -299,6 +311,7 @@ impl<'a> Compiler<'a> {
             rules: Vec::new(),
             warnings: Vec::new(),
             unknown_seen: std::collections::HashSet::new(),
+            suggestions: HashMap::new(),
             refs: HashMap::new(),
             uris: std::cell::OnceCell::new(),
             pending: Vec::new(),
@@ -388,9 +401,18 @@ impl<'a> Compiler<'a> {
     /// never silently: a warning (once per location), or an error under `strict`.
     fn unknown_keyword(&mut self, ptr: &str, keyword: &str) -> Result<(), GrammarError> {
         let at = join_ptr(ptr, keyword);
-        let hint = suggestion(keyword)
-            .map(|c| format!(" (did you mean `{c}`?)"))
-            .unwrap_or_default();
+        // One suggestion per keyword (a Kubernetes schema repeats its `_format` hundreds of
+        // times, and each suggestion is an edit distance to every known keyword).
+        let hint = match self.suggestions.get(keyword) {
+            Some(&s) => s,
+            None => {
+                let s = suggestion(keyword);
+                self.suggestions.insert(keyword.to_string(), s);
+                s
+            }
+        }
+        .map(|c| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default();
         if self.opts.strict {
             return Err(GrammarError::at_pointer(
                 at,
