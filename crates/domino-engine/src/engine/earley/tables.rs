@@ -88,7 +88,7 @@ impl ParserTables {
                     Symbol::Terminal(_) => None,
                     Symbol::Nonterminal(a) => Some(a.0),
                 });
-                (p.lhs.0, nts.collect())
+                (p.lhs.0, nts)
             }),
         );
         let sym_ok = |s: &Symbol| match *s {
@@ -121,12 +121,7 @@ impl ParserTables {
             prods
                 .iter()
                 .filter(|(_, rhs)| rhs.iter().all(|&k| k >= num_terminals as u32))
-                .map(|(lhs, rhs)| {
-                    (
-                        *lhs,
-                        rhs.iter().map(|&k| k - num_terminals as u32).collect(),
-                    )
-                }),
+                .map(|(lhs, rhs)| (*lhs, rhs.iter().map(|&k| k - num_terminals as u32))),
         );
         let key_nullable = |k: u32| {
             k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize]
@@ -259,27 +254,49 @@ impl ParserTables {
 
 /// The least set `X` of nonterminals such that `lhs ∈ X` whenever all of a rule's listed
 /// nonterminals are in `X` (rules given as `(lhs, nonterminals of the rhs)`). Worklist with
-/// per-rule counters: linear in the grammar size, whatever the dependency order.
-fn least_fixpoint(n: usize, rules: impl Iterator<Item = (u32, Vec<u32>)>) -> Vec<bool> {
-    let rules: Vec<(u32, Vec<u32>)> = rules.collect();
-    let mut waiting = vec![0u32; rules.len()];
-    let mut uses: Vec<Vec<u32>> = vec![Vec::new(); n];
+/// per-rule counters: linear in the grammar size, whatever the dependency order. The rules
+/// are read twice (sizes, then uses) into flat arrays: a `Vec` per rule and per nonterminal
+/// was most of this on a big schema's grammar.
+fn least_fixpoint<I, J>(n: usize, rules: I) -> Vec<bool>
+where
+    I: Iterator<Item = (u32, J)> + Clone,
+    J: Iterator<Item = u32>,
+{
+    let mut lhs_of: Vec<u32> = Vec::new();
+    let mut waiting: Vec<u32> = Vec::new();
+    let mut start = vec![0u32; n + 1];
+    for (lhs, nts) in rules.clone() {
+        let mut count = 0;
+        for b in nts {
+            start[b as usize + 1] += 1;
+            count += 1;
+        }
+        lhs_of.push(lhs);
+        waiting.push(count);
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut uses = vec![0u32; start[n] as usize];
+    for (r, (_, nts)) in rules.enumerate() {
+        for b in nts {
+            uses[fill[b as usize] as usize] = r as u32;
+            fill[b as usize] += 1;
+        }
+    }
     let mut marked = vec![false; n];
     let mut work = Vec::new();
-    for (r, (lhs, nts)) in rules.iter().enumerate() {
-        waiting[r] = nts.len() as u32;
-        for &b in nts {
-            uses[b as usize].push(r as u32);
-        }
-        if nts.is_empty() && !marked[*lhs as usize] {
-            marked[*lhs as usize] = true;
-            work.push(*lhs);
+    for (r, &lhs) in lhs_of.iter().enumerate() {
+        if waiting[r] == 0 && !marked[lhs as usize] {
+            marked[lhs as usize] = true;
+            work.push(lhs);
         }
     }
     while let Some(b) = work.pop() {
-        for &r in &uses[b as usize] {
+        for &r in &uses[start[b as usize] as usize..start[b as usize + 1] as usize] {
             waiting[r as usize] -= 1;
-            let lhs = rules[r as usize].0 as usize;
+            let lhs = lhs_of[r as usize] as usize;
             if waiting[r as usize] == 0 && !marked[lhs] {
                 marked[lhs] = true;
                 work.push(lhs as u32);
