@@ -25,8 +25,21 @@ impl<'a> Compiler<'a> {
         reference: &str,
         ptr: &str,
     ) -> Result<(String, &'a Value), GrammarError> {
-        let at = join_ptr(ptr, "$ref");
         let index = self.uris.get_or_init(|| UriIndex::build(self.root));
+        // Without embedded resources (every identifier names the root), a `#/pointer` is the
+        // root's pointer wherever it is written: no base URI to work out (a walk from the
+        // root along `ptr`, per reference). Not found: the general path says why.
+        if let Some(fragment) = reference.strip_prefix('#') {
+            if (fragment.is_empty() || fragment.starts_with('/'))
+                && index.ids.values().all(|p| p.is_empty())
+            {
+                let fragment = percent_decode(fragment);
+                if let Some(v) = self.root.pointer(&fragment) {
+                    return Ok((fragment, v));
+                }
+            }
+        }
+        let at = join_ptr(ptr, "$ref");
         let base = base_at(self.root, ptr);
         let absolute = join_uri(&base, reference);
         let (uri, fragment) = match absolute.split_once('#') {
