@@ -258,7 +258,7 @@ pub(crate) struct Compiler<'a> {
     nest: usize,
     /// The JSON pointer of the schema being compiled (rules record it: errors about a rule
     /// name where it came from).
-    pointer: String,
+    pointer: std::sync::Arc<str>,
     merge_steps: usize,
     /// Embedded resources (`$id`) and anchors by absolute URI, built on the first `$ref`.
     uris: std::cell::OnceCell<references::UriIndex>,
@@ -318,7 +318,7 @@ impl<'a> Compiler<'a> {
             lexical: HashMap::new(),
             any_rules: HashMap::new(),
             nest: 0,
-            pointer: String::new(),
+            pointer: "".into(),
             merge_steps: 0,
         }
     }
@@ -340,7 +340,7 @@ impl<'a> Compiler<'a> {
             expr,
             kind,
             span: Span::default(),
-            pointer: Some(self.pointer.clone()),
+            pointer: Some(std::sync::Arc::clone(&self.pointer)),
         });
         Ok(id)
     }
@@ -509,7 +509,7 @@ impl<'a> Compiler<'a> {
             .with_kind(ErrorKind::Limit));
         }
         self.nest += 1;
-        let outer = std::mem::replace(&mut self.pointer, ptr.to_string());
+        let outer = std::mem::replace(&mut self.pointer, ptr.into());
         let r = self.value_inner(s, ptr, d);
         self.pointer = outer;
         self.nest -= 1;

@@ -319,7 +319,7 @@ fn culprits(
                     pointer: Some(p), ..
                 } => format!(
                     "the schema at {}",
-                    if p.is_empty() { "the root" } else { p }
+                    if p.is_empty() { "the root" } else { &**p }
                 ),
                 _ => return Some(format!("`{name}`")),
             };
