@@ -233,7 +233,11 @@ fn explored_fits(hir: &Hir, limit: usize) -> bool {
             reps.push(b);
         }
     }
-    let max_states = limit / (4 * reps.len()).max(1);
+    // Stop short of the lazy DFA's own state limit: an overflowed DFA left in the cache
+    // would turn a later terminal with this HIR into an error (at most one state per class
+    // is added between two checks).
+    let max_states =
+        (limit / (4 * reps.len()).max(1)).min(MAX_LAZY_STATES.saturating_sub(reps.len() + 1));
     let mut s = 0u32;
     while (s as usize) < l.num_states() {
         if l.num_states() > max_states || l.overflowed() {
@@ -814,6 +818,18 @@ mod tests {
             let chain = TerminalDfa::literal_table(lit.as_bytes());
             assert_eq!(table(&chain), table(&slow), "{lit}");
         }
+    }
+
+    /// A piece whose DFA is too large is refused before its lazy DFA reaches its state limit,
+    /// so the DFA the check leaves in the cache is still usable (not overflowed). The
+    /// estimate of `[ab]*a[ab]{16}` is small; its DFA has 2^17 states.
+    #[test]
+    fn the_fits_check_never_leaves_an_overflowed_dfa() {
+        let h = parse("[ab]*a[ab]{16}");
+        assert!(!dfa_fits(&h, 2 << 20, 2048));
+        let d = TerminalDfa::new(&h).unwrap();
+        assert!(!d.overflowed());
+        assert!(d.num_states() < MAX_LAZY_STATES);
     }
 
     /// Products (stepped per joint byte class) accept exactly `hir ∩ and ∖ and_not`, checked
