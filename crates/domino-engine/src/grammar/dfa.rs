@@ -219,20 +219,13 @@ fn explored_fits(hir: &Hir, limit: usize) -> bool {
     let Ok(d) = TerminalDfa::new(hir) else {
         return false;
     };
-    let Repr::Lazy(l) = &d.repr else {
-        // A literal chain, or an eager table (look-around): sized as before.
-        return match &d.repr {
-            Repr::Literal(_) => true,
-            _ => build_dfa(hir, Some(limit)).is_ok(),
-        };
+    let l = match &d.repr {
+        Repr::Lazy(l) => l,
+        Repr::Literal(_) => return true,
+        // An eager table (look-around): sized by the dense builder.
+        Repr::Table { .. } => return build_dfa(hir, Some(limit)).is_ok(),
     };
-    let mut reps = Vec::new();
-    let mut seen = [false; 256];
-    for b in 0..=255u8 {
-        if !std::mem::replace(&mut seen[l.class(b) as usize], true) {
-            reps.push(b);
-        }
-    }
+    let (_, reps) = joint_byte_classes(std::slice::from_ref(&d));
     // Stop short of the lazy DFA's own state limit: an overflowed DFA left in the cache
     // would turn a later terminal with this HIR into an error (at most one state per class
     // is added between two checks).

@@ -10,6 +10,7 @@
 
 pub mod dfa;
 pub mod expr;
+pub(crate) mod fixpoint;
 pub mod gbnf;
 pub mod hir_key;
 pub mod ir;

@@ -1,6 +1,7 @@
 //! The grammar tables the parser reads: dotted items with their skip chains and the
 //! per-nonterminal prediction slices, computed once per grammar and shared by every parser.
 
+use crate::grammar::fixpoint::least_fixpoint;
 use crate::grammar::ir::{self, Symbol};
 
 /// Key of a "complete" dotted item (nothing after the dot).
@@ -250,58 +251,4 @@ impl ParserTables {
         let (s, e) = self.left_ranges[a as usize];
         &self.left_nts[s as usize..e as usize]
     }
-}
-
-/// The least set `X` of nonterminals such that `lhs ∈ X` whenever all of a rule's listed
-/// nonterminals are in `X` (rules given as `(lhs, nonterminals of the rhs)`). Worklist with
-/// per-rule counters: linear in the grammar size, whatever the dependency order. The rules
-/// are read twice (sizes, then uses) into flat arrays: a `Vec` per rule and per nonterminal
-/// was most of this on a big schema's grammar.
-fn least_fixpoint<I, J>(n: usize, rules: I) -> Vec<bool>
-where
-    I: Iterator<Item = (u32, J)> + Clone,
-    J: Iterator<Item = u32>,
-{
-    let mut lhs_of: Vec<u32> = Vec::new();
-    let mut waiting: Vec<u32> = Vec::new();
-    let mut start = vec![0u32; n + 1];
-    for (lhs, nts) in rules.clone() {
-        let mut count = 0;
-        for b in nts {
-            start[b as usize + 1] += 1;
-            count += 1;
-        }
-        lhs_of.push(lhs);
-        waiting.push(count);
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut uses = vec![0u32; start[n] as usize];
-    for (r, (_, nts)) in rules.enumerate() {
-        for b in nts {
-            uses[fill[b as usize] as usize] = r as u32;
-            fill[b as usize] += 1;
-        }
-    }
-    let mut marked = vec![false; n];
-    let mut work = Vec::new();
-    for (r, &lhs) in lhs_of.iter().enumerate() {
-        if waiting[r] == 0 && !marked[lhs as usize] {
-            marked[lhs as usize] = true;
-            work.push(lhs);
-        }
-    }
-    while let Some(b) = work.pop() {
-        for &r in &uses[start[b as usize] as usize..start[b as usize + 1] as usize] {
-            waiting[r as usize] -= 1;
-            let lhs = lhs_of[r as usize] as usize;
-            if waiting[r as usize] == 0 && !marked[lhs] {
-                marked[lhs] = true;
-                work.push(lhs as u32);
-            }
-        }
-    }
-    marked
 }

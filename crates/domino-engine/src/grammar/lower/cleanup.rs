@@ -3,6 +3,7 @@
 
 use crate::grammar::GrammarError;
 use crate::grammar::expr::GrammarDef;
+use crate::grammar::fixpoint::{Csr, least_fixpoint};
 use crate::grammar::ir::{Grammar, NonterminalId, Production, Symbol, TerminalId};
 
 /// Replace every nonterminal `N` (other than the start) whose only production is `N → X`
@@ -71,37 +72,6 @@ fn inline_unit_rules(productions: &mut [Production], nn: usize, start: Nontermin
     }
 }
 
-/// Rows of `u32`s in one array (compressed sparse rows): `row(i)` is what `pairs` gave
-/// for `i`, in order. One allocation instead of a `Vec` per nonterminal (tens of thousands
-/// in a big schema's grammar).
-struct Csr {
-    start: Vec<u32>,
-    items: Vec<u32>,
-}
-
-impl Csr {
-    fn new(rows: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> Self {
-        let mut start = vec![0u32; rows + 1];
-        for (r, _) in pairs.clone() {
-            start[r + 1] += 1;
-        }
-        for i in 0..rows {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut items = vec![0u32; start[rows] as usize];
-        for (r, x) in pairs {
-            items[fill[r] as usize] = x;
-            fill[r] += 1;
-        }
-        Csr { start, items }
-    }
-
-    fn row(&self, i: usize) -> &[u32] {
-        &self.items[self.start[i] as usize..self.start[i + 1] as usize]
-    }
-}
-
 /// Step 7: drop unproductive and unreachable symbols, renumber densely, check non-emptiness.
 pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarError> {
     let Grammar {
@@ -114,45 +84,18 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
     } = g;
     let nn = nonterminals.len();
     inline_unit_rules(&mut productions, nn, start);
-    // Productive: worklist over "nonterminal occurrences not yet known productive" per
-    // production (linear time; a fixpoint loop is quadratic on long helper chains).
-    let mut productive = vec![false; nn];
-    {
-        let mut missing: Vec<usize> = Vec::with_capacity(productions.len());
-        let occurs_in = Csr::new(
-            nn,
-            productions.iter().enumerate().flat_map(|(i, p)| {
-                p.rhs.iter().filter_map(move |s| match s {
-                    Symbol::Nonterminal(n) => Some((n.0 as usize, i as u32)),
-                    Symbol::Terminal(_) => None,
-                })
-            }),
-        );
-        let mut queue: Vec<NonterminalId> = Vec::new();
-        for p in productions.iter() {
-            let count = p
-                .rhs
-                .iter()
-                .filter(|s| matches!(s, Symbol::Nonterminal(_)))
-                .count();
-            missing.push(count);
-            if count == 0 && !productive[p.lhs.0 as usize] {
-                productive[p.lhs.0 as usize] = true;
-                queue.push(p.lhs);
-            }
-        }
-        while let Some(n) = queue.pop() {
-            for &pi in occurs_in.row(n.0 as usize) {
-                let pi = pi as usize;
-                missing[pi] -= 1;
-                let lhs = productions[pi].lhs;
-                if missing[pi] == 0 && !productive[lhs.0 as usize] {
-                    productive[lhs.0 as usize] = true;
-                    queue.push(lhs);
-                }
-            }
-        }
-    }
+    // Productive: the least fixpoint over "every nonterminal occurrence productive" (linear
+    // time; a fixpoint loop is quadratic on long helper chains).
+    let productive = least_fixpoint(
+        nn,
+        productions.iter().map(|p| {
+            let nts = p.rhs.iter().filter_map(|s| match s {
+                Symbol::Nonterminal(n) => Some(n.0),
+                Symbol::Terminal(_) => None,
+            });
+            (p.lhs.0, nts)
+        }),
+    );
     if !productive[start.0 as usize] {
         return Err(GrammarError::whole(format!(
             "the grammar's language is empty: the start rule `{}` derives no string{}",

@@ -286,7 +286,8 @@ impl<'a> Builder<'a> {
                 out.extend(self.lower_seq(item, rule)?);
             } else if let Some(r) = self.inline_symbols(item)? {
                 // Copied from the memo straight into the sequence (no copy per use).
-                out.extend_from_slice(self.inline_syms[r].as_deref().unwrap_or_default());
+                let syms = self.inline_syms[r].as_deref();
+                out.extend_from_slice(syms.expect("inline_symbols lowered the rule"));
             } else if let Some(s) = self.lower_item(item, rule)? {
                 out.push(s);
             }
