@@ -88,6 +88,7 @@ use super::earley::Parser;
 use super::token_list::IdBuf;
 pub use super::token_list::TokenList;
 use super::trie::VocabTrie;
+use crate::grammar::fixpoint::least_fixpoint;
 use crate::grammar::ir::{self, TerminalId};
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
@@ -133,39 +134,24 @@ impl Follow {
             return Follow::all(n);
         }
         let words = n.div_ceil(64).max(1);
-        // Nullable: a production is nullable once its count of non-nullable symbols drops
-        // to zero (each symbol counted down once).
-        let mut nullable = vec![false; nt];
-        let mut pending: Vec<usize> = Vec::with_capacity(g.productions.len());
-        let mut uses: Vec<Vec<usize>> = vec![Vec::new(); nt];
-        let mut queue = Vec::new();
-        for (i, p) in g.productions.iter().enumerate() {
-            pending.push(p.rhs.len());
-            if p.rhs.iter().any(|s| matches!(s, ir::Symbol::Terminal(_))) {
-                continue; // never nullable
-            }
-            for s in &p.rhs {
-                if let ir::Symbol::Nonterminal(x) = s {
-                    uses[x.0 as usize].push(i);
-                }
-            }
-            let k = p.rhs.len();
-            if k == 0 && !nullable[p.lhs.0 as usize] {
-                nullable[p.lhs.0 as usize] = true;
-                queue.push(p.lhs.0 as usize);
-            }
-        }
-        while let Some(x) = queue.pop() {
-            for &i in &uses[x] {
-                pending[i] -= 1;
-                let l = g.productions[i].lhs.0 as usize;
-                if pending[i] == 0 && !nullable[l] {
-                    nullable[l] = true;
-                    queue.push(l);
-                }
-            }
-        }
-        drop(uses);
+        // Nullable: the least fixpoint over the productions without a terminal.
+        let nullable = least_fixpoint(
+            nt,
+            g.productions
+                .iter()
+                .filter(|p| {
+                    p.rhs
+                        .iter()
+                        .all(|s| matches!(s, ir::Symbol::Nonterminal(_)))
+                })
+                .map(|p| {
+                    let nts = p.rhs.iter().filter_map(|s| match s {
+                        ir::Symbol::Nonterminal(x) => Some(x.0),
+                        ir::Symbol::Terminal(_) => None,
+                    });
+                    (p.lhs.0, nts)
+                }),
+        );
         let is_nullable =
             |s: &ir::Symbol| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]);
         // FIRST / LAST sets of nonterminals as bitsets over terminals: direct terminals
