@@ -437,6 +437,7 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
             "invalid_tested": r.invalid_tested,
             "invalid_accepted": r.invalid_accepted,
             "cold_max_us": r.cold.iter().cloned().fold(0.0, f64::max),
+            "cold_over_1ms": r.cold.iter().filter(|&&us| us > 1000.0).count(),
             "masks": r.cold.len(),
         });
         if r.error.is_some() {

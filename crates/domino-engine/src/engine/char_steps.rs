@@ -22,6 +22,15 @@
 //! no state of the chain before a token's end accepts (no boundary inside it); each token
 //! ends in the chain state of its character count.
 //!
+//! A **searched `pattern`** defeats that: inside a string that must contain `[0-9a-f]{8}-…`,
+//! a hex digit advances a partial match and any other character restarts it, so characters
+//! lead to *different* live states. [`CharSteps::targets`] gives the set of states the
+//! subtree's characters lead a state to, and the tree build then follows a chain of state
+//! *sets* (at most 16 states per length) for the subtrees where the one-state chain failed:
+//! taken when no state of any set dies or could end the terminal before a byte of the
+//! subtree. For sets of several states it uses only transitions already built (building
+//! transitions no token takes cost more than the walk saved, measured on `format: uri`).
+//!
 //! Exactness: a subtree is only taken when its tokens are well-formed UTF-8 from a character
 //! boundary (the trie's `char_start`), so every token is a sequence of whole characters drawn
 //! from the subtree's bytes, and every such character moves the state as the chain says.
@@ -145,9 +154,90 @@ impl CharSteps {
         }
         target
     }
+
+    /// Add to `out` (kept free of duplicates) every state that a whole character made of the
+    /// bytes `sub` (the bits of a *clean* trie subtree: no DEL, so bit 127 is the multi-byte
+    /// characters) leads `s` to. `false` when one of them dies, when the multi-byte characters
+    /// do not share one target, or (with `build` false) when a transition is not built yet.
+    /// Stops early, answering `true`, once `out` holds more than `cap` states: the caller
+    /// wanted at most `cap` (with `cap` 1 and an empty `out`: "the one state every character
+    /// leads `s` to", found without computing the rest once two disagree).
+    /// `s` itself may be accepting: whether a boundary falls before the character is the
+    /// caller's question.
+    pub(super) fn targets(
+        &mut self,
+        dfa: &TerminalDfa,
+        s: u32,
+        sub: [u64; 2],
+        build: bool,
+        cap: usize,
+        out: &mut Vec<u32>,
+    ) -> bool {
+        if self.memo.len() <= s as usize {
+            self.memo.resize_with(s as usize + 1, || None);
+        }
+        let steps = self.memo[s as usize].get_or_insert_with(Box::default);
+        if sub == [0; 2] {
+            return false;
+        }
+        // Bits known already: their classes' targets, and a known bit in no class died.
+        let mut covered = [0u64; 2];
+        for &(mask, target) in &steps.classes {
+            covered[0] |= mask[0];
+            covered[1] |= mask[1];
+            if (mask[0] & sub[0]) | (mask[1] & sub[1]) != 0 && !out.contains(&target) {
+                out.push(target);
+                if out.len() > cap {
+                    return true;
+                }
+            }
+        }
+        if (sub[0] & steps.known[0] & !covered[0]) | (sub[1] & steps.known[1] & !covered[1]) != 0 {
+            return false;
+        }
+        // The rest one by one, stopping at the first that dies or is one target too many (a
+        // lazily built DFA creates a state per new transition: a failing query builds few).
+        for (w, &word) in sub.iter().enumerate() {
+            let mut missing = word & !steps.known[w];
+            while missing != 0 {
+                let bit = w * 64 + missing.trailing_zeros() as usize;
+                missing &= missing - 1;
+                let class = match build {
+                    true => steps.class(dfa, s, bit),
+                    false => match steps.class_if_built(dfa, s, bit) {
+                        Some(c) => c,
+                        None => return false,
+                    },
+                };
+                if class == NO_CLASS {
+                    return false;
+                }
+                let target = steps.classes[class as usize].1;
+                if !out.contains(&target) {
+                    out.push(target);
+                    if out.len() > cap {
+                        return true;
+                    }
+                }
+            }
+        }
+        true
+    }
 }
 
 impl StateSteps {
+    /// [`StateSteps::class`] when the bit's transitions are built already, else `None`.
+    fn class_if_built(&mut self, dfa: &TerminalDfa, s: u32, bit: usize) -> Option<u8> {
+        let (w, b) = (bit / 64, 1u64 << (bit % 64));
+        if self.known[w] & b != 0 {
+            return Some(self.class_idx[bit]);
+        }
+        // The multi-byte characters are computed (and built) as `step` does: asking whether
+        // their thousands of transitions are built would cost as much on every query.
+        let built = bit == OTHER_BIT || dfa.next_if_built(s, bit as u8).is_some();
+        built.then(|| self.class(dfa, s, bit))
+    }
+
     /// The class (index in `classes`) of one bit, its target computed on first use;
     /// [`NO_CLASS`] when it dies.
     fn class(&mut self, dfa: &TerminalDfa, s: u32, bit: usize) -> u8 {
@@ -290,5 +380,41 @@ mod tests {
 
     fn steps_new(d: &TerminalDfa, s: u32, bytes: &[u8]) -> u32 {
         CharSteps::default().step(d, s, bits(bytes))
+    }
+
+    #[test]
+    fn a_searched_pattern_steps_to_a_set_of_states() {
+        // Inside a string that must contain `ab`: `a` starts a partial match, another
+        // character restarts it, `b` after `a` completes it.
+        let d = dfa(r#""[a-z]*ab[a-z]*""#);
+        let body = d.next(0, b'"');
+        let mut steps = CharSteps::default();
+        let sub = bits(b"abz");
+        let mut out = Vec::new();
+        assert!(steps.targets(&d, body, sub, true, 16, &mut out));
+        let mut want: Vec<u32> = ["a", "b", "z"].iter().map(|c| run(&d, body, c)).collect();
+        want.sort_unstable();
+        want.dedup();
+        out.sort_unstable();
+        assert_eq!(out, want);
+        assert!(out.len() >= 2);
+        // With room for one state it stops at the second, answering "more than one".
+        let mut one = Vec::new();
+        assert!(CharSteps::default().targets(&d, body, sub, true, 1, &mut one));
+        assert_eq!(one.len(), 2);
+        // A quote's target dies on nothing, but `\x01` has no transition: not a target set.
+        let mut dead = Vec::new();
+        assert!(!steps.targets(&d, body, bits(b"a\x01"), true, 16, &mut dead));
+    }
+
+    #[test]
+    fn without_building_only_built_transitions_answer() {
+        let d = dfa(r#""[^"]*ab[^"]*""#);
+        let body = d.next(0, b'"');
+        // Whatever was built before, once `body` has stepped on `q` the answer is there.
+        let after = d.next(body, b'q');
+        let mut out = Vec::new();
+        assert!(CharSteps::default().targets(&d, body, bits(b"q"), false, 16, &mut out));
+        assert_eq!(out, vec![after]);
     }
 }

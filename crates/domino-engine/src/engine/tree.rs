@@ -53,6 +53,13 @@
 //! of ~325k (10 ms → 0.5 ms); the oracle tests over a whole-character vocabulary and over
 //! Gemma's 262k tokens check that nothing changes the masks.
 //!
+//! Where characters lead to *different* live states (a searched `pattern`'s partial matches:
+//! a hex digit advances one, another character restarts it), the chain is one of state sets
+//! instead (`CharSteps::targets`), tried on ASCII subtrees of at least 32 nodes while such
+//! chains pay in the build. On SmolLM2 over JSONSchemaBench this took cold masks over 1 ms from
+//! 0.074–0.086 % to 0.061–0.063 % (a uuid-searching schema's 37 such masks to none), with
+//! Gemma 3's unchanged; the oracle walks through searched patterns check the masks.
+//!
 //! Subtrees taken at once are recorded as ranges of the trie's token array (a subtree's tokens
 //! are contiguous in preorder) and added to the root group at the end of the build; when they
 //! cover most of the trie, the group is built from the other side — every trie token minus the
@@ -102,6 +109,15 @@ use crate::vocab::TokenSet;
 /// reports [`crate::engine::EngineError::TreeLimit`] naming the grammar part, instead of
 /// hanging. About a second of building at the default.
 pub const MAX_TREE_WORK: u64 = 100_000_000;
+
+/// Most states a character chain may hold at one length (see "Taking a subtree at once"):
+/// a searched `pattern` has one per partial match in progress; past this the walk goes byte
+/// by byte.
+const MAX_CHAIN_FRONT: usize = 16;
+
+/// Smallest trie subtree (in nodes) a chain of several states is tried for: below it the walk
+/// costs less than a chain that fails.
+const MIN_MULTI_CHAIN_SUBTREE: usize = 32;
 
 /// Above this many terminals [`Follow::new`] does not build the `n × n` matrix.
 pub const FOLLOW_MAX_TERMINALS: usize = 20_000;
@@ -500,6 +516,10 @@ impl SubterminalTree {
         let mut char_steps = CharSteps::default();
         let chain_ok = dfa.literal_bytes().is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
+        // The chain's states after `j` characters and after `j + 1` (see below).
+        let (mut front, mut next_front): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+        // Multi-state chains that took their subtree, and that did not (this build).
+        let (mut multi_ok, mut multi_fail) = (0u32, 0u32);
         // Bytes (subtree bits) that may start a terminal after `t0` ends (component trees):
         // (bits decided so far, bits that may), decided as chains meet them.
         let mut boundary_bytes: ([u64; 2], [u64; 2]) = ([0; 2], [0; 2]);
@@ -625,6 +645,64 @@ impl SubterminalTree {
                             break;
                         }
                         q = next;
+                    }
+                    // A chain of state *sets*, when the one-state chain failed on an ASCII
+                    // subtree big enough to pay for trying, and such chains have paid in
+                    // this build (a searched `pattern`: a hex digit advances a partial match,
+                    // another character restarts it, so no one next state exists).
+                    if !complete
+                        && tn.next as usize - i >= MIN_MULTI_CHAIN_SUBTREE
+                        && sub[1] >> 63 == 0
+                        && (multi_fail < 8 || multi_ok * 4 > multi_fail)
+                    {
+                        complete = true;
+                        front.clear();
+                        front.push(s);
+                        chain_ends.clear();
+                        'chain: for j in 1..=longest {
+                            let char_step = j > 1;
+                            next_front.clear();
+                            for &q in &front {
+                                // A single state's transitions are built (the walk would
+                                // build them too); a set uses only those already built.
+                                let stepped = if char_step {
+                                    let build = front.len() == 1;
+                                    let cap = MAX_CHAIN_FRONT;
+                                    char_steps.targets(dfa, q, sub, build, cap, &mut next_front)
+                                } else {
+                                    let n = dfa.next(q, b);
+                                    if !next_front.contains(&n) {
+                                        next_front.push(n);
+                                    }
+                                    n != DEAD
+                                } && !blocks(char_steps.accepting(dfa, q));
+                                if !stepped || next_front.len() > MAX_CHAIN_FRONT {
+                                    complete = false;
+                                    break 'chain;
+                                }
+                            }
+                            // Every state of the set: a superset of those tokens end in
+                            // (the end states only seed `precompute_all`, which may then
+                            // build a tree no token needs).
+                            if lengths >> j & 1 == 1 {
+                                chain_ends.extend_from_slice(&next_front);
+                            }
+                            if char_step
+                                && next_front.len() == front.len()
+                                && next_front.iter().all(|q| front.contains(q))
+                            {
+                                // A fixed point, as above: the longer tokens end in the set.
+                                if lengths >> (j + 1) != 0 {
+                                    chain_ends.extend_from_slice(&front);
+                                }
+                                break;
+                            }
+                            std::mem::swap(&mut front, &mut next_front);
+                        }
+                        match complete {
+                            true => multi_ok += 1,
+                            false => multi_fail += 1,
+                        }
                     }
                     // Only the node's own tokens (one byte from `s`): no boundary before it.
                     if longest == 0 {

@@ -636,6 +636,16 @@ impl TerminalDfa {
         }
     }
 
+    /// [`TerminalDfa::next`] without building anything: `None` when `s`'s transition on `b`
+    /// is not built yet (a lazy DFA; a table or a literal always answers).
+    #[inline]
+    pub fn next_if_built(&self, s: u32, b: u8) -> Option<u32> {
+        match &self.repr {
+            Repr::Lazy(l) => l.next_if_built(s, b),
+            _ => Some(self.next(s, b)),
+        }
+    }
+
     #[inline]
     pub fn is_accepting(&self, s: u32) -> bool {
         match &self.repr {

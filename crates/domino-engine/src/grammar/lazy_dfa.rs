@@ -161,6 +161,17 @@ impl LazyDfa {
         }
     }
 
+    /// Next state after byte `b` when that transition is already built ([`DEAD`] included),
+    /// else `None` (nothing is built).
+    #[inline]
+    pub fn next_if_built(&self, s: u32, b: u8) -> Option<u32> {
+        let cls = self.classes[b as usize] as usize;
+        match self.trans.load(s as usize, cls) {
+            SlotRows::UNKNOWN => None,
+            n => Some(n),
+        }
+    }
+
     #[inline]
     pub fn is_accepting(&self, s: u32) -> bool {
         *self
