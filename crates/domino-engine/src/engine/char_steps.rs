@@ -81,6 +81,20 @@ struct StateSteps {
     classes: Vec<([u64; 2], u32)>,
 }
 
+/// The indices of the set bits of a subtree byte set, lowest first.
+fn bit_indices(bits: [u64; 2]) -> impl Iterator<Item = usize> {
+    (0..2).flat_map(move |w| {
+        let mut word = bits[w];
+        std::iter::from_fn(move || {
+            (word != 0).then(|| {
+                let bit = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                bit
+            })
+        })
+    })
+}
+
 /// [`StateSteps::class_idx`] of a dead (or unknown) bit.
 const NO_CLASS: u8 = u8::MAX;
 
@@ -102,12 +116,17 @@ pub(super) struct CharSteps {
 }
 
 impl CharSteps {
-    /// Whether `s` accepts (memoised: a lazily built DFA's answer is a few lookups).
-    pub(super) fn accepting(&mut self, dfa: &TerminalDfa, s: u32) -> bool {
+    /// State `s`'s memo, created on first use.
+    fn state(&mut self, s: u32) -> &mut StateSteps {
         if self.memo.len() <= s as usize {
             self.memo.resize_with(s as usize + 1, || None);
         }
-        let steps = self.memo[s as usize].get_or_insert_with(Box::default);
+        self.memo[s as usize].get_or_insert_with(Box::default)
+    }
+
+    /// Whether `s` accepts (memoised: a lazily built DFA's answer is a few lookups).
+    pub(super) fn accepting(&mut self, dfa: &TerminalDfa, s: u32) -> bool {
+        let steps = self.state(s);
         if steps.accepting == 0 {
             steps.accepting = 1 + dfa.is_accepting(s) as u8;
         }
@@ -120,10 +139,7 @@ impl CharSteps {
     /// `s` itself may be accepting: whether a boundary falls before the character is the
     /// caller's question.
     pub(super) fn step(&mut self, dfa: &TerminalDfa, s: u32, sub: [u64; 2]) -> u32 {
-        if self.memo.len() <= s as usize {
-            self.memo.resize_with(s as usize + 1, || None);
-        }
-        let steps = self.memo[s as usize].get_or_insert_with(Box::default);
+        let steps = self.state(s);
         let first = if sub[0] != 0 {
             sub[0].trailing_zeros() as usize
         } else if sub[1] != 0 {
@@ -142,14 +158,10 @@ impl CharSteps {
         if (sub[0] & steps.known[0] & !mask[0]) | (sub[1] & steps.known[1] & !mask[1]) != 0 {
             return DEAD;
         }
-        for (w, &word) in sub.iter().enumerate() {
-            let mut missing = word & !steps.known[w];
-            while missing != 0 {
-                let bit = w * 64 + missing.trailing_zeros() as usize;
-                missing &= missing - 1;
-                if steps.class(dfa, s, bit) != c {
-                    return DEAD;
-                }
+        let missing = [sub[0] & !steps.known[0], sub[1] & !steps.known[1]];
+        for bit in bit_indices(missing) {
+            if steps.class(dfa, s, bit) != c {
+                return DEAD;
             }
         }
         target
@@ -173,10 +185,7 @@ impl CharSteps {
         cap: usize,
         out: &mut Vec<u32>,
     ) -> bool {
-        if self.memo.len() <= s as usize {
-            self.memo.resize_with(s as usize + 1, || None);
-        }
-        let steps = self.memo[s as usize].get_or_insert_with(Box::default);
+        let steps = self.state(s);
         if sub == [0; 2] {
             return false;
         }
@@ -197,27 +206,23 @@ impl CharSteps {
         }
         // The rest one by one, stopping at the first that dies or is one target too many (a
         // lazily built DFA creates a state per new transition: a failing query builds few).
-        for (w, &word) in sub.iter().enumerate() {
-            let mut missing = word & !steps.known[w];
-            while missing != 0 {
-                let bit = w * 64 + missing.trailing_zeros() as usize;
-                missing &= missing - 1;
-                let class = match build {
-                    true => steps.class(dfa, s, bit),
-                    false => match steps.class_if_built(dfa, s, bit) {
-                        Some(c) => c,
-                        None => return false,
-                    },
-                };
-                if class == NO_CLASS {
-                    return false;
-                }
-                let target = steps.classes[class as usize].1;
-                if !out.contains(&target) {
-                    out.push(target);
-                    if out.len() > cap {
-                        return true;
-                    }
+        let missing = [sub[0] & !steps.known[0], sub[1] & !steps.known[1]];
+        for bit in bit_indices(missing) {
+            let class = match build {
+                true => steps.class(dfa, s, bit),
+                false => match steps.class_if_built(dfa, s, bit) {
+                    Some(c) => c,
+                    None => return false,
+                },
+            };
+            if class == NO_CLASS {
+                return false;
+            }
+            let target = steps.classes[class as usize].1;
+            if !out.contains(&target) {
+                out.push(target);
+                if out.len() > cap {
+                    return true;
                 }
             }
         }
