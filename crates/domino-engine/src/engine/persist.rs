@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 const MAGIC: u64 = 0x444f_4d49_4e4f_5452; // "DOMINOTR"
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// Why a tree cache file could not be used.
 #[derive(Debug)]

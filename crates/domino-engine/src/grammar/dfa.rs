@@ -910,7 +910,23 @@ mod tests {
             "(ab|a)(bc|c)*d?",
             "\\p{Greek}{2,5}x",
             "a*(b|)",
-        ] {
+            // Counted repetitions are copies of one compiled body (module `nfa`).
+            "(ab|a){3,9}c",
+            "x(?:[a-c]d?){5,}y",
+            "(a?){4,12}",
+            "((a|bc){2,6}d){1,5}",
+            "\\p{Greek}{0,12}",
+            "(?:[0-9]{4}){0,3}|z{4}",
+            "a{0}b{4,4}",
+        ]
+        .into_iter()
+        .map(String::from)
+        // A JSON string of 2 to 12 characters (escapes, surrogate pairs, UTF-8).
+        .chain([crate::grammar::json_schema::lexical::string_pattern(
+            2,
+            Some(12),
+        )]) {
+            let re = re.as_str();
             let h = parse(re);
             let lazy = TerminalDfa::new(&h).unwrap();
             assert!(lazy.is_lazy(), "{re}");

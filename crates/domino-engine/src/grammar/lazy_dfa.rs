@@ -5,9 +5,10 @@
 //! first mask: a key that is none of 40 property names is a ~600-state DFA (1–3 ms through
 //! `regex-automata`'s dense builder), a string of at most 100 characters a few hundred
 //! states with a wide subset per state, and a decoding run visits a small fraction of either.
-//! A [`LazyDfa`] compiles only the NFA (linear in the regex) and builds a DFA state the first
-//! time a walk steps into it: the subterminal trees of the states the parser reaches, and the
-//! bytes decoding feeds.
+//! A [`LazyDfa`] compiles only the NFA (linear in the regex; a counted repetition's body is
+//! compiled once and copied, module `nfa`) and builds a DFA state the first time a walk steps
+//! into it: the subterminal trees of the states the parser reaches, and the bytes decoding
+//! feeds.
 //!
 //! # How
 //! A DFA state is the set of *important* NFA states (byte transitions and the match state)
@@ -30,9 +31,8 @@
 //!   otherwise and the caller determinises eagerly).
 
 use super::dfa::{DEAD, DfaError};
+use super::nfa::{Nfa, NfaError};
 use crate::segmented::{Segmented, SlotRows};
-use regex_automata::nfa::thompson::{self, NFA, State};
-use regex_automata::util::primitives::StateID;
 use regex_syntax::hir::Hir;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// A terminal's DFA built on demand (see the module doc).
 pub struct LazyDfa {
-    nfa: NFA,
+    nfa: Nfa,
     /// Per NFA state: it can reach the match state.
     live: Box<[bool]>,
     /// Byte → class (the NFA's byte classes, numbered by first byte).
@@ -81,7 +81,7 @@ fn set_hash(set: &[u32]) -> u64 {
 impl std::fmt::Debug for LazyDfa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LazyDfa")
-            .field("nfa_states", &self.nfa.states().len())
+            .field("nfa_states", &self.nfa.len())
             .field("states", &self.num_states())
             .finish()
     }
@@ -92,32 +92,21 @@ impl LazyDfa {
     /// (determinise it eagerly instead). Errors: the NFA is over `nfa_limit` bytes, or the
     /// language is empty ([`DfaError::MatchesNothing`]).
     pub fn new(hir: &Hir, nfa_limit: usize, max_states: usize) -> Result<Option<Self>, DfaError> {
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .utf8(false)
-                    .which_captures(thompson::WhichCaptures::None)
-                    .nfa_size_limit(Some(nfa_limit)),
-            )
-            .build_from_hir(hir)
-            .map_err(|e| DfaError::Compile(e.to_string()))?;
-        if !nfa.look_set_any().is_empty() {
-            return Ok(None);
-        }
-        let live = co_reachable(&nfa);
-        let bc = nfa.byte_classes();
-        let mut classes = [0u8; 256];
+        let nfa = match Nfa::compile(hir, nfa_limit) {
+            Ok(nfa) => nfa,
+            Err(NfaError::LookAround) => return Ok(None),
+            Err(NfaError::Compile(e)) => return Err(DfaError::Compile(e)),
+        };
+        let live = nfa.co_reachable();
+        // Classes are numbered in byte order, so a class's first byte represents it.
+        let classes = nfa.byte_classes();
         let mut class_bytes = Vec::new();
-        let mut renum = [u16::MAX; 256];
         for b in 0..=255u8 {
-            let c = bc.get(b) as usize;
-            if renum[c] == u16::MAX {
-                renum[c] = class_bytes.len() as u16;
+            if classes[b as usize] as usize == class_bytes.len() {
                 class_bytes.push(b);
             }
-            classes[b as usize] = renum[c] as u8;
         }
-        let n = nfa.states().len();
+        let n = nfa.len();
         let dfa = LazyDfa {
             trans: SlotRows::new(class_bytes.len()),
             classes,
@@ -141,7 +130,7 @@ impl LazyDfa {
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
             b.seeds.clear();
-            b.seeds.push(dfa.nfa.start_anchored().as_u32());
+            b.seeds.push(dfa.nfa.start());
             let start = dfa.closure(&mut b);
             if start.is_empty() {
                 return Err(DfaError::MatchesNothing);
@@ -203,12 +192,12 @@ impl LazyDfa {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .set_bytes;
-        self.nfa.memory_usage()
+        self.nfa.memory_bytes()
             + self.live.len()
             + self.trans.memory_bytes()
             + self.accept.memory_bytes()
             + sets
-            + self.nfa.states().len() * 4
+            + self.nfa.len() * 4
     }
 
     /// State `s`'s NFA set: the same in every process that compiles the same regex.
@@ -220,14 +209,12 @@ impl LazyDfa {
     /// The state whose NFA set is `key` (as [`LazyDfa::state_key`] gave it), created if new;
     /// `None` when `key` is no such set or the state limit is reached.
     pub fn state_of_key(&self, key: &[u32]) -> Option<u32> {
-        let n = self.nfa.states().len();
+        let n = self.nfa.len();
         if key.is_empty()
             || key.windows(2).any(|w| w[0] >= w[1])
-            || key.iter().any(|&q| {
-                (q as usize) >= n
-                    || !self.live[q as usize]
-                    || !is_important(&self.nfa.states()[q as usize])
-            })
+            || key
+                .iter()
+                .any(|&q| (q as usize) >= n || !self.live[q as usize] || !self.nfa.is_important(q))
         {
             return None;
         }
@@ -247,14 +234,8 @@ impl LazyDfa {
         let b = &mut *b;
         b.seeds.clear();
         for &q in b.sets[s as usize].iter() {
-            let next = match &self.nfa.states()[q as usize] {
-                State::ByteRange { trans } => trans.matches_byte(byte).then_some(trans.next),
-                State::Sparse(sp) => sp.matches_byte(byte),
-                State::Dense(d) => d.matches_byte(byte),
-                _ => None,
-            };
-            if let Some(n) = next {
-                b.seeds.push(n.as_u32());
+            if let Some(n) = self.nfa.step(q, byte) {
+                b.seeds.push(n);
             }
         }
         let set = self.closure(b);
@@ -291,21 +272,10 @@ impl LazyDfa {
                 continue;
             }
             b.seen[q as usize] = stamp;
-            match &self.nfa.states()[q as usize] {
-                State::ByteRange { .. }
-                | State::Sparse(_)
-                | State::Dense(_)
-                | State::Match { .. } => out.push(q),
-                State::Union { alternates } => {
-                    b.stack.extend(alternates.iter().rev().map(|s| s.as_u32()))
-                }
-                State::BinaryUnion { alt1, alt2 } => {
-                    b.stack.push(alt2.as_u32());
-                    b.stack.push(alt1.as_u32());
-                }
-                State::Capture { next, .. } => b.stack.push(next.as_u32()),
-                // Look-around NFAs are never built lazily (see `new`).
-                State::Look { .. } | State::Fail => {}
+            if self.nfa.is_important(q) {
+                out.push(q);
+            } else {
+                b.stack.extend(self.nfa.epsilons(q).iter().rev());
             }
         }
         out.sort_unstable();
@@ -324,9 +294,7 @@ impl LazyDfa {
         if id >= self.max_states {
             return None;
         }
-        let accepting = set
-            .iter()
-            .any(|&q| matches!(self.nfa.states()[q as usize], State::Match { .. }));
+        let accepting = set.iter().any(|&q| self.nfa.is_match(q));
         // Data first, then the count: a reader that sees the id finds its row and flag.
         let _ = self.accept.slot(id).set(accepting);
         self.trans.row(id);
@@ -336,67 +304,4 @@ impl LazyDfa {
         self.num_states.store(id as u32 + 1, Ordering::Release);
         Some(id as u32)
     }
-}
-
-fn is_important(s: &State) -> bool {
-    matches!(
-        s,
-        State::ByteRange { .. } | State::Sparse(_) | State::Dense(_) | State::Match { .. }
-    )
-}
-
-/// Per NFA state: whether the match state is reachable from it (over byte and ε edges).
-fn co_reachable(nfa: &NFA) -> Box<[bool]> {
-    let n = nfa.states().len();
-    let succ = |q: usize, out: &mut Vec<StateID>| {
-        out.clear();
-        match &nfa.states()[q] {
-            State::ByteRange { trans } => out.push(trans.next),
-            State::Sparse(sp) => out.extend(sp.transitions.iter().map(|t| t.next)),
-            State::Dense(d) => {
-                out.extend(d.transitions.iter().copied());
-                out.sort_unstable();
-                out.dedup();
-            }
-            State::Look { next, .. } | State::Capture { next, .. } => out.push(*next),
-            State::Union { alternates } => out.extend(alternates.iter().copied()),
-            State::BinaryUnion { alt1, alt2 } => out.extend([*alt1, *alt2]),
-            State::Fail | State::Match { .. } => {}
-        }
-    };
-    // Reversed edges (CSR), then a search from the match states.
-    let mut count = vec![0u32; n + 1];
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    let mut out = Vec::new();
-    for q in 0..n {
-        succ(q, &mut out);
-        for t in &out {
-            edges.push((t.as_u32(), q as u32));
-            count[t.as_usize() + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        count[i + 1] += count[i];
-    }
-    let mut preds = vec![0u32; edges.len()];
-    let mut fill = count.clone();
-    for &(t, q) in &edges {
-        preds[fill[t as usize] as usize] = q;
-        fill[t as usize] += 1;
-    }
-    let mut live = vec![false; n];
-    let mut stack: Vec<u32> = (0..n as u32)
-        .filter(|&q| matches!(nfa.states()[q as usize], State::Match { .. }))
-        .collect();
-    for &q in &stack {
-        live[q as usize] = true;
-    }
-    while let Some(t) = stack.pop() {
-        for &q in &preds[count[t as usize] as usize..count[t as usize + 1] as usize] {
-            if !std::mem::replace(&mut live[q as usize], true) {
-                stack.push(q);
-            }
-        }
-    }
-    live.into()
 }

@@ -18,6 +18,7 @@ pub mod json_schema;
 pub mod lark;
 pub mod lazy_dfa;
 pub mod lower;
+pub(crate) mod nfa;
 pub mod print;
 pub mod reference;
 pub mod regex;
