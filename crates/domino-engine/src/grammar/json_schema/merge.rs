@@ -168,9 +168,7 @@ fn extra_schema(m: &Map<String, Value>, k: &str) -> Value {
     if let Some(Value::Object(pp)) = m.get("patternProperties") {
         let mut matching = Vec::new();
         for (p, s) in pp {
-            let re = super::lexical::translate_ecma(p)
-                .ok()
-                .and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+            let re = super::lexical::name_matcher(p);
             match re {
                 Some(re) if re.is_match(k) => matching.push(s.clone()),
                 Some(_) => {}
@@ -671,9 +669,7 @@ fn shape(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> Shape {
         }
         if let Some(pats) = m.get("patternProperties").and_then(Value::as_object) {
             for (p, v) in pats {
-                let re = super::lexical::translate_ecma(p)
-                    .ok()
-                    .and_then(|t| regex_automata::meta::Regex::new(&t).ok());
+                let re = super::lexical::name_matcher(p);
                 match re {
                     Some(re) => rules.patterns.push((re, shape(c, v, ptr, depth + 4))),
                     // A pattern we cannot read: give up on member arguments for this schema.

@@ -142,11 +142,7 @@ impl Compiler<'_> {
         let pp_ptr = join_ptr(ptr, "patternProperties");
         let mut matchers = Vec::with_capacity(patterns.len());
         for (p, _) in &patterns {
-            let re = |p: &str| {
-                lexical::translate_ecma(p)
-                    .ok()
-                    .and_then(|t| regex_automata::meta::Regex::new(&t).ok())
-            };
+            let re = lexical::name_matcher;
             let m = match lexical::split_leading_negative_lookahead(p) {
                 Some((neg, pos)) => re(&pos).zip(re(&neg)).map(|(pos, neg)| KeyMatcher {
                     pos,

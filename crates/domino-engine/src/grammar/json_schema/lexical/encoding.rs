@@ -112,6 +112,52 @@ fn encode_class(cls: &ClassUnicode) -> Hir {
     Hir::alternation(alts)
 }
 
+/// Every way to write the string `s` as JSON string content (between the quotes): each
+/// character raw (unless it must be escaped), as a short escape where one exists, or as a
+/// `\u` escape in any hex case (a surrogate pair beyond the BMP). For excluding values
+/// exactly from a language whose strings may use any escape.
+pub fn literal_any_encoding(s: &str) -> Hir {
+    let hex_ci = |d: char| {
+        if d.is_ascii_digit() {
+            d.to_string()
+        } else {
+            format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase())
+        }
+    };
+    let u_escape = |unit: u32| -> String {
+        let h = format!("{unit:04x}");
+        format!("\\\\u{}", h.chars().map(hex_ci).collect::<String>())
+    };
+    let mut re = String::new();
+    for c in s.chars() {
+        let mut alts: Vec<String> = Vec::new();
+        if !needs_escape(c) {
+            alts.push(regex_syntax::escape(c.encode_utf8(&mut [0u8; 4])));
+        }
+        let short = match c {
+            '"' => Some("\\\\\""),
+            '\\' => Some("\\\\\\\\"),
+            '/' => Some("\\\\/"),
+            '\u{8}' => Some("\\\\b"),
+            '\u{c}' => Some("\\\\f"),
+            '\n' => Some("\\\\n"),
+            '\r' => Some("\\\\r"),
+            '\t' => Some("\\\\t"),
+            _ => None,
+        };
+        alts.extend(short.map(str::to_string));
+        let mut units = [0u16; 2];
+        alts.push(
+            c.encode_utf16(&mut units)
+                .iter()
+                .map(|&u| u_escape(u as u32))
+                .collect(),
+        );
+        re.push_str(&format!("(?:{})", alts.join("|")));
+    }
+    hir(&re)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,50 +205,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Every way to write the string `s` as JSON string content (between the quotes): each
-/// character raw (unless it must be escaped), as a short escape where one exists, or as a
-/// `\u` escape in any hex case (a surrogate pair beyond the BMP). For excluding values
-/// exactly from a language whose strings may use any escape.
-pub fn literal_any_encoding(s: &str) -> Hir {
-    let hex_ci = |d: char| {
-        if d.is_ascii_digit() {
-            d.to_string()
-        } else {
-            format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase())
-        }
-    };
-    let u_escape = |unit: u32| -> String {
-        let h = format!("{unit:04x}");
-        format!("\\\\u{}", h.chars().map(hex_ci).collect::<String>())
-    };
-    let mut re = String::new();
-    for c in s.chars() {
-        let mut alts: Vec<String> = Vec::new();
-        if !needs_escape(c) {
-            alts.push(regex_syntax::escape(c.encode_utf8(&mut [0u8; 4])));
-        }
-        let short = match c {
-            '"' => Some("\\\\\""),
-            '\\' => Some("\\\\\\\\"),
-            '/' => Some("\\\\/"),
-            '\u{8}' => Some("\\\\b"),
-            '\u{c}' => Some("\\\\f"),
-            '\n' => Some("\\\\n"),
-            '\r' => Some("\\\\r"),
-            '\t' => Some("\\\\t"),
-            _ => None,
-        };
-        alts.extend(short.map(str::to_string));
-        let mut units = [0u16; 2];
-        alts.push(
-            c.encode_utf16(&mut units)
-                .iter()
-                .map(|&u| u_escape(u as u32))
-                .collect(),
-        );
-        re.push_str(&format!("(?:{})", alts.join("|")));
-    }
-    hir(&re)
 }

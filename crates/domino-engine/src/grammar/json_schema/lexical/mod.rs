@@ -39,7 +39,9 @@ pub use numbers::{
     Decimal, MAX_INT_DIGITS, MagBound, integer_pattern, integer_range_pattern,
     multiple_of_patterns, number_pattern, number_range_pattern,
 };
-pub use patterns::{anchor_search, has_look, split_leading_negative_lookahead, translate_ecma};
+pub use patterns::{
+    anchor_search, has_look, name_matcher, split_leading_negative_lookahead, translate_ecma,
+};
 
 /// How deep this module's patterns nest groups: the "none of these keys" pattern nests about
 /// two groups per character of the longest key (keys are at most 256 characters there), far

@@ -170,6 +170,40 @@ fn shrink_edge_repetitions(parts: &mut Vec<Hir>, front: bool) {
     }
 }
 
+/// A matcher for property names against an ECMA-262 `pattern` (`patternProperties`), `None`
+/// when the pattern cannot be translated or compiled. Memoised process-wide by pattern:
+/// schemas of one family repeat theirs (each WashingtonPost schema tests the same few
+/// hundred times). Built without the meta engine's full DFA, which it would determinise for
+/// a handful of names: that was a tenth of those schemas' compile.
+pub fn name_matcher(pattern: &str) -> Option<regex_automata::meta::Regex> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static MATCHERS: Mutex<Option<HashMap<String, Option<regex_automata::meta::Regex>>>> =
+        Mutex::new(None);
+    if let Some(m) = MATCHERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(pattern))
+    {
+        return m.clone();
+    }
+    let m = translate_ecma(pattern).ok().and_then(|t| {
+        regex_automata::meta::Regex::builder()
+            .configure(regex_automata::meta::Config::new().dfa(false))
+            .build(&t)
+            .ok()
+    });
+    let mut cache = MATCHERS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = cache.get_or_insert_with(HashMap::new);
+    // Bounded: a server fed ever new patterns starts over.
+    if map.len() >= 10_000 {
+        map.clear();
+    }
+    map.insert(pattern.to_string(), m.clone());
+    m
+}
+
 /// Translate an ECMA-262 regex (as JSON Schema uses) into `regex-syntax` syntax: `\d`, `\w`
 /// and their negations are ASCII in ECMA; `.` excludes all line terminators; `\/` is a plain
 /// slash. Returns an error message for ECMA features with no regular equivalent.
