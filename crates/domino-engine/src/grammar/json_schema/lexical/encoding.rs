@@ -85,8 +85,8 @@ fn encode_class(cls: &ClassUnicode) -> Hir {
     // last digits as one class (both cases of a-f: a code point below 0x20 has at most one
     // letter, so "all lower or all upper" is "that letter in either case"). One class
     // instead of two literals per character: a `pattern` with `.` has 27 of them, and a
-    // `maxLength` copies the string unit up to 256 times (the DFA is the same; the NFA
-    // was 8× bigger, and every ε-closure walked the 54 alternatives).
+    // `maxLength` copies the string unit up to 256 times (the DFA is the same; `.*`'s NFA
+    // went from 351 to 39 states, and every ε-closure walked the 54 alternatives).
     let mut last_digits: [Vec<ClassUnicodeRange>; 2] = Default::default();
     for r in escaped.ranges() {
         for c in r.start()..=r.end() {
