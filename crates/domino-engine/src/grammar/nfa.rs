@@ -33,7 +33,8 @@ use regex_syntax::hir::{Hir, HirKind};
 /// Repetitions counted up to at least this many copies are built by copying their body.
 pub const COPY_MIN: u32 = 4;
 
-/// A placeholder target in a template: the continuation, filled in by each copy.
+/// An ε target not known yet (a piece's exit), set by [`Nfa::patch`] or `set_target` once
+/// the state it leads to exists.
 const HOLE: u32 = u32::MAX;
 
 /// One byte-range transition.
@@ -178,19 +179,13 @@ impl Nfa {
     /// Per state: whether the match state is reachable from it (over byte and ε edges).
     pub fn co_reachable(&self) -> Box<[bool]> {
         let n = self.nodes.len();
-        let succ = |q: usize| -> &[u32] {
-            match self.nodes[q] {
-                Node::Eps { at, len } => &self.eps[at as usize..(at + len) as usize],
-                _ => &[],
-            }
-        };
         // Reversed edges (CSR), then a search from the match states.
         let mut count = vec![0u32; n + 1];
         for q in 0..n {
             for t in self.transitions(q as u32) {
                 count[t.next as usize + 1] += 1;
             }
-            for &t in succ(q) {
+            for &t in self.epsilons(q as u32) {
                 count[t as usize + 1] += 1;
             }
         }
@@ -204,7 +199,7 @@ impl Nfa {
                 .transitions(q as u32)
                 .iter()
                 .map(|t| t.next)
-                .chain(succ(q).iter().copied());
+                .chain(self.epsilons(q as u32).iter().copied());
             for t in targets {
                 preds[fill[t as usize] as usize] = q as u32;
                 fill[t as usize] += 1;
@@ -448,13 +443,11 @@ impl Nfa {
         self.import_nfa(&nfa, open)
     }
 
-    /// Every state of `nfa`, numbered as there plus the current length: `regex-automata`
-    /// numbers states so that an ε-closure mostly comes out in increasing order, which keeps
-    /// sorting the lazy DFA's sets cheap (a breadth-first renumbering made them 60 % slower
-    /// to build).
+    /// The states of `nfa` reachable from its anchored start (not its unanchored prefix),
+    /// appended in their original order: `regex-automata` numbers states so that an
+    /// ε-closure mostly comes out in increasing order, which keeps sorting the lazy DFA's
+    /// sets cheap (a breadth-first renumbering made them 60 % slower to build).
     fn import_nfa(&mut self, nfa: &NFA, open: bool) -> Result<(u32, u32), NfaError> {
-        // Only the states reachable from the anchored start (not the unanchored prefix),
-        // in their original order.
         let n = nfa.states().len();
         let mut reach = vec![false; n];
         let mut stack = vec![nfa.start_anchored()];

@@ -71,7 +71,7 @@ pub const EXCEPT_CACHE_BYTES: usize = 4 << 20;
 fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir> {
     static CACHE: lexical::SharedHirCache =
         lexical::SharedHirCache::new(EXCEPT_CACHE_ENTRIES, EXCEPT_CACHE_BYTES);
-    CACHE.get_or_build(cache_key, || except_hir(keys))
+    CACHE.get_or_build(cache_key, || std::sync::Arc::new(except_hir(keys)))
 }
 
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,
@@ -634,13 +634,7 @@ mod tests {
                 probes.push(s);
             }
             // The HIR built directly, quotes included.
-            let built = regex_automata::meta::Regex::builder()
-                .build_from_hir(&Hir::concat(vec![
-                    Hir::look(regex_syntax::hir::Look::Start),
-                    except_hir(&keys),
-                    Hir::look(regex_syntax::hir::Look::End),
-                ]))
-                .unwrap();
+            let built = lexical::full_hir(except_hir(&keys));
             for p in &probes {
                 assert_eq!(
                     direct.is_match(p),

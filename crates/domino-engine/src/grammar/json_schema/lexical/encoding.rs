@@ -187,14 +187,7 @@ mod tests {
                 }
                 k => panic!("{k:?}"),
             };
-            let re = regex_automata::meta::Regex::builder()
-                .syntax(regex_automata::util::syntax::Config::new().utf8(false))
-                .build_from_hir(&Hir::concat(vec![
-                    Hir::look(regex_syntax::hir::Look::Start),
-                    encode_class(&cls),
-                    Hir::look(regex_syntax::hir::Look::End),
-                ]))
-                .unwrap();
+            let re = super::super::full_hir(encode_class(&cls));
             for p in &probes {
                 let want = cls
                     .ranges()

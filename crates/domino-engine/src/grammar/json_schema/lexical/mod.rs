@@ -73,7 +73,7 @@ pub fn hir_shared(pattern: &str) -> std::sync::Arc<Hir> {
     if pattern.len() > HIR_CACHE_PATTERN_BYTES {
         return std::sync::Arc::new(parse(pattern));
     }
-    CACHE.get_or_build(pattern, || parse(pattern))
+    CACHE.get_or_build(pattern, || std::sync::Arc::new(parse(pattern)))
 }
 
 fn parse(pattern: &str) -> Hir {
@@ -84,43 +84,39 @@ fn parse(pattern: &str) -> Hir {
         .unwrap_or_else(|e| panic!("internal JSON regex does not parse ({e}): {pattern}"))
 }
 
-/// A [`SharedHirCache`]'s entries and the bytes of their keys.
-type HirsByKey = (
-    std::collections::HashMap<String, std::sync::Arc<Hir>>,
-    usize,
-);
+/// A [`SharedCache`]'s entries and the bytes of their keys.
+type ByKey<V> = (std::collections::HashMap<String, V>, usize);
 
-/// A process-wide cache of HIRs by a text key (a pattern, a key set), handed out as shared
-/// `Arc`s; at most `max_entries` entries and `max_key_bytes` bytes of keys, emptied when full.
-/// (Used for the JSON lexical patterns and the key-exclusion sets of `keys`.)
-pub(crate) struct SharedHirCache {
+/// A process-wide cache by a text key (a pattern, a key set) of values cheap to clone (an
+/// `Arc`'d HIR, a compiled regex); at most `max_entries` entries and `max_key_bytes` bytes
+/// of keys, emptied when full. (Used for the JSON lexical patterns, the key-exclusion sets of
+/// `keys` and the `patternProperties` name matchers.)
+pub(crate) struct SharedCache<V> {
     max_entries: usize,
     max_key_bytes: usize,
-    map: std::sync::Mutex<Option<HirsByKey>>,
+    map: std::sync::Mutex<Option<ByKey<V>>>,
 }
 
-impl SharedHirCache {
+/// Shared HIRs by text key: the terminal-DFA cache recognises a kept HIR by address.
+pub(crate) type SharedHirCache = SharedCache<std::sync::Arc<Hir>>;
+
+impl<V: Clone> SharedCache<V> {
     pub(crate) const fn new(max_entries: usize, max_key_bytes: usize) -> Self {
-        SharedHirCache {
+        SharedCache {
             max_entries,
             max_key_bytes,
             map: std::sync::Mutex::new(None),
         }
     }
 
-    /// The HIR kept under `key`, or `build()` kept (a key over a sixteenth of the byte bound
-    /// is built and not kept).
-    pub(crate) fn get_or_build(
-        &self,
-        key: &str,
-        build: impl FnOnce() -> Hir,
-    ) -> std::sync::Arc<Hir> {
-        use std::sync::Arc;
+    /// The value kept under `key`, or `build()` kept (a key over a sixteenth of the byte
+    /// bound is built and not kept).
+    pub(crate) fn get_or_build(&self, key: &str, build: impl FnOnce() -> V) -> V {
         let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(h) = lock().as_ref().and_then(|(m, _)| m.get(key)) {
-            return Arc::clone(h);
+        if let Some(v) = lock().as_ref().and_then(|(m, _)| m.get(key)) {
+            return v.clone();
         }
-        let h = Arc::new(build());
+        let v = build();
         if key.len() <= self.max_key_bytes / 16 {
             let mut cache = lock();
             let (map, bytes) = cache.get_or_insert_with(Default::default);
@@ -129,9 +125,9 @@ impl SharedHirCache {
                 *bytes = 0;
             }
             *bytes += key.len();
-            map.insert(key.to_string(), Arc::clone(&h));
+            map.insert(key.to_string(), v.clone());
         }
-        h
+        v
     }
 }
 
@@ -174,4 +170,17 @@ pub fn literal_pattern(text: &str) -> String {
 #[cfg(test)]
 fn full(p: &str) -> regex_automata::meta::Regex {
     regex_automata::meta::Regex::new(&format!("^(?:{p})$")).unwrap()
+}
+
+/// (Tests.) [`full`] of an HIR built directly.
+#[cfg(test)]
+pub(crate) fn full_hir(h: Hir) -> regex_automata::meta::Regex {
+    use regex_syntax::hir::Look;
+    regex_automata::meta::Regex::builder()
+        .build_from_hir(&Hir::concat(vec![
+            Hir::look(Look::Start),
+            h,
+            Hir::look(Look::End),
+        ]))
+        .unwrap()
 }

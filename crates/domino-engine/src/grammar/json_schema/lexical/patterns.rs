@@ -176,33 +176,21 @@ fn shrink_edge_repetitions(parts: &mut Vec<Hir>, front: bool) {
 /// hundred times). Built without the meta engine's full DFA, which it would determinise for
 /// a handful of names: that was a tenth of those schemas' compile.
 pub fn name_matcher(pattern: &str) -> Option<regex_automata::meta::Regex> {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static MATCHERS: Mutex<Option<HashMap<String, Option<regex_automata::meta::Regex>>>> =
-        Mutex::new(None);
-    if let Some(m) = MATCHERS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(pattern))
-    {
-        return m.clone();
-    }
-    let m = translate_ecma(pattern).ok().and_then(|t| {
+    static MATCHERS: super::SharedCache<Option<regex_automata::meta::Regex>> =
+        super::SharedCache::new(NAME_MATCHER_ENTRIES, NAME_MATCHER_BYTES);
+    MATCHERS.get_or_build(pattern, || {
+        let t = translate_ecma(pattern).ok()?;
         regex_automata::meta::Regex::builder()
             .configure(regex_automata::meta::Config::new().dfa(false))
             .build(&t)
             .ok()
-    });
-    let mut cache = MATCHERS.lock().unwrap_or_else(|e| e.into_inner());
-    let map = cache.get_or_insert_with(HashMap::new);
-    // Bounded: a server fed ever new patterns starts over.
-    if map.len() >= 10_000 {
-        map.clear();
-    }
-    map.insert(pattern.to_string(), m.clone());
-    m
+    })
 }
+
+/// Most patterns [`name_matcher`] keeps compiled, and the most bytes of pattern text.
+pub const NAME_MATCHER_ENTRIES: usize = 4096;
+/// See [`NAME_MATCHER_ENTRIES`].
+pub const NAME_MATCHER_BYTES: usize = 1 << 20;
 
 /// Translate an ECMA-262 regex (as JSON Schema uses) into `regex-syntax` syntax: `\d`, `\w`
 /// and their negations are ASCII in ECMA; `.` excludes all line terminators; `\/` is a plain
