@@ -456,6 +456,7 @@ impl TerminalDfa {
             &t.constraints,
             Self::MAX_PRODUCT_STATES,
         )
+        .map_err(|(e, _)| e)
     }
 
     /// See [`TerminalDfa::for_terminal`]; fails beyond `max_states` product states.
@@ -464,6 +465,25 @@ impl TerminalDfa {
         constraints: &ir::Constraints,
         max_states: usize,
     ) -> Result<Self, DfaError> {
+        Self::product_keyed(hir, None, constraints, max_states).map_err(|(e, _)| e)
+    }
+
+    /// [`TerminalDfa::product`], and when it fails with [`DfaError::TooManyStates`] after
+    /// building (not on a cache hit), its *reach*: the most bytes any state it found took
+    /// from the start (breadth first, so all of them took at most that many).
+    ///
+    /// What the reach is for: every one of those more than `max_states` tuples is reached
+    /// by a string of at most `reach` bytes. Replace one `and` part by a length counter
+    /// capped at `c ≥ reach` characters that counts those strings exactly as before (the
+    /// same counter with a higher cap), leaving every other part as it is: the strings reach
+    /// distinct tuples still, so that product fails too, without building it (the JSON
+    /// Schema front end skips such shorter `format` caps; `product_reach_bounds_capped_products`
+    /// checks the claim).
+    pub fn product_reach(
+        hir: &Hir,
+        constraints: &ir::Constraints,
+        max_states: usize,
+    ) -> Result<Self, (DfaError, Option<usize>)> {
         Self::product_keyed(hir, None, constraints, max_states)
     }
 
@@ -472,8 +492,8 @@ impl TerminalDfa {
         shared: Option<&Arc<Hir>>,
         constraints: &ir::Constraints,
         max_states: usize,
-    ) -> Result<Self, DfaError> {
-        let base = TerminalDfa::new_keyed(hir, shared)?;
+    ) -> Result<Self, (DfaError, Option<usize>)> {
+        let base = TerminalDfa::new_keyed(hir, shared).map_err(|e| (e, None))?;
         if constraints.is_empty() {
             return Ok(base);
         }
@@ -483,24 +503,24 @@ impl TerminalDfa {
         let hash = constrained_hash(hir, constraints);
         if let Some(d) = cached(hash, hir, constraints) {
             if d.num_states() > max_states {
-                return Err(DfaError::TooManyStates(max_states));
+                return Err((DfaError::TooManyStates(max_states), None));
             }
             return Ok(d);
         }
-        let d = Self::product_uncached(base, hir, constraints, max_states)?;
+        let d = Self::product_uncached(base, constraints, max_states)?;
         remember(hash, hir, shared, constraints, &d);
         Ok(d)
     }
 
     fn product_uncached(
         base: TerminalDfa,
-        _hir: &Hir,
         constraints: &ir::Constraints,
         max_states: usize,
-    ) -> Result<Self, DfaError> {
+    ) -> Result<Self, (DfaError, Option<usize>)> {
         let mut parts = vec![base];
         for h in &constraints.and {
-            parts.push(TerminalDfa::new(h).map_err(|e| DfaError::Intersected(Box::new(e)))?);
+            parts
+                .push(TerminalDfa::new(h).map_err(|e| (DfaError::Intersected(Box::new(e)), None))?);
         }
         let n_pos = parts.len();
         for h in &constraints.and_not {
@@ -508,53 +528,80 @@ impl TerminalDfa {
                 Ok(d) => parts.push(d),
                 // Matches nothing: excludes nothing.
                 Err(DfaError::MatchesNothing) => {}
-                Err(e) => return Err(DfaError::Excluded(Box::new(e))),
+                Err(e) => return Err((DfaError::Excluded(Box::new(e)), None)),
             }
         }
-        let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
-        let start = vec![0u32; parts.len()];
-        ids.insert(start.clone(), 0);
-        let mut order = vec![start];
-        let mut raw_next: Vec<u32> = Vec::new();
+        // States are tuples of the parts' states, stored flat (`k` words each, state `i` at
+        // `tuples[i * k..]`) and interned by a hash of the tuple: `heads` maps a hash to the
+        // newest state with it, `same_hash` links each state to the previous one. (A map
+        // keyed by `Vec<u32>` cost two allocations per state and a SipHash per transition:
+        // 30 % of building a product; a failing one, stopped at `max_states`, is pure loss.)
+        let k = parts.len();
+        const NONE: u32 = u32::MAX;
+        let tuple_hash = |t: &[u32]| {
+            t.iter().fold(0x9e37_79b9_7f4a_7c15u64, |h, &w| {
+                (h ^ u64::from(w))
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .rotate_left(26)
+            })
+        };
+        let mut tuples: Vec<u32> = vec![0; k];
+        let mut heads: crate::hash::WordHashMap<u64, u32> = Default::default();
+        heads.insert(tuple_hash(&tuples), 0);
+        let mut same_hash: Vec<u32> = vec![NONE];
+        // Bytes from the start to each state (for the reach of a failure).
+        let mut depth: Vec<u32> = vec![0];
         let mut accept = Vec::new();
         // Bytes that every part treats alike (the common refinement of the parts' byte
         // classes) step together: one step per class, not per byte (a JSON string's product
-        // has about 20 classes; stepping all 256 bytes was most of building it).
+        // has about 20 classes; stepping all 256 bytes was most of building it). Transitions
+        // are kept per class (`classes` words a state) and spread to 256 bytes only once the
+        // product is known to fit.
         let (group_of, reps) = joint_byte_classes(&parts);
-        let mut group_next = vec![DEAD; reps.len()];
+        let classes = reps.len();
+        let mut class_next: Vec<u32> = Vec::new();
         // One tuple buffer for every class (no allocation per transition).
-        let mut next: Vec<u32> = vec![0; parts.len()];
+        let mut next: Vec<u32> = vec![0; k];
         let mut i = 0;
-        while i < order.len() {
-            let tuple = order[i].clone();
-            let is_match = |k: usize| tuple[k] != DEAD && parts[k].is_accepting(tuple[k]);
-            accept.push((0..n_pos).all(is_match) && !(n_pos..parts.len()).any(is_match));
-            for (g, &b) in reps.iter().enumerate() {
-                for ((n, &s), d) in next.iter_mut().zip(&tuple).zip(&parts) {
+        while i < same_hash.len() {
+            let tuple = &tuples[i * k..(i + 1) * k];
+            let is_match = |j: usize| tuple[j] != DEAD && parts[j].is_accepting(tuple[j]);
+            accept.push((0..n_pos).all(is_match) && !(n_pos..k).any(is_match));
+            for &b in &reps {
+                let tuple = &tuples[i * k..(i + 1) * k];
+                for ((n, &s), d) in next.iter_mut().zip(tuple).zip(&parts) {
                     *n = if s == DEAD { DEAD } else { d.next(s, b) };
                 }
                 let id = if next[..n_pos].contains(&DEAD) {
                     DEAD
                 } else {
-                    match ids.get(next.as_slice()) {
-                        Some(&id) => id,
-                        None => {
-                            if order.len() >= max_states {
-                                return Err(DfaError::TooManyStates(max_states));
-                            }
-                            let id = order.len() as u32;
-                            ids.insert(next.clone(), id);
-                            order.push(next.clone());
-                            id
-                        }
+                    let h = tuple_hash(&next);
+                    let mut c = heads.get(&h).copied().unwrap_or(NONE);
+                    while c != NONE && tuples[c as usize * k..(c as usize + 1) * k] != next[..] {
+                        c = same_hash[c as usize];
                     }
+                    if c == NONE {
+                        if same_hash.len() >= max_states {
+                            let reach = depth[i] as usize + 1;
+                            return Err((DfaError::TooManyStates(max_states), Some(reach)));
+                        }
+                        c = same_hash.len() as u32;
+                        depth.push(depth[i] + 1);
+                        same_hash.push(heads.insert(h, c).unwrap_or(NONE));
+                        tuples.extend_from_slice(&next);
+                    }
+                    c
                 };
-                group_next[g] = id;
+                class_next.push(id);
             }
-            raw_next.extend(group_of.iter().map(|&g| group_next[g as usize]));
             i += 1;
         }
-        Self::pruned(raw_next, accept)
+        drop((tuples, heads, same_hash, depth));
+        let raw_next: Vec<u32> = class_next
+            .chunks_exact(classes)
+            .flat_map(|row| group_of.iter().map(move |&g| row[g as usize]))
+            .collect();
+        Self::pruned(raw_next, accept).map_err(|e| (e, None))
     }
 
     /// Byte → class: bytes of one class go to the same state from every state.
@@ -857,7 +904,6 @@ mod tests {
             };
             let d = TerminalDfa::product_uncached(
                 TerminalDfa::new(&parse(hir)).unwrap(),
-                &parse(hir),
                 &constraints,
                 10_000,
             )
@@ -960,6 +1006,85 @@ mod tests {
         assert!(!l.overflowed());
         assert_eq!(l.next(s, b'a'), DEAD);
         assert!(l.overflowed());
+    }
+
+    /// The claim behind [`TerminalDfa::product_reach`]: when a product with a length counter
+    /// capped at `max` fails with reach `r`, the same product capped at any `c` from `r` to
+    /// `max` fails too (built here, not skipped). Patterns of the shapes that fail in
+    /// practice (e-mail-like repeated parts, words and spaces, a JSON string unit); the
+    /// counters count characters of UTF-8 or JSON string content, as the front end's do.
+    #[test]
+    fn product_reach_bounds_capped_products() {
+        use crate::grammar::json_schema::lexical::string_pattern;
+        // (pattern, counter up to `c` characters): UTF-8 characters, or JSON string content
+        // characters inside quotes (the front end's counter, escapes and all).
+        type Counter = fn(u64) -> Hir;
+        let utf8: Counter = |c| parse(&format!("(?s:.){{0,{c}}}"));
+        let json: Counter = |c| parse(&string_pattern(0, Some(c)));
+        let cases: [(&str, Counter); 4] = [
+            (
+                "[a-z0-9]{1,12}(?:\\.[a-z0-9]{1,12}){0,4}@[a-z]{1,12}(?:\\.[a-z]{2,6}){1,3}",
+                utf8,
+            ),
+            ("(?:\\S+\\s+){0,6}\\S+", utf8),
+            ("\"(?:[a-z]{1,8}(?:\\\\[nt\"])?){0,9}\"", json),
+            (
+                "\"[a-z0-9]{1,10}(?:\\.[a-z0-9]{1,10}){0,3}@[a-z]{1,10}\"",
+                json,
+            ),
+        ];
+        let mut decided = 0;
+        for (pattern, counter) in cases {
+            let h = parse(pattern);
+            for max_states in [200, 800] {
+                let max = 90u64;
+                let constraints = ir::Constraints {
+                    and: vec![counter(max)],
+                    and_not: Vec::new(),
+                };
+                let reach = match TerminalDfa::product_reach(&h, &constraints, max_states) {
+                    Ok(_) => continue,
+                    Err((DfaError::TooManyStates(_), Some(r))) => r as u64,
+                    Err((e, _)) => panic!("{pattern}: {e}"),
+                };
+                decided += 1;
+                assert!(reach <= max, "{pattern}: reach {reach}");
+                for c in reach..=max {
+                    let capped = ir::Constraints {
+                        and: vec![counter(c)],
+                        and_not: Vec::new(),
+                    };
+                    let d = TerminalDfa::product_uncached(
+                        TerminalDfa::new(&h).unwrap(),
+                        &capped,
+                        max_states,
+                    );
+                    assert!(
+                        matches!(d, Err((DfaError::TooManyStates(_), _))),
+                        "{pattern} capped at {c} (reach {reach}, {max_states} states) fits"
+                    );
+                }
+                // Below the reach the claim says nothing: some shorter cap fits here, so the
+                // bound is not vacuous (the test would pass with reach = 0 otherwise).
+                let fits_below = (1..reach).any(|c| {
+                    let capped = ir::Constraints {
+                        and: vec![counter(c)],
+                        and_not: Vec::new(),
+                    };
+                    TerminalDfa::product_uncached(
+                        TerminalDfa::new(&h).unwrap(),
+                        &capped,
+                        max_states,
+                    )
+                    .is_ok()
+                });
+                assert!(fits_below, "{pattern}: no cap below the reach {reach} fits");
+            }
+        }
+        assert!(
+            decided >= 4,
+            "only {decided} products failed: the test decides nothing"
+        );
     }
 
     #[test]

@@ -472,15 +472,35 @@ impl<'a> Compiler<'a> {
         hir: Hir,
         constraints: ir::Constraints,
     ) -> Result<Option<Expr>, GrammarError> {
+        Ok(self.constrained_reach(name, key, hir, constraints)?.ok())
+    }
+
+    /// [`Compiler::constrained`], with the reach of a product that had too many states
+    /// ([`crate::grammar::dfa::TerminalDfa::product_reach`]) as the error when it is known.
+    fn constrained_reach(
+        &mut self,
+        name: &str,
+        key: String,
+        hir: Hir,
+        constraints: ir::Constraints,
+    ) -> Result<Result<Expr, Option<usize>>, GrammarError> {
         let key = format!("constrained:{key}");
         if let Some(&id) = self.lexical.get(&key) {
-            return Ok(Some(Expr::Ref(id)));
+            return Ok(Ok(Expr::Ref(id)));
         }
-        match crate::grammar::dfa::TerminalDfa::product(&hir, &constraints, MAX_CONSTRAINED_STATES)
-        {
+        match crate::grammar::dfa::TerminalDfa::product_reach(
+            &hir,
+            &constraints,
+            MAX_CONSTRAINED_STATES,
+        ) {
             Ok(_) => {}
-            Err(crate::grammar::dfa::DfaError::MatchesNothing) => return Ok(Some(Self::never())),
-            Err(_) => return Ok(None),
+            Err((crate::grammar::dfa::DfaError::MatchesNothing, _)) => {
+                return Ok(Ok(Self::never()));
+            }
+            Err((crate::grammar::dfa::DfaError::TooManyStates(_), reach)) => {
+                return Ok(Err(reach));
+            }
+            Err(_) => return Ok(Err(None)),
         }
         let id = self.add_rule(
             name,
@@ -491,7 +511,7 @@ impl<'a> Compiler<'a> {
             RuleKind::Syntactic,
         )?;
         self.lexical.insert(key, id);
-        Ok(Some(Expr::Ref(id)))
+        Ok(Ok(Expr::Ref(id)))
     }
 
     // -------------------------------------------------------------------------------
