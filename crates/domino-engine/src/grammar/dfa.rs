@@ -19,7 +19,7 @@
 //! a terminal share its states. Constrained terminals (products, [`TerminalDfa::product`])
 //! stay eager tables: an intersection's liveness is not a property of its parts' states.
 
-use crate::grammar::hir_key::{HirMap, constrained_hash, hir_bytes, hir_hash};
+use crate::grammar::hir_key::{HirMap, constrained_hash_of, hir_bytes, hir_hash};
 use crate::grammar::ir;
 use crate::grammar::lazy_dfa::LazyDfa;
 use regex_automata::dfa::{Automaton, dense};
@@ -306,18 +306,24 @@ impl TerminalDfa {
     /// Literals are built directly; other regexes get a [`LazyDfa`], cached per process (see
     /// the module doc), so grammars that share a terminal share its states.
     pub fn new(hir: &Hir) -> Result<Self, DfaError> {
-        Self::new_keyed(hir, None)
+        Self::new_keyed(hir, None, &mut None)
     }
 
-    /// [`TerminalDfa::new`], with `hir` behind `shared` (kept by the cache instead of a copy).
-    fn new_keyed(hir: &Hir, shared: Option<&Arc<Hir>>) -> Result<Self, DfaError> {
+    /// [`TerminalDfa::new`], with `hir` behind `shared` (kept by the cache instead of a copy)
+    /// and its [`hir_hash`] in `hir_hash` when known (computed into it otherwise, except for
+    /// a literal, which is not cached).
+    fn new_keyed(
+        hir: &Hir,
+        shared: Option<&Arc<Hir>>,
+        known_hash: &mut Option<u64>,
+    ) -> Result<Self, DfaError> {
         if let regex_syntax::hir::HirKind::Literal(lit) = hir.kind() {
             if !lit.0.is_empty() {
                 return Ok(Self::literal(&lit.0));
             }
         }
         let none = ir::Constraints::default();
-        let hash = constrained_hash(hir, &none);
+        let hash = constrained_hash_of(*known_hash.get_or_insert_with(|| hir_hash(hir)), &none);
         if let Some(d) = cached(hash, hir, &none) {
             return Ok(d);
         }
@@ -453,6 +459,7 @@ impl TerminalDfa {
         Self::product_keyed(
             &t.hir,
             Some(&t.hir),
+            Some(t.hir_hash()),
             &t.constraints,
             Self::MAX_PRODUCT_STATES,
         )
@@ -465,7 +472,7 @@ impl TerminalDfa {
         constraints: &ir::Constraints,
         max_states: usize,
     ) -> Result<Self, DfaError> {
-        Self::product_keyed(hir, None, constraints, max_states).map_err(|(e, _)| e)
+        Self::product_keyed(hir, None, None, constraints, max_states).map_err(|(e, _)| e)
     }
 
     /// [`TerminalDfa::product`], and when it fails with [`DfaError::TooManyStates`] after
@@ -484,23 +491,28 @@ impl TerminalDfa {
         constraints: &ir::Constraints,
         max_states: usize,
     ) -> Result<Self, (DfaError, Option<usize>)> {
-        Self::product_keyed(hir, None, constraints, max_states)
+        Self::product_keyed(hir, None, None, constraints, max_states)
     }
 
+    /// The product of `hir` (its [`hir_hash`] `known_hash`, when known) and `constraints`.
     fn product_keyed(
         hir: &Hir,
         shared: Option<&Arc<Hir>>,
+        mut known_hash: Option<u64>,
         constraints: &ir::Constraints,
         max_states: usize,
     ) -> Result<Self, (DfaError, Option<usize>)> {
-        let base = TerminalDfa::new_keyed(hir, shared).map_err(|e| (e, None))?;
+        let base = TerminalDfa::new_keyed(hir, shared, &mut known_hash).map_err(|e| (e, None))?;
         if constraints.is_empty() {
             return Ok(base);
         }
         // The JSON Schema front end builds each constrained terminal's product to test it
         // for emptiness, and the scanner builds it again: cached like plain DFAs, keyed by
         // every part (a hit larger than `max_states` fails as the construction would).
-        let hash = constrained_hash(hir, constraints);
+        let hash = constrained_hash_of(
+            *known_hash.get_or_insert_with(|| hir_hash(hir)),
+            constraints,
+        );
         if let Some(d) = cached(hash, hir, constraints) {
             if d.num_states() > max_states {
                 return Err((DfaError::TooManyStates(max_states), None));

@@ -51,6 +51,10 @@ pub struct Terminal {
     pub literal: Option<Vec<u8>>,
     /// Further languages the terminal's strings must (not) belong to; usually empty.
     pub constraints: Constraints,
+    /// [`crate::grammar::hir_key::hir_hash`] of `hir`, once known (lowering sets it). A
+    /// stale value after `hir` is replaced costs only a cache miss: the terminal-DFA cache
+    /// compares HIRs on a hash match.
+    pub(crate) hir_hash: std::sync::OnceLock<u64>,
 }
 
 /// Intersections and differences on a terminal's language (see the module doc). Both lists
@@ -81,7 +85,15 @@ impl Terminal {
             hir: hir.into(),
             literal,
             constraints: Constraints::default(),
+            hir_hash: std::sync::OnceLock::new(),
         }
+    }
+
+    /// [`crate::grammar::hir_key::hir_hash`] of the terminal's HIR (computed once).
+    pub fn hir_hash(&self) -> u64 {
+        *self
+            .hir_hash
+            .get_or_init(|| crate::grammar::hir_key::hir_hash(&self.hir))
     }
 }
 

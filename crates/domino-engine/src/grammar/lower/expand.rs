@@ -11,7 +11,7 @@ use super::{
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use crate::grammar::hir_key::{constrained_hash, expr_hash};
+use crate::grammar::hir_key::{constrained_hash_of, expr_hash, hir_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -104,7 +104,8 @@ impl<'a> Builder<'a> {
 
     fn intern(&mut self, hir: Arc<Hir>, name: &str) -> TerminalId {
         let empty = Constraints::default();
-        let key = constrained_hash(&hir, &empty);
+        let hh = hir_hash(&hir);
+        let key = constrained_hash_of(hh, &empty);
         if let Some(t) = self.find_terminal(key, &hir, &empty) {
             return t;
         }
@@ -117,7 +118,9 @@ impl<'a> Builder<'a> {
             Some(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
             None => name.to_string(),
         };
-        self.terminals.push(Terminal::new(name, hir, literal));
+        let terminal = Terminal::new(name, hir, literal);
+        terminal.hir_hash.get_or_init(|| hh);
+        self.terminals.push(terminal);
         self.terminal_index.entry(key).or_default().push(id);
         id
     }
@@ -141,7 +144,8 @@ impl<'a> Builder<'a> {
         if constraints.is_empty() {
             return self.intern(hir, name);
         }
-        let key = constrained_hash(&hir, &constraints);
+        let hh = hir_hash(&hir);
+        let key = constrained_hash_of(hh, &constraints);
         if let Some(t) = self.find_terminal(key, &hir, &constraints) {
             return t;
         }
@@ -151,6 +155,7 @@ impl<'a> Builder<'a> {
             hir,
             literal: None,
             constraints,
+            hir_hash: hh.into(),
         });
         self.terminal_index.entry(key).or_default().push(id);
         id
