@@ -202,17 +202,21 @@ impl<V> HirMap<V> {
     }
 }
 
+/// Test helper: `re` parsed as a byte-oriented HIR (`utf8(false)`, so classes may match
+/// any byte), panicking on a bad pattern.
+#[cfg(test)]
+pub(crate) fn parse_bytes(re: &str) -> Hir {
+    regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .build()
+        .parse(re)
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::parse_bytes as parse;
     use super::*;
-
-    fn parse(re: &str) -> Hir {
-        regex_syntax::ParserBuilder::new()
-            .utf8(false)
-            .build()
-            .parse(re)
-            .unwrap()
-    }
 
     #[test]
     fn equal_hirs_hash_equally_and_different_ones_differ() {

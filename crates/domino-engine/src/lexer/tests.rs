@@ -19,13 +19,7 @@ fn grammar(terms: &[Hir]) -> ir::Grammar {
     }
 }
 
-fn re(p: &str) -> Hir {
-    regex_syntax::ParserBuilder::new()
-        .utf8(false)
-        .build()
-        .parse(p)
-        .unwrap()
-}
+use crate::grammar::hir_key::parse_bytes as re;
 
 #[test]
 fn live_and_accepting_sets_follow_the_terminals() {

@@ -1,14 +1,7 @@
 //! Tests of the terminal DFAs: lazy, literal and table forms against the eager
 //! determinisation, products against the regexes they intersect, the cache and the limits.
 use super::*;
-
-fn parse(re: &str) -> Hir {
-    regex_syntax::ParserBuilder::new()
-        .utf8(false)
-        .build()
-        .parse(re)
-        .unwrap()
-}
+use crate::grammar::hir_key::parse_bytes as parse;
 
 /// Language equality of two DFAs whose states all reach a match: walk both in step from
 /// the start states and compare acceptance and dead transitions at every pair reached.
@@ -233,31 +226,27 @@ fn product_reach_bounds_capped_products() {
             };
             decided += 1;
             assert!(reach <= max, "{pattern}: reach {reach}");
-            for c in reach..=max {
-                let capped = ir::Constraints {
+            // The same product, built, with the counter capped at `c`.
+            let capped = |c: u64| {
+                let constraints = ir::Constraints {
                     and: vec![counter(c)],
                     and_not: Vec::new(),
                 };
-                let d = TerminalDfa::product_uncached(
+                TerminalDfa::product_uncached(
                     TerminalDfa::new(&h).unwrap(),
-                    &capped,
+                    &constraints,
                     max_states,
-                );
+                )
+            };
+            for c in reach..=max {
                 assert!(
-                    matches!(d, Err((DfaError::TooManyStates(_), _))),
+                    matches!(capped(c), Err((DfaError::TooManyStates(_), _))),
                     "{pattern} capped at {c} (reach {reach}, {max_states} states) fits"
                 );
             }
             // Below the reach the claim says nothing: some shorter cap fits here, so the
             // bound is not vacuous (the test would pass with reach = 0 otherwise).
-            let fits_below = (1..reach).any(|c| {
-                let capped = ir::Constraints {
-                    and: vec![counter(c)],
-                    and_not: Vec::new(),
-                };
-                TerminalDfa::product_uncached(TerminalDfa::new(&h).unwrap(), &capped, max_states)
-                    .is_ok()
-            });
+            let fits_below = (1..reach).any(|c| capped(c).is_ok());
             assert!(fits_below, "{pattern}: no cap below the reach {reach} fits");
         }
     }
