@@ -300,6 +300,98 @@ pub(crate) fn corpus() -> Vec<(&'static str, Value)> {
                 "maxItems": 4
             }),
         ),
+        // A typed `anyOf` of references to typed definitions (the sibling `type` is
+        // implied, each branch is its definition's shared rule), recursive through arrays.
+        (
+            "typed-any-of-refs",
+            json!({
+                "type": "object",
+                "anyOf": [{"$ref": "#/definitions/box"}, {"$ref": "#/definitions/tag"}],
+                "definitions": {
+                    "box": {
+                        "type": "object",
+                        "required": ["kind"],
+                        "properties": {
+                            "kind": {"enum": ["box"]},
+                            "inner": {"type": "array", "maxItems": 2, "items": {
+                                "type": "object",
+                                "anyOf": [{"$ref": "#/definitions/box"}, {"$ref": "#/definitions/tag"}]
+                            }}
+                        },
+                        "additionalProperties": false
+                    },
+                    "tag": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string", "maxLength": 3}},
+                        "additionalProperties": false
+                    }
+                }
+            }),
+        ),
+        // Siblings a reference does NOT imply: an untyped target stays restricted to the
+        // sibling type, and a sibling bound the target lacks stays.
+        (
+            "untyped-ref-with-type",
+            json!({
+                "type": "array",
+                "items": {"anyOf": [
+                    {"type": "object", "$ref": "#/$defs/props"},
+                    {"type": "string", "maxLength": 2, "$ref": "#/$defs/short"}
+                ]},
+                "maxItems": 3,
+                "$defs": {
+                    "props": {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                    "short": {"minLength": 1}
+                }
+            }),
+        ),
+        // A schema that refers to its own root, compiled once as the reference's rule.
+        (
+            "root-reference",
+            json!({
+                "type": "object",
+                "properties": {
+                    "v": {"type": "integer"},
+                    "next": {"$ref": "#"}
+                },
+                "required": ["v"],
+                "additionalProperties": false
+            }),
+        ),
+        // A property whose schema is also its `patternProperties` schema (the conjunction of
+        // a `oneOf` with itself), and presence branches sharing a structured property.
+        (
+            "pattern-equal-to-property",
+            json!({
+                "type": "object",
+                "properties": {"basic": {"oneOf": [{"type": "integer"}, {"$ref": "#/$defs/pair"}]}},
+                "patternProperties": {"^b": {"oneOf": [{"type": "integer"}, {"$ref": "#/$defs/pair"}]}},
+                "additionalProperties": false,
+                "$defs": {
+                    "pair": {
+                        "type": "object",
+                        "anyOf": [{"$ref": "#/$defs/left"}, {"$ref": "#/$defs/right"}]
+                    },
+                    "left": {
+                        "type": "object",
+                        "required": ["l"],
+                        "properties": {
+                            "l": {"type": "boolean"},
+                            "list": {"type": "array", "maxItems": 2, "items": {"type": "integer", "maximum": 9}}
+                        }
+                    },
+                    "right": {
+                        "type": "object",
+                        "required": ["r"],
+                        "properties": {
+                            "r": {"type": "null"},
+                            "list": {"type": "array", "maxItems": 2, "items": {"type": "integer", "maximum": 9}}
+                        }
+                    }
+                }
+            }),
+        ),
         (
             "nullable-integers",
             json!({

@@ -26,6 +26,7 @@ mod matcher;
 mod near_misses;
 mod order;
 mod policies;
+mod sharing;
 mod shipped;
 mod soundness;
 mod strings;

@@ -105,9 +105,19 @@ pub(super) fn merge_all(
                     }
                     continue;
                 }
-                flat.push(Value::Object(m));
+                let m = Value::Object(m);
+                // Conjunction is idempotent: a part said twice (a property's schema and a
+                // `patternProperties` schema that is the same `oneOf`) is merged once, not
+                // multiplied out with itself.
+                if !flat.contains(&m) {
+                    flat.push(m);
+                }
             }
-            other => flat.push(other),
+            other => {
+                if !flat.contains(&other) {
+                    flat.push(other);
+                }
+            }
         }
     }
     let mut acc = Value::Bool(true);

@@ -157,6 +157,7 @@
 mod arrays;
 mod combinators;
 mod conditionals;
+mod implied;
 pub mod instances;
 mod keys;
 mod keywords;
@@ -216,7 +217,13 @@ pub const MAX_COUNT_STATES: usize = 20_000;
 /// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
     let mut c = Compiler::new(schema, opts);
-    let root_value = c.value(schema, "", 0)?;
+    // A schema that refers to itself (`"$ref": "#"`) is compiled once, as the rule that
+    // reference names; compiled inline here as well, the whole document was lowered twice.
+    let root_value = if references::refers_to_root(schema) {
+        c.ref_rule("#", "", 0)?
+    } else {
+        c.value(schema, "", 0)?
+    };
     // Leading whitespace is allowed (models often open with a newline); trailing whitespace
     // only when asked for, so that the document, and generation, ends with the root value.
     let (lead, trail) = match opts.whitespace {
@@ -651,6 +658,15 @@ impl<'a> Compiler<'a> {
             }
             let mut siblings = obj.clone();
             siblings.remove("$ref");
+            let bare: Value = Value::Object(
+                [("$ref".to_string(), Value::String(r.to_string()))]
+                    .into_iter()
+                    .collect(),
+            );
+            if implied::implies(self, &bare, &siblings, ptr) {
+                // The siblings say nothing the target does not: the target's shared rule.
+                return self.ref_rule(r, ptr, d);
+            }
             let merged = merge::merge_all(
                 self,
                 vec![
@@ -672,9 +688,19 @@ impl<'a> Compiler<'a> {
                     "`allOf` must be an array",
                 ));
             };
-            let mut parts = branches.clone();
             let mut siblings = obj.clone();
             siblings.remove("allOf");
+            // One member that implies the siblings is that member. (Not one with its own
+            // `$id`: merged, its `$ref` resolves against the enclosing base, which drafts up
+            // to 7 require — a `$ref` ignores the `$id` beside it.)
+            if let [only] = branches.as_slice() {
+                let at = join_ptr(&join_ptr(ptr, "allOf"), "0");
+                let own_id = only.get("$id").is_some() || only.get("id").is_some();
+                if !own_id && implied::implies(self, only, &siblings, &at) {
+                    return self.value(only, &at, d);
+                }
+            }
+            let mut parts = branches.clone();
             parts.push(Value::Object(siblings));
             let merged = merge::merge_all(self, parts, &join_ptr(ptr, "allOf"))?;
             return self.value(&merged, ptr, d);
@@ -720,8 +746,9 @@ impl<'a> Compiler<'a> {
                 _ => branches,
             };
             let mut effective = Vec::with_capacity(branches.len());
-            for b in branches {
-                if has_siblings {
+            for (i, b) in branches.iter().enumerate() {
+                let at = join_ptr(&join_ptr(ptr, kw), &i.to_string());
+                if has_siblings && !implied::implies(self, b, &siblings, &at) {
                     self.merge_step(ptr)?;
                     let mut m = siblings.clone();
                     m.insert("allOf".into(), Value::Array(vec![b.clone()]));

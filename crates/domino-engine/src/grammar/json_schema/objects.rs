@@ -169,7 +169,10 @@ impl Compiler<'_> {
             let extra: Vec<Value> = patterns
                 .iter()
                 .enumerate()
-                .filter(|(i, (_, ps))| matchers[*i].is_match(k) && !is_trivially_true(ps))
+                .filter(|(i, (_, ps))| {
+                    // (A pattern schema equal to the member's own adds nothing.)
+                    matchers[*i].is_match(k) && !is_trivially_true(ps) && ps != s
+                })
                 .map(|(_, (_, ps))| ps.clone())
                 .collect();
             let s = if extra.is_empty() {

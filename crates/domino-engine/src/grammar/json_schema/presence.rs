@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Compiler, is_keyword, is_trivially_true, ty};
+use super::{Compiler, is_keyword, is_trivially_true, join_ptr, ty};
 use crate::grammar::GrammarError;
 
 /// Internal schema key carrying `anyOf`/`oneOf` presence constraints from
@@ -45,6 +45,19 @@ pub(super) fn presence_ok(constraints: &[PresenceMask], b: u32) -> bool {
         PresenceMask::Implies(a, set) => !all(a) || all(set),
         PresenceMask::NotAll(set) => !all(set),
     })
+}
+
+/// One `anyOf`/`oneOf` branch of a presence rewrite.
+struct Form {
+    /// The names it requires.
+    required: Vec<String>,
+    /// Its `properties`.
+    props: Map<String, Value>,
+    /// Whether it says `type: object` (else it is typeless).
+    typed_object: bool,
+    /// Where its schema is in the document (its structured properties are then referenced,
+    /// not copied: see `Compiler::ref_to`).
+    at: String,
 }
 
 /// `{"required": [...]}` (annotations aside): the names, else `None`.
@@ -87,16 +100,16 @@ impl Compiler<'_> {
         if obj.contains_key("patternProperties") || branches.len() < 2 {
             return Ok(None);
         }
-        let mut forms: Vec<(Vec<String>, Map<String, Value>, bool)> = Vec::new();
-        for b in branches {
-            let b = match b.get("$ref").and_then(Value::as_str) {
+        let mut forms: Vec<Form> = Vec::new();
+        for (i, b) in branches.iter().enumerate() {
+            let (at, b) = match b.get("$ref").and_then(Value::as_str) {
                 Some(r)
                     if b.as_object()
                         .is_some_and(|m| m.keys().all(|k| k == "$ref" || !is_keyword(k))) =>
                 {
-                    self.resolve_chain(r, ptr)?.1
+                    self.resolve_chain(r, ptr)?
                 }
-                _ => b,
+                _ => (join_ptr(&join_ptr(ptr, kw), &i.to_string()), b),
             };
             let Some(m) = b.as_object() else {
                 return Ok(None);
@@ -127,12 +140,17 @@ impl Compiler<'_> {
                 Some(Value::Object(p)) => p.clone(),
                 Some(_) => return Ok(None),
             };
-            forms.push((req, props, typed_object));
+            forms.push(Form {
+                required: req,
+                props,
+                typed_object,
+                at,
+            });
         }
         // Branches giving different schemas to one property are discriminated by values, not
         // presence: leave them to the disjointness proof.
-        for (i, (_, p, _)) in forms.iter().enumerate() {
-            for (_, q, _) in &forms[i + 1..] {
+        for (i, Form { props: p, .. }) in forms.iter().enumerate() {
+            for Form { props: q, .. } in &forms[i + 1..] {
                 if p.iter().any(|(k, s)| q.get(k).is_some_and(|t| t != s)) {
                     return Ok(None);
                 }
@@ -149,8 +167,17 @@ impl Compiler<'_> {
             .get("additionalProperties")
             .cloned()
             .filter(|a| !is_trivially_true(a));
-        for (_, bp, _) in &forms {
+        // (Every branch naming `k` gives it the same schema, checked above: the first one's
+        // is taken, as a reference to where it is in the document when it can be.)
+        let mut taken = std::collections::HashSet::new();
+        for Form { props: bp, at, .. } in &forms {
             for (k, s) in bp {
+                if !taken.insert(k.as_str()) {
+                    continue;
+                }
+                let s = &self
+                    .ref_to(&join_ptr(&join_ptr(at, "properties"), k), s)
+                    .unwrap_or_else(|| s.clone());
                 let base = props.get(k).cloned().or_else(|| outer_add.clone());
                 let merged = match base {
                     Some(b) if !is_trivially_true(&b) => Value::Object(
@@ -166,7 +193,14 @@ impl Compiler<'_> {
         m.insert("properties".into(), Value::Object(props));
         let sets: Vec<Value> = forms
             .iter()
-            .map(|(r, _, _)| Value::Array(r.iter().map(|n| Value::String(n.clone())).collect()))
+            .map(|f| {
+                Value::Array(
+                    f.required
+                        .iter()
+                        .map(|n| Value::String(n.clone()))
+                        .collect(),
+                )
+            })
             .collect();
         let entry = json_entry(kw, sets);
         match m.get_mut(PRESENCE_KEY) {
@@ -176,7 +210,7 @@ impl Compiler<'_> {
             }
         }
         // Non-objects: valid for every typeless branch, invalid for typed ones.
-        let typeless = forms.iter().filter(|f| !f.2).count();
+        let typeless = forms.iter().filter(|f| !f.typed_object).count();
         let objects_only = if kw == "oneOf" {
             typeless != 1
         } else {

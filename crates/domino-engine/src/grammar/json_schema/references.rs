@@ -194,6 +194,43 @@ impl<'a> Compiler<'a> {
         Ok(Expr::Ref(id))
     }
 
+    /// A bare `$ref` to the subschema at `ptr` in the document, for a rewrite that would
+    /// otherwise copy `s` (equal to it) into a schema of its own: the copy was compiled
+    /// again at every use, the reference is one shared rule. Only for schemas with
+    /// structure (small ones cost less copied than as a rule of their own), and only where
+    /// `#ptr` means the same everywhere (no embedded `$id` resources).
+    pub(super) fn ref_to(&self, ptr: &str, s: &Value) -> Option<Value> {
+        let m = s.as_object()?;
+        const STRUCTURE: [&str; 7] = [
+            "properties",
+            "items",
+            "anyOf",
+            "oneOf",
+            "allOf",
+            "additionalProperties",
+            "prefixItems",
+        ];
+        if !STRUCTURE.iter().any(|k| m.contains_key(*k)) {
+            return None;
+        }
+        let index = self.uris.get_or_init(|| UriIndex::build(self.root));
+        if !index.ids.values().all(|p| p.is_empty()) {
+            return None;
+        }
+        let there = self.root.pointer(ptr)?;
+        if !(std::ptr::eq(there, s) || there == s) {
+            return None;
+        }
+        Some(Value::Object(
+            [(
+                "$ref".to_string(),
+                Value::String(format!("#{}", ptr.replace('%', "%25"))),
+            )]
+            .into_iter()
+            .collect(),
+        ))
+    }
+
     pub(super) fn drain_refs(&mut self) -> Result<(), GrammarError> {
         while let Some((id, target, d)) = self.pending.pop() {
             let v = self.root.pointer(&target).expect("resolved pointer exists");
@@ -202,6 +239,38 @@ impl<'a> Compiler<'a> {
         }
         Ok(())
     }
+}
+
+/// Whether some `$ref` in `schema` may name the document's root: `#`, an empty reference, or
+/// a URI with an empty fragment (the root's `$id`). A shortcut for [`compile`](super::compile),
+/// which then compiles the root as that reference's rule; a reference this misses only costs
+/// the root a second copy, and a false positive only a rule of indirection.
+pub(crate) fn refers_to_root(schema: &Value) -> bool {
+    let mut stack = vec![schema];
+    let mut visited = 0usize;
+    while let Some(v) = stack.pop() {
+        visited += 1;
+        if visited > 200_000 {
+            return false;
+        }
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    if r.is_empty() || r.ends_with('#') {
+                        return true;
+                    }
+                }
+                for (k, c) in m {
+                    if !matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                        stack.push(c);
+                    }
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter()),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn percent_decode(s: &str) -> String {

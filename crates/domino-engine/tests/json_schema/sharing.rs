@@ -1,0 +1,80 @@
+//! Subschemas used in several places are compiled once: the grammar of a schema whose
+//! definitions each use the next one in several places grows linearly with the number of
+//! definitions, not exponentially. Two shapes from real schemas (JSONSchemaBench
+//! `Github_ultra/o70036`, `WashingtonPost/*`): a typed `anyOf` over references to typed
+//! definitions, whose sibling `type` once made every branch a merged copy of its target; and
+//! a property whose schema is also its `patternProperties` schema, whose conjunction with
+//! itself once multiplied the `oneOf` out with itself.
+
+use super::*;
+
+/// Rules of the compiled (not lowered) grammar.
+fn rules(schema: &Value) -> usize {
+    json_schema::compile(schema, &CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{schema}: {e}"))
+        .rules
+        .len()
+}
+
+/// `n` definitions, each of which uses the next one through `link(next)` in two members.
+fn chain(n: usize, link: impl Fn(&str) -> Value, extra: impl Fn(&str) -> Value) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..n {
+        let next = if i + 1 < n {
+            format!("#/definitions/d{}", i + 1)
+        } else {
+            "#/definitions/leaf".to_string()
+        };
+        let mut d = json!({
+            "type": "object",
+            "required": ["id"],
+            "properties": {
+                "id": {"type": "string"},
+                "one": link(&next),
+                "many": {"type": "array", "items": link(&next)}
+            }
+        });
+        if let (Value::Object(d), Value::Object(e)) = (&mut d, extra(&next)) {
+            d.extend(e);
+        }
+        defs.insert(format!("d{i}"), d);
+    }
+    defs.insert(
+        "leaf".into(),
+        json!({"type": "object", "properties": {"id": {"type": "integer"}}}),
+    );
+    json!({"$ref": "#/definitions/d0", "definitions": defs})
+}
+
+/// Rules added by definitions 2–4 and 2–8 of a chain: linear growth adds about twice as many
+/// for seven as for three definitions; a copy per use multiplies them.
+fn growth(
+    link: impl Fn(&str) -> Value + Copy,
+    extra: impl Fn(&str) -> Value + Copy,
+) -> (usize, usize) {
+    let base = rules(&chain(1, link, extra));
+    let four = rules(&chain(4, link, extra)) - base;
+    let eight = rules(&chain(8, link, extra)) - base;
+    (four, eight)
+}
+
+#[test]
+fn typed_any_of_over_typed_references_is_shared() {
+    let link = |next: &str| json!({"type": "object", "anyOf": [{"$ref": next}, {"$ref": "#/definitions/leaf"}]});
+    let (four, eight) = growth(link, |_| json!({}));
+    assert!(
+        3 * eight <= 7 * four + 8,
+        "definitions 2-4: {four} rules, 2-8: {eight}"
+    );
+}
+
+#[test]
+fn a_property_schema_repeated_by_a_pattern_is_merged_once() {
+    let link = |next: &str| json!({"oneOf": [{"type": "integer"}, {"$ref": next}]});
+    let extra = |next: &str| json!({"patternProperties": {"^one$": {"oneOf": [{"type": "integer"}, {"$ref": next}]}}});
+    let (four, eight) = growth(link, extra);
+    assert!(
+        3 * eight <= 7 * four + 8,
+        "definitions 2-4: {four} rules, 2-8: {eight}"
+    );
+}
