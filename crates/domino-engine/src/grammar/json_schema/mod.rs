@@ -528,6 +528,21 @@ impl<'a> Compiler<'a> {
     /// The grammar of the JSON values valid for schema `s` (at JSON pointer `ptr`), laid out
     /// for nesting depth `d`.
     fn value(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
+        // The document's own subschema at `ptr` that a reference already made a rule of
+        // (a rewrite referenced it, see `ref_to`): that rule, not a second copy.
+        if !self.refs.is_empty() {
+            if let Some(&id) = self.refs.get(&(ptr.to_string(), d)) {
+                if self.root.pointer(ptr).is_some_and(|v| std::ptr::eq(v, s)) {
+                    return Ok(Expr::Ref(id));
+                }
+            }
+        }
+        self.value_uncached(s, ptr, d)
+    }
+
+    /// [`Compiler::value`] without looking for a rule already made of `ptr` (what that
+    /// rule's own body is compiled with).
+    fn value_uncached(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
         if self.nest >= MAX_SCHEMA_DEPTH {
             return Err(GrammarError::at_pointer(
                 ptr,

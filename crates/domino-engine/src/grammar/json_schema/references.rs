@@ -234,7 +234,7 @@ impl<'a> Compiler<'a> {
     pub(super) fn drain_refs(&mut self) -> Result<(), GrammarError> {
         while let Some((id, target, d)) = self.pending.pop() {
             let v = self.root.pointer(&target).expect("resolved pointer exists");
-            let expr = self.value(v, &target, d)?;
+            let expr = self.value_uncached(v, &target, d)?;
             self.rules[id.0 as usize].expr = expr;
         }
         Ok(())
