@@ -50,7 +50,10 @@
 //! - `allOf` (and `$ref` with sibling keywords) is merged into one schema (module `merge`);
 //!   array positions are merged position by position (`prefixItems[i]` / `items` of each
 //!   side), never keyword by keyword.
-//! - `anyOf` is an alternation; sibling keywords are merged into each branch.
+//! - `anyOf` is an alternation; sibling keywords are merged into each branch, except into a
+//!   branch that already implies them (module `implied`: `{"type": "object", "anyOf":
+//!   [{"$ref": …}]}` over object definitions), which stays its target's one shared rule.
+//!   Parts of an `allOf` said twice are merged once.
 //! - `oneOf` is compiled as `anyOf` only when no instance can satisfy two branches: branches
 //!   of different types, disjoint constants, a property one branch requires whose value
 //!   shape (type, constants, pattern, its own discriminators, a few levels deep) is disjoint
@@ -135,6 +138,7 @@
 //! - `presence`: presence constraints (`anyOf`/`oneOf` of `required` sets, `dependencies`,
 //!   `not: {required}`) as bit masks over the tracked properties.
 //! - `merge`: `allOf` merging and `oneOf` disjointness proofs.
+//! - `implied`: whether a branch implies its sibling keywords (then it is not merged).
 //! - `numbers`: `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`, `multipleOf`,
 //!   integers.
 //! - `strings`: `minLength`/`maxLength`, `pattern`, `format`, `not: {enum}` exclusions,
