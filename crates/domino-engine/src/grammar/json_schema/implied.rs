@@ -20,8 +20,8 @@
 
 use serde_json::{Map, Value};
 
-use super::Compiler;
 use super::keywords::{is_keyword, ty};
+use super::{Compiler, join_ptr};
 
 /// Keywords whose assertion depends on nothing else in their schema object, so that an
 /// equal value in the branch's target implies it.
@@ -39,9 +39,10 @@ const SELF_CONTAINED: &[&str] = &[
     "const",
 ];
 
-/// The types an instance valid for `s` can have, as a [`ty`] set; an over-approximation
-/// (keywords it does not read admit everything). `$ref` chains are followed a bounded number
-/// of levels.
+/// The types an instance valid for `s` (written at `ptr`, where its references resolve) can
+/// have, as a [`ty`] set; an over-approximation (keywords it does not read admit
+/// everything). `$ref` chains are followed a bounded number of levels, each target's own
+/// references resolved where the target is.
 pub(super) fn admitted_types(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usize) -> u8 {
     let m = match s {
         Value::Bool(false) => return 0,
@@ -53,20 +54,21 @@ pub(super) fn admitted_types(c: &Compiler<'_>, s: &Value, ptr: &str, depth: usiz
     }
     let mut out = ty::ALL;
     if let Some(r) = m.get("$ref").and_then(Value::as_str) {
-        if let Ok((_, t)) = c.resolve_chain(r, ptr) {
-            out &= admitted_types(c, t, ptr, depth + 1);
+        if let Ok((at, t)) = c.resolve_chain(r, ptr) {
+            out &= admitted_types(c, t, &at, depth + 1);
         }
     }
+    let at = |kw: &str, i: usize| join_ptr(&join_ptr(ptr, kw), &i.to_string());
     if let Some(Value::Array(all)) = m.get("allOf") {
-        for b in all {
-            out &= admitted_types(c, b, ptr, depth + 1);
+        for (i, b) in all.iter().enumerate() {
+            out &= admitted_types(c, b, &at("allOf", i), depth + 1);
         }
     }
     for kw in ["anyOf", "oneOf"] {
         if let Some(Value::Array(list)) = m.get(kw) {
-            out &= list
-                .iter()
-                .fold(0, |a, b| a | admitted_types(c, b, ptr, depth + 1));
+            out &= list.iter().enumerate().fold(0, |a, (i, b)| {
+                a | admitted_types(c, b, &at(kw, i), depth + 1)
+            });
         }
     }
     if let Some(t) = declared_types(m) {
@@ -100,25 +102,26 @@ pub(super) fn implies(
     siblings: &Map<String, Value>,
     ptr: &str,
 ) -> bool {
-    // What the branch says: its reference's target when it is a bare `$ref`.
-    let target = match branch.as_object() {
+    // What the branch says: its reference's target when it is a bare `$ref` (and where that
+    // target is, for its own references).
+    let (target, at) = match branch.as_object() {
         Some(m) => match m.get("$ref").and_then(Value::as_str) {
             Some(r) if m.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
                 match c.resolve_chain(r, ptr) {
-                    Ok((_, t)) => t,
+                    Ok((at, t)) => (t, at),
                     Err(_) => return false,
                 }
             }
-            _ => branch,
+            _ => (branch, ptr.to_string()),
         },
-        None => branch,
+        None => (branch, ptr.to_string()),
     };
     for (k, v) in siblings {
         if !is_keyword(k) {
             continue;
         }
         let holds = if k == "type" {
-            declared_types(siblings).is_some_and(|t| admitted_types(c, target, ptr, 0) & !t == 0)
+            declared_types(siblings).is_some_and(|t| admitted_types(c, target, &at, 0) & !t == 0)
         } else if SELF_CONTAINED.contains(&k.as_str()) {
             target.get(k) == Some(v)
         } else {
