@@ -78,3 +78,28 @@ fn a_property_schema_repeated_by_a_pattern_is_merged_once() {
         "definitions 2-4: {four} rules, 2-8: {eight}"
     );
 }
+
+#[test]
+fn content_equal_copies_are_compiled_once() {
+    // One structured subschema written out in full under every property (no `$ref`), as
+    // generated and bundled schemas do. (More than 8 properties: members in schema order,
+    // so the object's own rules grow linearly; only the copies could grow faster.)
+    let copy = json!({"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": 3},
+        "b": {"type": "array", "items": {"type": "integer"}},
+        "c": {"enum": [1, 2, 3]},
+        "d": {"type": "boolean"}
+    }});
+    let object = |n: usize| {
+        let props: serde_json::Map<String, Value> =
+            (0..n).map(|i| (format!("p{i}"), copy.clone())).collect();
+        json!({"type": "object", "properties": props, "additionalProperties": false})
+    };
+    let one_copy = rules(&json!({"type": "array", "items": copy.clone()}));
+    let (ten, twenty) = (rules(&object(10)), rules(&object(20)));
+    // Ten more copies add their members, not ten more compilations of the copy.
+    assert!(
+        twenty - ten < 10 * (one_copy / 2),
+        "one copy alone: {one_copy} rules; 10 copies: {ten}, 20: {twenty}"
+    );
+}

@@ -139,6 +139,7 @@
 //!   `not: {required}`) as bit masks over the tracked properties.
 //! - `merge`: `allOf` merging and `oneOf` disjointness proofs.
 //! - `implied`: whether a branch implies its sibling keywords (then it is not merged).
+//! - `copies`: subschemas repeated verbatim in the document, each compiled once as a rule.
 //! - `numbers`: `minimum`/`maximum`/`exclusiveMinimum`/`exclusiveMaximum`, `multipleOf`,
 //!   integers.
 //! - `strings`: `minLength`/`maxLength`, `pattern`, `format`, `not: {enum}` exclusions,
@@ -161,6 +162,7 @@
 mod arrays;
 mod combinators;
 mod conditionals;
+mod copies;
 mod implied;
 pub mod instances;
 mod keys;
@@ -221,6 +223,13 @@ pub const MAX_COUNT_STATES: usize = 20_000;
 /// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
     let mut c = Compiler::new(schema, opts);
+    // Repeated subschemas (module `copies`), where a pointer means the same everywhere.
+    if c.uris
+        .get_or_init(|| references::UriIndex::build(schema))
+        .all_at_root()
+    {
+        c.copies = copies::CopyIndex::build(schema);
+    }
     // A schema that refers to itself (`"$ref": "#"`) is compiled once, as the rule that
     // reference names; compiled inline here as well, the whole document was lowered twice.
     let root_value = if references::refers_to_root(schema) {
@@ -273,6 +282,11 @@ pub(crate) struct Compiler<'a> {
     merge_steps: usize,
     /// Embedded resources (`$id`) and anchors by absolute URI, built on the first `$ref`.
     uris: std::cell::OnceCell<references::UriIndex>,
+    /// The document's repeated subschemas (module `copies`).
+    copies: copies::CopyIndex,
+    /// (content hash, depth) → the rules compiled from them, with the pointer of the copy
+    /// each was compiled from.
+    copy_rules: HashMap<(u64, u32), Vec<(String, RuleId)>>,
 }
 
 fn join_ptr(ptr: &str, token: &str) -> String {
@@ -331,6 +345,8 @@ impl<'a> Compiler<'a> {
             nest: 0,
             pointer: "".into(),
             merge_steps: 0,
+            copies: copies::CopyIndex::default(),
+            copy_rules: HashMap::new(),
         }
     }
 
@@ -541,7 +557,43 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
+        if let Some(h) = self.copies.hash_of(s) {
+            return self.value_copy(s, ptr, d, h);
+        }
         self.value_uncached(s, ptr, d)
+    }
+
+    /// A repeated subschema `s` (content hash `h`): the rule of an equal copy compiled
+    /// before, else a new rule other copies will use. (Only for `s` the document's own node
+    /// at `ptr`, so that the pointer kept finds it again.)
+    fn value_copy(&mut self, s: &Value, ptr: &str, d: u32, h: u64) -> Result<Expr, GrammarError> {
+        let root = self.root;
+        if let Some(list) = self.copy_rules.get(&(h, d)) {
+            for (at, id) in list {
+                if root.pointer(at).is_some_and(|v| copies::same(v, s)) {
+                    return Ok(Expr::Ref(*id));
+                }
+            }
+        }
+        if !root.pointer(ptr).is_some_and(|v| std::ptr::eq(v, s)) {
+            return self.value_uncached(s, ptr, d);
+        }
+        let outer = std::mem::replace(&mut self.pointer, ptr.into());
+        let name = ptr.rsplit('/').next().unwrap_or("copy").to_string();
+        let id = self.add_rule(
+            if name.is_empty() { "copy" } else { &name },
+            Expr::Empty,
+            RuleKind::Syntactic,
+        );
+        self.pointer = outer;
+        let id = id?;
+        self.copy_rules
+            .entry((h, d))
+            .or_default()
+            .push((ptr.to_string(), id));
+        let expr = self.value_uncached(s, ptr, d)?;
+        self.rules[id.0 as usize].expr = expr;
+        Ok(Expr::Ref(id))
     }
 
     /// [`Compiler::value`] without looking for a rule already made of `ptr` (what that

@@ -214,7 +214,7 @@ impl<'a> Compiler<'a> {
             return None;
         }
         let index = self.uris.get_or_init(|| UriIndex::build(self.root));
-        if !index.ids.values().all(|p| p.is_empty()) {
+        if !index.all_at_root() {
             return None;
         }
         let there = self.root.pointer(ptr)?;
@@ -351,6 +351,12 @@ fn strip_fragment(u: &str) -> &str {
 }
 
 impl UriIndex {
+    /// Whether every identifier names the root (no embedded resources): then a
+    /// `#/pointer` means the same schema wherever it is written.
+    pub(crate) fn all_at_root(&self) -> bool {
+        self.ids.values().all(|p| p.is_empty())
+    }
+
     pub(crate) fn build(root: &Value) -> UriIndex {
         let mut ix = UriIndex::default();
         ix.ids.insert(String::new(), String::new());
