@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::ty;
+use super::keywords::{bare_ref, ty};
 use super::{Compiler, MAX_ENUM_VALUES, MAX_SCALAR_ENUM_VALUES, is_keyword, join_ptr, merge};
 use crate::grammar::expr::{Expr, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
@@ -65,11 +65,9 @@ impl Compiler<'_> {
         ptr: &str,
     ) -> Result<Option<Value>, GrammarError> {
         let resolved = |b: &Value| -> Option<Value> {
-            match b.get("$ref").and_then(Value::as_str) {
-                Some(r) if b.as_object()?.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
-                    Some(self.resolve_chain(r, ptr).ok()?.1.clone())
-                }
-                _ => Some(b.clone()),
+            match bare_ref(b) {
+                Some(r) => Some(self.resolve_chain(r, ptr).ok()?.1.clone()),
+                None => Some(b.clone()),
             }
         };
         let mut enum_branch = None;

@@ -21,23 +21,12 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::keywords::STRUCTURE;
 use crate::hash::Fnv1a;
 
 /// Smallest subschema (in JSON nodes: objects, arrays, scalars) worth a rule of its own
 /// when copied: smaller copies cost less compiled again than an extra rule.
 pub(super) const MIN_COPY_NODES: usize = 16;
-
-/// Keywords that make a subschema structured (worth sharing).
-const STRUCTURE: [&str; 8] = [
-    "properties",
-    "items",
-    "prefixItems",
-    "additionalProperties",
-    "patternProperties",
-    "anyOf",
-    "oneOf",
-    "allOf",
-];
 
 /// The repeated structured subschemas of a document, by address: their content hash.
 #[derive(Default)]

@@ -20,7 +20,7 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::{is_keyword, ty};
+use super::keywords::{bare_ref, is_keyword, ty};
 use super::{Compiler, join_ptr};
 
 /// Keywords whose assertion depends on nothing else in their schema object, so that an
@@ -104,15 +104,10 @@ pub(super) fn implies(
 ) -> bool {
     // What the branch says: its reference's target when it is a bare `$ref` (and where that
     // target is, for its own references).
-    let (target, at) = match branch.as_object() {
-        Some(m) => match m.get("$ref").and_then(Value::as_str) {
-            Some(r) if m.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
-                match c.resolve_chain(r, ptr) {
-                    Ok((at, t)) => (t, at),
-                    Err(_) => return false,
-                }
-            }
-            _ => (branch, ptr.to_string()),
+    let (target, at) = match bare_ref(branch) {
+        Some(r) => match c.resolve_chain(r, ptr) {
+            Ok((at, t)) => (t, at),
+            Err(_) => return false,
         },
         None => (branch, ptr.to_string()),
     };

@@ -196,3 +196,23 @@ pub(super) fn is_trivially_true(v: &Value) -> bool {
 pub(super) fn is_keyword(k: &str) -> bool {
     HANDLED.contains(&k) || UNSUPPORTED.contains(&k)
 }
+
+/// The reference of a schema that is only a `$ref` (annotations aside), else `None`.
+pub(super) fn bare_ref(v: &Value) -> Option<&str> {
+    let m = v.as_object()?;
+    let r = m.get("$ref")?.as_str()?;
+    m.keys().all(|k| k == "$ref" || !is_keyword(k)).then_some(r)
+}
+
+/// Keywords that give a subschema structure (members, items, branches): what is worth a
+/// rule of its own when it would otherwise be copied (`ref_to`, module `copies`).
+pub(super) const STRUCTURE: [&str; 8] = [
+    "properties",
+    "items",
+    "prefixItems",
+    "additionalProperties",
+    "patternProperties",
+    "anyOf",
+    "oneOf",
+    "allOf",
+];

@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::keywords::{ANNOTATIONS, is_keyword, is_trivially_true, ty};
+use super::keywords::{ANNOTATIONS, bare_ref, is_keyword, is_trivially_true, ty};
 use super::presence::PRESENCE_KEY;
 use super::{Compiler, join_ptr};
 use crate::grammar::GrammarError;
@@ -930,12 +930,9 @@ pub(super) fn restrict_implied_types(
     }
     // A branch that is only a `$ref` is about what its target is about.
     let implied_of = |b: &Value| -> Option<&'static str> {
-        let m = b.as_object()?;
-        match m.get("$ref").and_then(Value::as_str) {
-            Some(r) if m.keys().all(|k| k == "$ref" || !is_keyword(k)) => {
-                implied_type(c.resolve_chain(r, ptr).ok()?.1)
-            }
-            _ => implied_type(b),
+        match bare_ref(b) {
+            Some(r) => implied_type(c.resolve_chain(r, ptr).ok()?.1),
+            None => implied_type(b),
         }
     };
     let implied: Vec<Option<&'static str>> = branches.iter().map(implied_of).collect();

@@ -223,16 +223,15 @@ pub const MAX_COUNT_STATES: usize = 20_000;
 /// Compile a JSON Schema to a grammar whose language is JSON texts valid for the schema.
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<GrammarDef, GrammarError> {
     let mut c = Compiler::new(schema, opts);
+    let uris = c.uris.get_or_init(|| references::UriIndex::build(schema));
+    let root_referenced = uris.root_referenced;
     // Repeated subschemas (module `copies`), where a pointer means the same everywhere.
-    if c.uris
-        .get_or_init(|| references::UriIndex::build(schema))
-        .all_at_root()
-    {
+    if uris.all_at_root() {
         c.copies = copies::CopyIndex::build(schema);
     }
     // A schema that refers to itself (`"$ref": "#"`) is compiled once, as the rule that
     // reference names; compiled inline here as well, the whole document was lowered twice.
-    let root_value = if references::refers_to_root(schema) {
+    let root_value = if root_referenced {
         c.ref_rule("#", "", 0)?
     } else {
         c.value(schema, "", 0)?
@@ -269,8 +268,9 @@ pub(crate) struct Compiler<'a> {
     unknown_seen: std::collections::HashSet<String>,
     /// [`suggestion`] per unknown keyword, computed once.
     suggestions: HashMap<String, Option<&'static str>>,
-    /// `(resolved pointer, depth)` → the rule compiled from it.
-    refs: HashMap<(String, u32), RuleId>,
+    /// Resolved pointer → (depth, the rule compiled from it) (looked up by `&str`: every
+    /// subschema compiled asks, see `value`).
+    refs: HashMap<String, Vec<(u32, RuleId)>>,
     pending: Vec<(RuleId, String, u32)>,
     /// Lexical rules by their regex text (dedup).
     lexical: HashMap<String, RuleId>,
@@ -550,11 +550,9 @@ impl<'a> Compiler<'a> {
     fn value(&mut self, s: &Value, ptr: &str, d: u32) -> Result<Expr, GrammarError> {
         // The document's own subschema at `ptr` that a reference already made a rule of
         // (a rewrite referenced it, see `ref_to`): that rule, not a second copy.
-        if !self.refs.is_empty() {
-            if let Some(&id) = self.refs.get(&(ptr.to_string(), d)) {
-                if self.root.pointer(ptr).is_some_and(|v| std::ptr::eq(v, s)) {
-                    return Ok(Expr::Ref(id));
-                }
+        if let Some(id) = self.ref_rule_of(ptr, d) {
+            if self.root.pointer(ptr).is_some_and(|v| std::ptr::eq(v, s)) {
+                return Ok(Expr::Ref(id));
             }
         }
         if let Some(h) = self.copies.hash_of(s) {

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use super::keywords::bare_ref;
 use super::{Compiler, is_keyword, is_trivially_true, join_ptr, ty};
 use crate::grammar::GrammarError;
 
@@ -102,14 +103,9 @@ impl Compiler<'_> {
         }
         let mut forms: Vec<Form> = Vec::new();
         for (i, b) in branches.iter().enumerate() {
-            let (at, b) = match b.get("$ref").and_then(Value::as_str) {
-                Some(r)
-                    if b.as_object()
-                        .is_some_and(|m| m.keys().all(|k| k == "$ref" || !is_keyword(k))) =>
-                {
-                    self.resolve_chain(r, ptr)?
-                }
-                _ => (join_ptr(&join_ptr(ptr, kw), &i.to_string()), b),
+            let (at, b) = match bare_ref(b) {
+                Some(r) => self.resolve_chain(r, ptr)?,
+                None => (join_ptr(&join_ptr(ptr, kw), &i.to_string()), b),
             };
             let Some(m) = b.as_object() else {
                 return Ok(None);

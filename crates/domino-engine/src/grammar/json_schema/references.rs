@@ -6,8 +6,9 @@
 
 use serde_json::Value;
 
+use super::keywords::STRUCTURE;
 use super::{Compiler, is_keyword, join_ptr};
-use crate::grammar::expr::{Expr, RuleKind};
+use crate::grammar::expr::{Expr, RuleId, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
 
 impl<'a> Compiler<'a> {
@@ -179,8 +180,7 @@ impl<'a> Compiler<'a> {
         d: u32,
     ) -> Result<Expr, GrammarError> {
         let (target, _) = self.resolve_chain(reference, ptr)?;
-        let key = (target.clone(), d);
-        if let Some(&id) = self.refs.get(&key) {
+        if let Some(id) = self.ref_rule_of(&target, d) {
             return Ok(Expr::Ref(id));
         }
         let name = target.rsplit('/').next().unwrap_or("ref").to_string();
@@ -189,7 +189,7 @@ impl<'a> Compiler<'a> {
             Expr::Empty,
             RuleKind::Syntactic,
         )?;
-        self.refs.insert(key, id);
+        self.refs.entry(target.clone()).or_default().push((d, id));
         self.pending.push((id, target, d));
         Ok(Expr::Ref(id))
     }
@@ -201,15 +201,6 @@ impl<'a> Compiler<'a> {
     /// `#ptr` means the same everywhere (no embedded `$id` resources).
     pub(super) fn ref_to(&self, ptr: &str, s: &Value) -> Option<Value> {
         let m = s.as_object()?;
-        const STRUCTURE: [&str; 7] = [
-            "properties",
-            "items",
-            "anyOf",
-            "oneOf",
-            "allOf",
-            "additionalProperties",
-            "prefixItems",
-        ];
         if !STRUCTURE.iter().any(|k| m.contains_key(*k)) {
             return None;
         }
@@ -231,6 +222,12 @@ impl<'a> Compiler<'a> {
         ))
     }
 
+    /// The rule made of the schema at `ptr` for depth `d`, if one was.
+    pub(super) fn ref_rule_of(&self, ptr: &str, d: u32) -> Option<RuleId> {
+        let rules = self.refs.get(ptr)?;
+        rules.iter().find(|(e, _)| *e == d).map(|(_, id)| *id)
+    }
+
     pub(super) fn drain_refs(&mut self) -> Result<(), GrammarError> {
         while let Some((id, target, d)) = self.pending.pop() {
             let v = self.root.pointer(&target).expect("resolved pointer exists");
@@ -239,38 +236,6 @@ impl<'a> Compiler<'a> {
         }
         Ok(())
     }
-}
-
-/// Whether some `$ref` in `schema` may name the document's root: `#`, an empty reference, or
-/// a URI with an empty fragment (the root's `$id`). A shortcut for [`compile`](super::compile),
-/// which then compiles the root as that reference's rule; a reference this misses only costs
-/// the root a second copy, and a false positive only a rule of indirection.
-pub(crate) fn refers_to_root(schema: &Value) -> bool {
-    let mut stack = vec![schema];
-    let mut visited = 0usize;
-    while let Some(v) = stack.pop() {
-        visited += 1;
-        if visited > 200_000 {
-            return false;
-        }
-        match v {
-            Value::Object(m) => {
-                if let Some(Value::String(r)) = m.get("$ref") {
-                    if r.is_empty() || r.ends_with('#') {
-                        return true;
-                    }
-                }
-                for (k, c) in m {
-                    if !matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
-                        stack.push(c);
-                    }
-                }
-            }
-            Value::Array(a) => stack.extend(a.iter()),
-            _ => {}
-        }
-    }
-    false
 }
 
 fn percent_decode(s: &str) -> String {
@@ -298,6 +263,11 @@ fn percent_decode(s: &str) -> String {
 pub(crate) struct UriIndex {
     ids: std::collections::HashMap<String, String>,
     anchors: std::collections::HashMap<String, String>,
+    /// Some `$ref` may name the document's root: `#`, an empty reference, or a URI with an
+    /// empty fragment (the root's `$id`). [`compile`](super::compile) then compiles the root
+    /// as that reference's rule; a reference this misses only costs the root a second copy,
+    /// and a false positive only a rule of indirection.
+    pub(crate) root_referenced: bool,
 }
 
 /// Keywords whose values are data, not schemas: never searched for `$id` or anchors.
@@ -369,6 +339,9 @@ impl UriIndex {
             }
             match v {
                 Value::Object(m) => {
+                    if let Some(Value::String(r)) = m.get("$ref") {
+                        ix.root_referenced |= r.is_empty() || r.ends_with('#');
+                    }
                     let here = enter(&base, m);
                     if here != base {
                         ix.ids.entry(here.clone()).or_insert_with(|| p.clone());
