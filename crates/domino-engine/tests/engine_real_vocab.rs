@@ -301,3 +301,40 @@ fn searched_pattern_masks_equal_the_oracle_over_all_tokens() {
         );
     }
 }
+
+/// Short `maxLength`s: near the bound, the longer tokens of a trie subtree die at the bound's
+/// character while the shorter ones stay inside the string, and the tree build takes such a
+/// subtree at once without its longer tokens (a character chain cut where every character
+/// dies). On walks through strings at every count up to their bound, masks equal the oracle's
+/// over every SmolLM2 and every Gemma 3 token.
+#[test]
+fn bounded_string_masks_equal_the_oracle_near_the_bound() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 1},
+            "b": {"type": "string", "maxLength": 5},
+            "c": {"type": "string", "minLength": 4, "maxLength": 9},
+            "d": {"type": "string", "maxLength": 3, "pattern": "^[a-z]*$"},
+            "e": {"type": "array", "items": {"type": "string", "maxLength": 2}}
+        },
+        "additionalProperties": false
+    });
+    let docs = [
+        "{\"a\": \"x\", \"b\": \"hello\", \"c\": \"ab cd ég\", \"d\": \"abc\", \"e\": [\"ok\", \"\"]}",
+        "{\"c\": \"tüür\", \"b\": \"\\\"q\\u0041\", \"a\": \"\", \"e\": [\"é\", \"x\"]}",
+        "{\"b\": \"Zürich\", \"c\": \"abcdefghi\", \"d\": \"\"}",
+    ];
+    let gemma = Arc::new(
+        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
+    );
+    for vocab in [smollm2(), gemma] {
+        check_walks_vocab(
+            vocab,
+            GrammarSource::JsonSchema(schema.clone()),
+            &docs,
+            6,
+            40,
+        );
+    }
+}

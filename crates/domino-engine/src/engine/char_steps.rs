@@ -167,6 +167,22 @@ impl CharSteps {
         target
     }
 
+    /// Whether *every* whole character made of the bytes `sub` (the bits of a clean trie
+    /// subtree) dies from `s`: then a chain that reached `s` ends there for the subtree's
+    /// longer tokens (none of them continues the terminal; whether one could end it at `s`
+    /// is the caller's question), where [`CharSteps::step`] only says "no one next state".
+    pub(super) fn all_die(&mut self, dfa: &TerminalDfa, s: u32, sub: [u64; 2]) -> bool {
+        let steps = self.state(s);
+        bit_indices(sub).all(|bit| match bit {
+            // A multi-byte character dies at its lead byte or later; all die at the lead
+            // byte exactly when no lead byte of a well-formed one lives.
+            OTHER_BIT => MULTI_BYTE
+                .iter()
+                .all(|&(lo, hi, _)| (lo..=hi).all(|b| dfa.next(s, b) == DEAD)),
+            _ => steps.class(dfa, s, bit) == NO_CLASS,
+        })
+    }
+
     /// Add to `out` (kept free of duplicates) every state that a whole character made of the
     /// bytes `sub` (the bits of a *clean* trie subtree: no DEL, so bit 127 is the multi-byte
     /// characters) leads `s` to. `false` when one of them dies, when the multi-byte characters

@@ -619,6 +619,11 @@ impl SubterminalTree {
                         }
                     };
                     let mut complete = true;
+                    // Set when the chain dies at character `j` for every character of the
+                    // subtree (a `maxLength` reached): the tokens of `j` characters or more
+                    // have no split (none continues `t0`, and none can end it before: the
+                    // boundary test passed), so the subtree is still taken, without them.
+                    let mut cut: Option<u32> = None;
                     let mut q = s;
                     chain_ends.clear();
                     for j in 1..=longest {
@@ -628,6 +633,14 @@ impl SubterminalTree {
                         } else {
                             dfa.next(q, b)
                         };
+                        if next == DEAD
+                            && char_step
+                            && !blocks(char_steps.accepting(dfa, q))
+                            && char_steps.all_die(dfa, q, sub)
+                        {
+                            cut = Some(j);
+                            break;
+                        }
                         if next == DEAD || blocks(char_steps.accepting(dfa, q)) {
                             complete = false;
                             break;
@@ -725,8 +738,32 @@ impl SubterminalTree {
                             start = tn.tok_start;
                         }
                         let end = trie.subtree_range(i).end;
-                        if end > start {
-                            push_range(&mut root_ranges, start, end);
+                        match cut {
+                            None if end > start => push_range(&mut root_ranges, start, end),
+                            None => {}
+                            Some(j) => {
+                                // The own tokens, then the runs of tokens below shorter
+                                // than `j` characters from here.
+                                if start < tn.tok_end {
+                                    push_range(&mut root_ranges, start, tn.tok_end);
+                                }
+                                let before = trie.char_start[i] as u32;
+                                let mut k = tn.tok_end;
+                                while k < end {
+                                    let short = |k: u32| {
+                                        (trie.token_len_chars[k as usize] as u32) < before + j
+                                    };
+                                    if short(k) {
+                                        let run = k;
+                                        while k < end && short(k) {
+                                            k += 1;
+                                        }
+                                        push_range(&mut root_ranges, run, k);
+                                    } else {
+                                        k += 1;
+                                    }
+                                }
+                            }
                         }
                         i = tn.next as usize;
                         continue;

@@ -56,6 +56,10 @@ pub struct VocabTrie {
     /// Per node, bit `c` for each token strictly below it that is `c` characters long (whole
     /// path; meaningful where [`VocabTrie::char_start`] is not [`NOT_CLEAN`]).
     pub token_chars: Vec<u64>,
+    /// Per entry of [`VocabTrie::tokens`], the token's length in characters when it is
+    /// well-formed UTF-8 of fewer than 63 characters, else [`NOT_CLEAN`]. A tree build whose
+    /// character chain dies at some length keeps the shorter tokens of a subtree by it.
+    pub token_len_chars: Vec<u8>,
     /// Every token of the trie as a bitset over token ids (`vocab.len()` bits): tree builds
     /// that take most of the vocabulary into one group start from it and clear what they
     /// did not take (see `SubterminalTree::build`'s root ranges).
@@ -119,6 +123,7 @@ impl VocabTrie {
         // ending on a character boundary (else NOT_CLEAN), and whether the path through it is.
         let mut start_chars: Vec<u8> = Vec::new();
         let mut end_chars: Vec<u8> = Vec::new();
+        let mut token_chars_of: Vec<u8> = Vec::with_capacity(toks.len());
         for (bytes, id) in toks {
             let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while path.len() > lcp {
@@ -162,6 +167,7 @@ impl VocabTrie {
             }
             let last = *path.last().expect("tokens are non-empty");
             tokens.push(id);
+            token_chars_of.push(end_chars[last as usize]);
             nodes[last as usize].tok_end = tokens.len() as u32;
             max_depth = max_depth.max(bytes.len());
             prev = bytes;
@@ -223,13 +229,14 @@ impl VocabTrie {
             subtree_bytes,
             char_start,
             token_chars,
+            token_len_chars: token_chars_of,
             all_bits: all_bits.into_boxed_slice(),
         }
     }
 
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 1 + 8)
-            + self.tokens.len() * 4
+            + self.tokens.len() * 5
             + self.all_bits.len() * 8
     }
 

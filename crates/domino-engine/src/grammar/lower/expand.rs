@@ -32,6 +32,11 @@ pub(super) struct Builder<'a> {
     /// Hash of a terminal's HIR and constraints ([`constrained_hash`]) -> the terminals with
     /// it (deduplication; equal terminals compared in full).
     terminal_index: HashMap<u64, Vec<TerminalId>>,
+    /// The terminal of a HIR already interned, by the HIR's address (the `Arc` is kept here,
+    /// so the address is not reused): a shared leaf (a key set, a format, a promoted rule's
+    /// expression) is interned again at every use, and hashing it again each time walked
+    /// kilobytes of HIR per member state.
+    interned_at: HashMap<*const Hir, (Arc<Hir>, TerminalId)>,
     pub(super) nonterminals: Vec<String>,
     pub(super) productions: Vec<Production>,
     pub(super) rule_nt: Vec<Option<NonterminalId>>,
@@ -73,6 +78,7 @@ impl<'a> Builder<'a> {
             promoted,
             terminals: Vec::new(),
             terminal_index: HashMap::new(),
+            interned_at: HashMap::new(),
             nonterminals: Vec::new(),
             productions: Vec::new(),
             rule_nt: vec![None; n],
@@ -103,12 +109,19 @@ impl<'a> Builder<'a> {
     }
 
     fn intern(&mut self, hir: Arc<Hir>, name: &str) -> TerminalId {
+        let at = Arc::as_ptr(&hir);
+        if let Some(&(_, t)) = self.interned_at.get(&at) {
+            return t;
+        }
         let empty = Constraints::default();
         let hh = hir_hash(&hir);
         let key = constrained_hash_of(hh, &empty);
         if let Some(t) = self.find_terminal(key, &hir, &empty) {
+            self.interned_at.insert(at, (hir, t));
             return t;
         }
+        self.interned_at
+            .insert(at, (hir.clone(), TerminalId(self.terminals.len() as u32)));
         let id = TerminalId(self.terminals.len() as u32);
         let literal = match hir.kind() {
             HirKind::Literal(l) => Some(l.0.to_vec()),

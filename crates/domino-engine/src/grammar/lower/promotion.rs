@@ -12,6 +12,7 @@ use super::{
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What promotion decided, per rule of the [`GrammarDef`].
@@ -79,6 +80,10 @@ pub(super) fn promote(
     // was a tenth of lowering a big schema, whose member states never need one.
     let mut est_size = vec![usize::MAX; n];
     let mut est_depth = vec![usize::MAX; n];
+    // Size of each HIR met, by address: a big leaf (a key set, a format) is referenced by many
+    // rules' bodies, and walking it again for each was a sixth of lowering a big schema.
+    // (The HIRs live in `def`, so their addresses are stable and distinct here.)
+    let mut hir_sizes: HashMap<*const Hir, usize> = HashMap::new();
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
     // regular rule would be wasted on big fixed records that stay syntactic.
@@ -106,7 +111,7 @@ pub(super) fn promote(
             est_size[r] = 1; // its self references
             est_depth[r] = 1;
         }
-        est_size[r] = expr_size(&rule.expr, &est_size);
+        est_size[r] = expr_size(&rule.expr, &est_size, &mut hir_sizes);
         est_depth[r] = expr_depth(&rule.expr, &est_depth).saturating_add(2);
         if est_size[r] > MAX_INLINE_HIR || est_depth[r] > MAX_INLINE_DEPTH {
             too_big[r] = true;
@@ -270,16 +275,20 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
 }
 
 /// Estimated HIR size of `e` with references inlined (saturating).
-fn expr_size(e: &Expr, sizes: &[usize]) -> usize {
+fn expr_size(e: &Expr, sizes: &[usize], hir_sizes: &mut HashMap<*const Hir, usize>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => hir_size(h),
-        Expr::Constrained { hir: h, .. } => hir_size(h),
+        Expr::Regex(h) => *hir_sizes
+            .entry(Arc::as_ptr(h))
+            .or_insert_with(|| hir_size(h)),
+        Expr::Constrained { hir: h, .. } => *hir_sizes
+            .entry(&**h as *const Hir)
+            .or_insert_with(|| hir_size(h)),
         Expr::Ref(r) => sizes[r.0 as usize],
-        Expr::Seq(v) | Expr::Alt(v) => v
-            .iter()
-            .fold(1usize, |acc, x| acc.saturating_add(expr_size(x, sizes))),
-        Expr::Repeat { expr, .. } => expr_size(expr, sizes).saturating_add(1),
+        Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |acc, x| {
+            acc.saturating_add(expr_size(x, sizes, hir_sizes))
+        }),
+        Expr::Repeat { expr, .. } => expr_size(expr, sizes, hir_sizes).saturating_add(1),
     }
 }
 
