@@ -75,6 +75,8 @@ struct StateSteps {
     known: [u64; 2],
     /// Whether the state accepts: 0 not asked yet, 1 no, 2 yes.
     accepting: u8,
+    /// Whether every multi-byte character dies at its lead byte: 0 not asked yet, 1 no, 2 yes.
+    multi_dead: u8,
     /// Per known bit, its index in `classes` ([`NO_CLASS`]: dead).
     class_idx: [u8; 128],
     /// `(bytes as subtree bits, target)`; targets distinct, never [`DEAD`].
@@ -103,6 +105,7 @@ impl Default for StateSteps {
         StateSteps {
             known: [0; 2],
             accepting: 0,
+            multi_dead: 0,
             class_idx: [NO_CLASS; 128],
             classes: Vec::new(),
         }
@@ -171,14 +174,22 @@ impl CharSteps {
     /// subtree) dies from `s`: then a chain that reached `s` ends there for the subtree's
     /// longer tokens (none of them continues the terminal; whether one could end it at `s`
     /// is the caller's question), where [`CharSteps::step`] only says "no one next state".
+    #[cold]
+    #[inline(never)]
     pub(super) fn all_die(&mut self, dfa: &TerminalDfa, s: u32, sub: [u64; 2]) -> bool {
         let steps = self.state(s);
         bit_indices(sub).all(|bit| match bit {
             // A multi-byte character dies at its lead byte or later; all die at the lead
-            // byte exactly when no lead byte of a well-formed one lives.
-            OTHER_BIT => MULTI_BYTE
-                .iter()
-                .all(|&(lo, hi, _)| (lo..=hi).all(|b| dfa.next(s, b) == DEAD)),
+            // byte exactly when no lead byte of a well-formed one lives (memoised).
+            OTHER_BIT => {
+                if steps.multi_dead == 0 {
+                    let dead = MULTI_BYTE
+                        .iter()
+                        .all(|&(lo, hi, _)| (lo..=hi).all(|b| dfa.next(s, b) == DEAD));
+                    steps.multi_dead = 1 + dead as u8;
+                }
+                steps.multi_dead == 2
+            }
             _ => steps.class(dfa, s, bit) == NO_CLASS,
         })
     }
