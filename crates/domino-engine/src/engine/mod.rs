@@ -88,6 +88,7 @@ mod char_steps;
 pub mod drafts;
 pub mod earley;
 mod error;
+mod follow;
 pub mod healing;
 mod mask_cache;
 pub mod persist;
