@@ -23,6 +23,25 @@ fn smollm2() -> Arc<Vocabulary> {
     )
 }
 
+fn gemma() -> Arc<Vocabulary> {
+    Arc::new(
+        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
+    )
+}
+
+/// [`check_walks_vocab`] of a JSON Schema over SmolLM2's and then Gemma 3's vocabulary.
+fn check_schema_walks_both(schema: &serde_json::Value, docs: &[&str], walks: usize, steps: usize) {
+    for vocab in [smollm2(), gemma()] {
+        check_walks_vocab(
+            vocab,
+            GrammarSource::JsonSchema(schema.clone()),
+            docs,
+            walks,
+            steps,
+        );
+    }
+}
+
 /// Brute force over every token via the vocabulary trie.
 fn oracle_mask(
     r: &ReferenceRecognizer,
@@ -245,9 +264,7 @@ fn lazily_built_scanner_masks_equal_the_oracle_on_a_large_bench_schema() {
 /// outside the named properties and non-ASCII text, masks equal the oracle's over every token.
 #[test]
 fn counted_and_non_ascii_string_masks_equal_the_oracle_over_all_gemma_tokens() {
-    let gemma = Arc::new(
-        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
-    );
+    let gemma = gemma();
     let schema = serde_json::json!({
         "type": "object",
         "properties": {
@@ -288,18 +305,7 @@ fn searched_pattern_masks_equal_the_oracle_over_all_tokens() {
         "{\"id\": \"see 0f3a9c21-77be and more\", \"code\": \"xxc7d yy\", \"ref\": \"no 123 here\"}",
         "{\"ref\": \"#4821\", \"id\": \"deadbeef-cafe\", \"code\": \"grab\"}",
     ];
-    let gemma = Arc::new(
-        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
-    );
-    for vocab in [smollm2(), gemma] {
-        check_walks_vocab(
-            vocab,
-            GrammarSource::JsonSchema(schema.clone()),
-            &docs,
-            3,
-            40,
-        );
-    }
+    check_schema_walks_both(&schema, &docs, 3, 40);
 }
 
 /// Short `maxLength`s: near the bound, the longer tokens of a trie subtree die at the bound's
@@ -325,16 +331,5 @@ fn bounded_string_masks_equal_the_oracle_near_the_bound() {
         "{\"c\": \"tüür\", \"b\": \"\\\"q\\u0041\", \"a\": \"\", \"e\": [\"é\", \"x\"]}",
         "{\"b\": \"Zürich\", \"c\": \"abcdefghi\", \"d\": \"\"}",
     ];
-    let gemma = Arc::new(
-        tokenizer_json::load(&common::shared("tokenizers/gemma-3-270m.tokenizer.json")).unwrap(),
-    );
-    for vocab in [smollm2(), gemma] {
-        check_walks_vocab(
-            vocab,
-            GrammarSource::JsonSchema(schema.clone()),
-            &docs,
-            6,
-            40,
-        );
-    }
+    check_schema_walks_both(&schema, &docs, 6, 40);
 }
