@@ -77,6 +77,8 @@ struct StateSteps {
     accepting: u8,
     /// Whether every multi-byte character dies at its lead byte: 0 not asked yet, 1 no, 2 yes.
     multi_dead: u8,
+    /// [`CharSteps::loops`], once asked.
+    loops: Option<[u64; 2]>,
     /// Per known bit, its index in `classes` ([`NO_CLASS`]: dead).
     class_idx: [u8; 128],
     /// `(bytes as subtree bits, target)`; targets distinct, never [`DEAD`].
@@ -106,16 +108,24 @@ impl Default for StateSteps {
             known: [0; 2],
             accepting: 0,
             multi_dead: 0,
+            loops: None,
             class_idx: [NO_CLASS; 128],
             classes: Vec::new(),
         }
     }
 }
 
-/// Memoised [`CharSteps::step`] answers for one DFA (one tree build).
+/// Memoised [`CharSteps::step`] answers for one terminal's DFA.
+///
+/// The answers are facts about the DFA alone, so the tree cache keeps one per terminal for
+/// every build of that terminal's components: a counted string (`maxLength`) reaches a new
+/// count, hence a new component and a new tree, at every token, and each build used to
+/// recompute the multi-byte steps (~600 transitions) of every state on its chains.
 #[derive(Default)]
-pub(super) struct CharSteps {
+pub(crate) struct CharSteps {
     memo: Vec<Option<Box<StateSteps>>>,
+    /// States memoised (for [`CharSteps::memory_bytes`]).
+    states: usize,
 }
 
 impl CharSteps {
@@ -124,7 +134,39 @@ impl CharSteps {
         if self.memo.len() <= s as usize {
             self.memo.resize_with(s as usize + 1, || None);
         }
-        self.memo[s as usize].get_or_insert_with(Box::default)
+        let slot = &mut self.memo[s as usize];
+        if slot.is_none() {
+            self.states += 1;
+        }
+        slot.get_or_insert_with(Box::default)
+    }
+
+    /// Bytes held (the per-state memos and their classes).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.memo.capacity() * std::mem::size_of::<Option<Box<StateSteps>>>()
+            + self.states * (std::mem::size_of::<StateSteps>() + 4 * 20)
+    }
+
+    /// The bytes that loop on `s` when it does not accept, as trie subtree bits (bit 127:
+    /// DEL and every byte ≥ 0x80, set when all of them loop); none when `s` accepts.
+    pub(super) fn loops(&mut self, dfa: &TerminalDfa, s: u32) -> [u64; 2] {
+        let steps = self.state(s);
+        *steps.loops.get_or_insert_with(|| {
+            let mut m = [0u64; 2];
+            if !dfa.is_accepting(s) {
+                for c in 0..127u8 {
+                    if dfa.next(s, c) == s {
+                        let (w, bit) = super::trie::byte_bit(c);
+                        m[w] |= bit;
+                    }
+                }
+                if (127..=255u8).all(|c| dfa.next(s, c) == s) {
+                    let (w, bit) = super::trie::byte_bit(127);
+                    m[w] |= bit;
+                }
+            }
+            m
+        })
     }
 
     /// Whether `s` accepts (memoised: a lazily built DFA's answer is a few lookups).

@@ -253,6 +253,11 @@ pub struct TreeCache {
     /// Greedy (Lark) lexing: one tree per scanner state instead (see [`tree`]).
     states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
+    /// Per terminal, the character steps its component builds have asked about (facts about
+    /// its DFA, so every later build of the terminal reuses them; taken out for a build, so
+    /// two threads building components of one terminal at once each start from what is
+    /// there and the last one's memo stays).
+    char_steps: Mutex<HashMap<ir::TerminalId, tree::CharSteps>>,
 }
 
 /// Totals over the trees built so far.
@@ -262,7 +267,8 @@ pub struct TreeStats {
     pub trees: usize,
     pub tree_nodes: usize,
     pub groups: usize,
-    /// Bytes of the trees (nodes, edges, token lists).
+    /// Bytes of the trees (nodes, edges, token lists) and of the terminals' character-step
+    /// memos their builds keep.
     pub memory_bytes: usize,
     /// Bytes of the vocabulary trie (one per vocabulary, shared by every grammar).
     pub trie_bytes: usize,
@@ -281,6 +287,7 @@ impl TreeCache {
             work_limit: std::sync::atomic::AtomicU64::new(tree::MAX_TREE_WORK),
             overflow: Mutex::new(None),
             masks: Mutex::new(MaskCache::new(capacity)),
+            char_steps: Mutex::default(),
         }
     }
 
@@ -291,6 +298,9 @@ impl TreeCache {
         c: ComponentId,
     ) -> &Arc<SubterminalTree> {
         self.components.slot(c.0 as usize).get_or_init(|| {
+            let terminal = grammar.scanner.component(c).0;
+            let memo = || self.char_steps.lock().unwrap_or_else(|e| e.into_inner());
+            let mut steps = memo().remove(&terminal).unwrap_or_default();
             let t = SubterminalTree::build_component(
                 &grammar.scanner,
                 &grammar.follow,
@@ -298,7 +308,9 @@ impl TreeCache {
                 self.vocab_len,
                 c,
                 self.work_limit(),
+                &mut steps,
             );
+            memo().insert(terminal, steps);
             if t.overflowed() {
                 let name = &grammar
                     .grammar
@@ -440,6 +452,8 @@ impl TreeCache {
             s.groups += t.num_groups();
             s.memory_bytes += t.memory_bytes();
         }
+        let steps = self.char_steps.lock().unwrap_or_else(|e| e.into_inner());
+        s.memory_bytes += steps.values().map(|m| m.memory_bytes()).sum::<usize>();
         s
     }
 

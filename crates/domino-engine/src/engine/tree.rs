@@ -98,7 +98,7 @@
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
 //! - Token ids in a group are distinct; special tokens never appear.
 
-use super::char_steps::CharSteps;
+pub(crate) use super::char_steps::CharSteps;
 use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
 use super::token_list::IdBuf;
@@ -255,15 +255,22 @@ impl SubterminalTree {
     /// walk continues from the scanner's start state whatever the component was. So the
     /// expensive walks (open-ended terminals such as string bodies) happen once per
     /// component, not once per scanner state that contains it.
-    pub fn build_component(
+    ///
+    /// `char_steps` is the memo of the component's terminal (kept by the caller across
+    /// builds: its answers are facts about the terminal's DFA, see [`CharSteps`]).
+    pub(crate) fn build_component(
         scanner: &Scanner,
         follow: &Follow,
         trie: &VocabTrie,
         vocab_len: usize,
         component: ComponentId,
         work_limit: u64,
+        char_steps: &mut CharSteps,
     ) -> Self {
-        Self::build(scanner, follow, trie, vocab_len, Err(component), work_limit)
+        let root = Err(component);
+        Self::build(
+            scanner, follow, trie, vocab_len, root, work_limit, char_steps,
+        )
     }
 
     /// Build the tree of a whole scanner state `q` (greedy lexing: whether a lexeme may end
@@ -278,7 +285,9 @@ impl SubterminalTree {
         q: ScanState,
         work_limit: u64,
     ) -> Self {
-        Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit)
+        // (A state tree takes no subtree at once: no character steps to remember.)
+        let steps = &mut CharSteps::default();
+        Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit, steps)
     }
 
     /// `root`: `Ok(scanner state)` or `Err(component)`.
@@ -289,6 +298,7 @@ impl SubterminalTree {
         vocab_len: usize,
         root: Result<ScanState, ComponentId>,
         work_limit: u64,
+        char_steps: &mut CharSteps,
     ) -> Self {
         let mut work = 0u64;
         let mut overflowed = false;
@@ -325,10 +335,6 @@ impl SubterminalTree {
         let mut end_seen: Vec<u64> = Vec::new();
         let mut end_states: Vec<ScanState> = Vec::new();
         let mut end_dfa_states: Vec<u32> = Vec::new();
-        // Per state of `t0`'s DFA (lazily): the bytes that loop on it without it accepting,
-        // as `VocabTrie::subtree_bytes` bits (bit 127: DEL and every byte ≥ 0x80).
-        // (Grown as the walk reaches states: a lazily built DFA has no state count up front.)
-        let mut loops: Vec<Option<[u64; 2]>> = Vec::new();
         // Whole subtrees whose tokens join the root group, as ranges of `trie.tokens`
         // (increasing: the walk is in preorder), added at the end (`IdBuf::add_trie_ranges`).
         let mut root_ranges: Vec<(u32, u32)> = Vec::new();
@@ -336,7 +342,6 @@ impl SubterminalTree {
             Some(last) if last.1 == a => last.1 = b,
             _ => ranges.push((a, b)),
         };
-        let mut char_steps = CharSteps::default();
         let chain_ok = dfa.literal_bytes().is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
         // The chain's states after `j` characters and after `j + 1` (see below).
@@ -364,25 +369,7 @@ impl SubterminalTree {
             // state of `t0`'s DFA.)
             if !state_root && p1 - p0 == 1 && threads[p0].1 == 0 {
                 let s = threads[p0].0;
-                if loops.len() <= s as usize {
-                    loops.resize(s as usize + 1, None);
-                }
-                let l = *loops[s as usize].get_or_insert_with(|| {
-                    let mut m = [0u64; 2];
-                    if !dfa.is_accepting(s) {
-                        for c in 0..127u8 {
-                            if dfa.next(s, c) == s {
-                                let (w, bit) = super::trie::byte_bit(c);
-                                m[w] |= bit;
-                            }
-                        }
-                        if (127..=255u8).all(|c| dfa.next(s, c) == s) {
-                            let (w, bit) = super::trie::byte_bit(127);
-                            m[w] |= bit;
-                        }
-                    }
-                    m
-                });
+                let l = char_steps.loops(dfa, s);
                 let sub = trie.subtree_bytes[i];
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
                     let r = trie.subtree_range(i);

@@ -314,7 +314,7 @@ impl Compiler<'_> {
 
     /// A string with only length bounds. Up to [`STRING_BLOCK`] characters it is one terminal;
     /// longer maxima are `"` FULL^k PART `"` with FULL exactly `STRING_BLOCK` characters and
-    /// PART shorter (unambiguous, exact).
+    /// PART shorter (unambiguous, exact), the quotes lexed with the first and last pieces.
     fn generic_string(
         &mut self,
         min: Option<u64>,
@@ -339,54 +339,42 @@ impl Compiler<'_> {
                         lexical::string_pattern(0, max.map(|m| m.min(STRING_BLOCK))),
                     );
                 }
+                // The quotes belong to the first and last pieces: `"` FULL^k PART `"` is
+                // lexed as OPEN (`"` + a block) FULL^(k-1) CLOSE (a part + `"`), or as one
+                // short string. A quote of its own was a terminal that ends at once, so the
+                // first mask inside the string walked the vocabulary from the scanner's start
+                // state, byte by byte (5–6 ms on SmolLM2); inside OPEN it is one terminal's
+                // walk, which takes whole subtrees at once.
                 let unit = lexical::string_unit_pattern();
                 let b = STRING_BLOCK;
+                let open = self.lex("string-open-block", format!("\"{unit}{{{b}}}"))?;
                 let full = self.lex("string-block", format!("{unit}{{{b}}}"))?;
-                let part = |c: &mut Self, lo: u64, hi: u64| {
-                    c.lex("string-part", format!("{unit}{{{lo},{hi}}}"))
+                let close = |c: &mut Self, hi: u64| {
+                    c.lex("string-close", format!("{unit}{{0,{hi}}}\""))
                 };
-                let q = Expr::Bytes(b"\"".to_vec());
-                let mut alts = vec![Expr::Seq(vec![
-                    q.clone(),
-                    part(self, min, b - 1)?,
-                    q.clone(),
-                ])];
+                // OPEN, then `lo..=hi` (`None`: unbounded) more blocks, then CLOSE.
+                let blocks = |lo: u32, hi: Option<u32>, close: Expr| {
+                    let mut seq = vec![open.clone()];
+                    if hi != Some(0) {
+                        seq.push(Expr::Repeat {
+                            expr: Box::new(full.clone()),
+                            min: lo,
+                            max: hi,
+                        });
+                    }
+                    seq.push(close);
+                    Expr::Seq(seq)
+                };
+                let mut alts = vec![self.lex("string", lexical::string_pattern(min, Some(b - 1)))?];
                 match max {
-                    None => alts.push(Expr::Seq(vec![
-                        q.clone(),
-                        Expr::Repeat {
-                            expr: Box::new(full),
-                            min: 1,
-                            max: None,
-                        },
-                        part(self, 0, b - 1)?,
-                        q.clone(),
-                    ])),
+                    None => alts.push(blocks(0, None, close(self, b - 1)?)),
                     Some(m) => {
-                        let k = m / b;
+                        let k = (m / b) as u32;
                         let r = m % b;
                         if k >= 2 {
-                            alts.push(Expr::Seq(vec![
-                                q.clone(),
-                                Expr::Repeat {
-                                    expr: Box::new(full.clone()),
-                                    min: 1,
-                                    max: Some((k - 1) as u32),
-                                },
-                                part(self, 0, b - 1)?,
-                                q.clone(),
-                            ]));
+                            alts.push(blocks(0, Some(k - 2), close(self, b - 1)?));
                         }
-                        alts.push(Expr::Seq(vec![
-                            q.clone(),
-                            Expr::Repeat {
-                                expr: Box::new(full),
-                                min: k as u32,
-                                max: Some(k as u32),
-                            },
-                            part(self, 0, r)?,
-                            q,
-                        ]));
+                        alts.push(blocks(k - 1, Some(k - 1), close(self, r)?));
                     }
                 }
                 let id = self.add_rule("long-string", Expr::Alt(alts), RuleKind::Syntactic)?;
