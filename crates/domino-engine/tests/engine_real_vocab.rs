@@ -333,3 +333,27 @@ fn bounded_string_masks_equal_the_oracle_near_the_bound() {
     ];
     check_schema_walks_both(&schema, &docs, 6, 40);
 }
+
+/// Strings longer than one block (`json_schema::STRING_BLOCK` characters) are lexed as an
+/// opening block, more blocks and a closing part: masks across the block boundaries, at the
+/// bounds and at the closing quote equal the oracle's.
+#[test]
+fn long_string_masks_equal_the_oracle_across_blocks() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 260},
+            "b": {"type": "string", "minLength": 250, "maxLength": 520}
+        },
+        "additionalProperties": false
+    });
+    let words = "The quick brown fox jumps over the lazy dog; ünïcödé and \\\"escapes\\\" too. ";
+    let a = words.repeat(4);
+    let b = words.repeat(7);
+    let docs = [
+        format!("{{\"a\": \"{a}\", \"b\": \"{b}\"}}"),
+        format!("{{\"b\": \"{}\"}}", &b[..300]),
+    ];
+    let docs: Vec<&str> = docs.iter().map(String::as_str).collect();
+    check_walks_vocab(smollm2(), GrammarSource::JsonSchema(schema), &docs, 3, 100);
+}

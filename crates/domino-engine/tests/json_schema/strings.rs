@@ -33,18 +33,27 @@ fn format_regexes_are_sound() {
 
 #[test]
 fn long_string_bounds_are_exact() {
-    let schema = json!({"type": "string", "minLength": 2, "maxLength": 600});
-    let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
-    let mut m = Matcher::new(&def);
-    for n in [
-        0usize, 1, 2, 255, 256, 257, 511, 512, 513, 599, 600, 601, 800,
+    // One block and a rest, two blocks and a rest, whole blocks only, no maximum.
+    for (min, max) in [
+        (2, Some(600)),
+        (0, Some(257)),
+        (1, Some(512)),
+        (0, Some(768)),
+        (3, None),
     ] {
-        let doc = format!("\"{}\"", "é".repeat(n));
-        assert_eq!(
-            m.accepts(doc.as_bytes()),
-            (2..=600).contains(&n),
-            "length {n}"
-        );
+        let mut schema = json!({"type": "string", "minLength": min});
+        if let Some(max) = max {
+            schema["maxLength"] = json!(max);
+        }
+        let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();
+        let mut m = Matcher::new(&def);
+        for n in [
+            0usize, 1, 2, 3, 255, 256, 257, 258, 511, 512, 513, 599, 600, 601, 767, 768, 769, 800,
+        ] {
+            let doc = format!("\"{}\"", "é".repeat(n));
+            let want = n >= min && max.is_none_or(|max| n <= max);
+            assert_eq!(m.accepts(doc.as_bytes()), want, "{schema}: length {n}");
+        }
     }
     let schema = json!({"type": "string", "maxLength": 300, "pattern": "^[a-z]+$"});
     let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Compact)).unwrap();

@@ -349,9 +349,8 @@ impl Compiler<'_> {
                 let b = STRING_BLOCK;
                 let open = self.lex("string-open-block", format!("\"{unit}{{{b}}}"))?;
                 let full = self.lex("string-block", format!("{unit}{{{b}}}"))?;
-                let close = |c: &mut Self, hi: u64| {
-                    c.lex("string-close", format!("{unit}{{0,{hi}}}\""))
-                };
+                let close =
+                    |c: &mut Self, hi: u64| c.lex("string-close", format!("{unit}{{0,{hi}}}\""));
                 // OPEN, then `lo..=hi` (`None`: unbounded) more blocks, then CLOSE.
                 let blocks = |lo: u32, hi: Option<u32>, close: Expr| {
                     let mut seq = vec![open.clone()];
