@@ -253,11 +253,10 @@ pub struct TreeCache {
     /// Greedy (Lark) lexing: one tree per scanner state instead (see [`tree`]).
     states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
-    /// Per terminal, the character steps its component builds have asked about (facts about
-    /// its DFA, so every later build of the terminal reuses them; taken out for a build, so
-    /// two threads building components of one terminal at once each start from what is
-    /// there and the last one's memo stays).
-    char_steps: Mutex<HashMap<ir::TerminalId, tree::CharSteps>>,
+    /// What component builds have learnt about the grammar's scanner and DFAs
+    /// ([`tree::BuildMemo`]), lent to each build: a second build running at the same time
+    /// starts a memo of its own, and the larger one is kept.
+    build_memo: Mutex<Option<Box<tree::BuildMemo>>>,
 }
 
 /// Totals over the trees built so far.
@@ -267,8 +266,8 @@ pub struct TreeStats {
     pub trees: usize,
     pub tree_nodes: usize,
     pub groups: usize,
-    /// Bytes of the trees (nodes, edges, token lists) and of the terminals' character-step
-    /// memos their builds keep.
+    /// Bytes of the trees (nodes, edges, token lists) and of what their builds remember
+    /// (`tree::BuildMemo`).
     pub memory_bytes: usize,
     /// Bytes of the vocabulary trie (one per vocabulary, shared by every grammar).
     pub trie_bytes: usize,
@@ -287,7 +286,7 @@ impl TreeCache {
             work_limit: std::sync::atomic::AtomicU64::new(tree::MAX_TREE_WORK),
             overflow: Mutex::new(None),
             masks: Mutex::new(MaskCache::new(capacity)),
-            char_steps: Mutex::default(),
+            build_memo: Mutex::default(),
         }
     }
 
@@ -298,9 +297,8 @@ impl TreeCache {
         c: ComponentId,
     ) -> &Arc<SubterminalTree> {
         self.components.slot(c.0 as usize).get_or_init(|| {
-            let terminal = grammar.scanner.component(c).0;
-            let memo = || self.char_steps.lock().unwrap_or_else(|e| e.into_inner());
-            let mut steps = memo().remove(&terminal).unwrap_or_default();
+            let lent = || self.build_memo.lock().unwrap_or_else(|e| e.into_inner());
+            let mut memo = lent().take().unwrap_or_default();
             let t = SubterminalTree::build_component(
                 &grammar.scanner,
                 &grammar.follow,
@@ -308,9 +306,16 @@ impl TreeCache {
                 self.vocab_len,
                 c,
                 self.work_limit(),
-                &mut steps,
+                &mut memo,
             );
-            memo().insert(terminal, steps);
+            let mut slot = lent();
+            if slot
+                .as_ref()
+                .is_none_or(|m| m.memory_bytes() < memo.memory_bytes())
+            {
+                *slot = Some(memo);
+            }
+            drop(slot);
             if t.overflowed() {
                 let name = &grammar
                     .grammar
@@ -452,8 +457,8 @@ impl TreeCache {
             s.groups += t.num_groups();
             s.memory_bytes += t.memory_bytes();
         }
-        let steps = self.char_steps.lock().unwrap_or_else(|e| e.into_inner());
-        s.memory_bytes += steps.values().map(|m| m.memory_bytes()).sum::<usize>();
+        let memo = self.build_memo.lock().unwrap_or_else(|e| e.into_inner());
+        s.memory_bytes += memo.as_ref().map_or(0, |m| m.memory_bytes());
         s
     }
 

@@ -103,7 +103,7 @@ use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
 use super::token_list::IdBuf;
 pub use super::token_list::TokenList;
-use super::trie::VocabTrie;
+use super::trie::{NO_NODE, VocabTrie};
 use crate::grammar::ir::TerminalId;
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 use crate::vocab::TokenSet;
@@ -185,15 +185,18 @@ pub struct SubterminalTree {
 /// for every `(t, b)` up front cost `256 × terminals × live terminals` per tree — with
 /// hundreds or thousands of terminals (key literals, enum members) that was most of a cold
 /// tree build.
+#[derive(Default)]
 struct StartOk {
     /// `t * 256 + b` → 0 unknown, 1 no, 2 yes (zeroed allocation: untouched pages are free).
     memo: Vec<u8>,
 }
 
 impl StartOk {
-    fn new(num_terminals: usize) -> Self {
-        StartOk {
-            memo: vec![0; num_terminals * 256],
+    /// Room for `num_terminals` terminals (a memo lent by [`BuildMemo`] was made for the
+    /// same grammar, so this allocates once).
+    fn reserve(&mut self, num_terminals: usize) {
+        if self.memo.len() < num_terminals * 256 {
+            self.memo.resize(num_terminals * 256, 0);
         }
     }
 
@@ -216,6 +219,32 @@ impl StartOk {
             *slot = 1 + ok as u8;
         }
         *slot == 2 && scanner.followed_by(t, ScanState(fresh))
+    }
+}
+
+/// What component builds of one grammar learn that holds for every later build: the
+/// scanner's start transitions, [`StartOk`]'s answers and each terminal's [`CharSteps`]. The
+/// tree cache keeps one and lends it to each build (a counted string or a big object builds
+/// a tree at nearly every token: a key literal's tree is a few trie nodes, and zeroing a
+/// fresh `terminals × 256` memo and stepping the start state over 256 bytes was most of it).
+#[derive(Default)]
+pub(crate) struct BuildMemo {
+    /// δ(START, b) for every byte, once computed.
+    fresh_of: Option<Box<[u32; 256]>>,
+    start_ok: StartOk,
+    char_steps: std::collections::HashMap<TerminalId, CharSteps>,
+}
+
+impl BuildMemo {
+    /// Bytes held.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.fresh_of.as_ref().map_or(0, |_| 1024)
+            + self.start_ok.memo.capacity()
+            + self
+                .char_steps
+                .values()
+                .map(CharSteps::memory_bytes)
+                .sum::<usize>()
     }
 }
 
@@ -256,8 +285,8 @@ impl SubterminalTree {
     /// expensive walks (open-ended terminals such as string bodies) happen once per
     /// component, not once per scanner state that contains it.
     ///
-    /// `char_steps` is the memo of the component's terminal (kept by the caller across
-    /// builds: its answers are facts about the terminal's DFA, see [`CharSteps`]).
+    /// `memo` is the grammar's [`BuildMemo`] (kept by the caller across builds: its answers
+    /// are facts about the grammar's scanner and DFAs).
     pub(crate) fn build_component(
         scanner: &Scanner,
         follow: &Follow,
@@ -265,12 +294,10 @@ impl SubterminalTree {
         vocab_len: usize,
         component: ComponentId,
         work_limit: u64,
-        char_steps: &mut CharSteps,
+        memo: &mut BuildMemo,
     ) -> Self {
         let root = Err(component);
-        Self::build(
-            scanner, follow, trie, vocab_len, root, work_limit, char_steps,
-        )
+        Self::build(scanner, follow, trie, vocab_len, root, work_limit, memo)
     }
 
     /// Build the tree of a whole scanner state `q` (greedy lexing: whether a lexeme may end
@@ -286,8 +313,8 @@ impl SubterminalTree {
         work_limit: u64,
     ) -> Self {
         // (A state tree takes no subtree at once: no character steps to remember.)
-        let steps = &mut CharSteps::default();
-        Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit, steps)
+        let memo = &mut BuildMemo::default();
+        Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit, memo)
     }
 
     /// `root`: `Ok(scanner state)` or `Err(component)`.
@@ -298,7 +325,7 @@ impl SubterminalTree {
         vocab_len: usize,
         root: Result<ScanState, ComponentId>,
         work_limit: u64,
-        char_steps: &mut CharSteps,
+        memo: &mut BuildMemo,
     ) -> Self {
         let mut work = 0u64;
         let mut overflowed = false;
@@ -325,11 +352,20 @@ impl SubterminalTree {
         // state.
         let mut threads: Vec<(u32, u32)> = vec![(s0, 0)];
         let mut level_start: Vec<usize> = vec![0, 1];
-        let mut fresh_of = [DEAD; 256];
-        for b in 0..=255u8 {
-            fresh_of[b as usize] = scanner.next(Scanner::START, b);
-        }
-        let mut start_ok = StartOk::new(scanner.num_terminals());
+        let BuildMemo {
+            fresh_of,
+            start_ok,
+            char_steps,
+        } = memo;
+        let fresh_of: &[u32; 256] = fresh_of.get_or_insert_with(|| {
+            let mut f = Box::new([DEAD; 256]);
+            for b in 0..=255u8 {
+                f[b as usize] = scanner.next(Scanner::START, b);
+            }
+            f
+        });
+        start_ok.reserve(scanner.num_terminals());
+        let char_steps = char_steps.entry(t0).or_default();
         let mut group_cache = vec![(u32::MAX, u32::MAX, 0u32); 256];
         // Grows with the states the walk reaches (the scanner is built lazily).
         let mut end_seen: Vec<u64> = Vec::new();
@@ -343,6 +379,8 @@ impl SubterminalTree {
             _ => ranges.push((a, b)),
         };
         let chain_ok = dfa.literal_bytes().is_none();
+        // (A state tree's root thread holds a scanner state, not a state of `t0`'s DFA.)
+        let literal = dfa.literal_bytes().filter(|_| !state_root);
         let mut chain_ends: Vec<u32> = Vec::new();
         // The chain's states after `j` characters and after `j + 1` (see below).
         let (mut front, mut next_front): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
@@ -361,6 +399,24 @@ impl SubterminalTree {
             let (p0, p1) = (level_start[d - 1], level_start[d]);
             let pos = d - 1;
             let b = tn.byte;
+            // A literal's root thread (a key, a keyword, an enum value): only the literal's
+            // next byte lives, and no boundary falls before it (a literal accepts only at
+            // its end), so the node's siblings die. At the top level the trie's index of the
+            // root's children goes straight to the one that lives (a key's tree otherwise
+            // stepped ~250 top-level nodes to find it: most of a key tree's build).
+            if let Some(lit) = literal {
+                if p1 - p0 == 1 && threads[p0].1 == 0 {
+                    let k = threads[p0].0 as usize;
+                    if k < lit.len() && b != lit[k] {
+                        i = match (d, trie.root_child.get(lit[k] as usize)) {
+                            (1, Some(&c)) if c != NO_NODE && c as usize > i => c as usize,
+                            (1, _) => trie.nodes.len(),
+                            _ => tn.next as usize,
+                        };
+                        continue;
+                    }
+                }
+            }
             // Fast path: the only thread is inside `t0` (tree root) in a state that does not
             // accept, and every byte of this trie subtree loops on that state. Then every
             // node below keeps exactly that thread and records no event, so all the subtree's

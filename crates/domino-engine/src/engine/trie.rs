@@ -60,6 +60,10 @@ pub struct VocabTrie {
     /// well-formed UTF-8 of fewer than 63 characters, else [`NOT_CLEAN`]. A tree build whose
     /// character chain dies at some length keeps the shorter tokens of a subtree by it.
     pub token_len_chars: Vec<u8>,
+    /// Per byte, the root's child on that byte ([`NO_NODE`]: no token starts with it; empty
+    /// in a default trie). A
+    /// literal's tree build goes straight to the one child its next byte can take.
+    pub root_child: Vec<u32>,
     /// Every token of the trie as a bitset over token ids (`vocab.len()` bits): tree builds
     /// that take most of the vocabulary into one group start from it and clear what they
     /// did not take (see `SubterminalTree::build`'s root ranges).
@@ -69,6 +73,9 @@ pub struct VocabTrie {
 /// [`VocabTrie::char_start`] of a node whose subtree is not all well-formed UTF-8 from a
 /// character boundary.
 pub const NOT_CLEAN: u8 = u8::MAX;
+
+/// [`VocabTrie::root_child`] of a byte no token starts with.
+pub const NO_NODE: u32 = u32::MAX;
 
 /// Tokens of this many characters or more make their subtrees not clean (the length mask
 /// is one word).
@@ -218,6 +225,12 @@ impl VocabTrie {
             full_chars[i] = m;
             full_clean[i] = ok;
         }
+        let mut root_child = vec![NO_NODE; 256];
+        let mut c = 0;
+        while c < nodes.len() {
+            root_child[nodes[c].byte as usize] = c as u32;
+            c = nodes[c].next as usize;
+        }
         let mut all_bits = vec![0u64; vocab.len().div_ceil(64)];
         for t in &tokens {
             all_bits[t.0 as usize >> 6] |= 1 << (t.0 & 63);
@@ -230,6 +243,7 @@ impl VocabTrie {
             char_start,
             token_chars,
             token_len_chars: token_chars_of,
+            root_child,
             all_bits: all_bits.into_boxed_slice(),
         }
     }
@@ -238,6 +252,7 @@ impl VocabTrie {
         self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 1 + 8)
             + self.tokens.len() * 5
             + self.all_bits.len() * 8
+            + 1024
     }
 
     /// Every token of the trie as a bitset over token ids (words for the vocabulary's size).
