@@ -79,8 +79,6 @@ struct StateSteps {
     multi_dead: u8,
     /// [`CharSteps::loops`], once asked.
     loops: Option<[u64; 2]>,
-    /// Per known bit, its index in `classes` ([`NO_CLASS`]: dead).
-    class_idx: [u8; 128],
     /// `(bytes as subtree bits, target)`; targets distinct, never [`DEAD`].
     classes: Vec<([u64; 2], u32)>,
 }
@@ -99,7 +97,7 @@ fn bit_indices(bits: [u64; 2]) -> impl Iterator<Item = usize> {
     })
 }
 
-/// [`StateSteps::class_idx`] of a dead (or unknown) bit.
+/// [`StateSteps::class`] of a dead bit.
 const NO_CLASS: u8 = u8::MAX;
 
 impl Default for StateSteps {
@@ -109,7 +107,6 @@ impl Default for StateSteps {
             accepting: 0,
             multi_dead: 0,
             loops: None,
-            class_idx: [NO_CLASS; 128],
             classes: Vec::new(),
         }
     }
@@ -123,27 +120,41 @@ impl Default for StateSteps {
 /// recompute the multi-byte steps (~600 transitions) of every state on its chains.
 #[derive(Default)]
 pub(crate) struct CharSteps {
-    memo: Vec<Option<Box<StateSteps>>>,
-    /// States memoised (for [`CharSteps::memory_bytes`]).
+    /// Per page of [`PAGE`] state numbers, per state, its memo. Paged because it is kept as
+    /// long as the grammar's trees: a lazily built DFA shared by every grammar of the process
+    /// numbers its states as all of them reach states, so a flat vector indexed by state
+    /// would hold a slot for every state any grammar built.
+    pages: Vec<Option<Box<[Option<Box<StateSteps>>; PAGE]>>>,
+    /// Pages and states memoised (for [`CharSteps::memory_bytes`]).
+    num_pages: usize,
     states: usize,
 }
+
+/// States per page of [`CharSteps::pages`].
+const PAGE: usize = 64;
 
 impl CharSteps {
     /// State `s`'s memo, created on first use.
     fn state(&mut self, s: u32) -> &mut StateSteps {
-        if self.memo.len() <= s as usize {
-            self.memo.resize_with(s as usize + 1, || None);
+        let (p, i) = (s as usize / PAGE, s as usize % PAGE);
+        if self.pages.len() <= p {
+            self.pages.resize_with(p + 1, || None);
         }
-        let slot = &mut self.memo[s as usize];
+        let page = &mut self.pages[p];
+        if page.is_none() {
+            self.num_pages += 1;
+        }
+        let slot = &mut page.get_or_insert_with(|| Box::new([const { None }; PAGE]))[i];
         if slot.is_none() {
             self.states += 1;
         }
         slot.get_or_insert_with(Box::default)
     }
 
-    /// Bytes held (the per-state memos and their classes).
+    /// Bytes held (the pages, the per-state memos and their classes).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.memo.capacity() * std::mem::size_of::<Option<Box<StateSteps>>>()
+        self.pages.capacity() * 8
+            + self.num_pages * PAGE * 8
             + self.states * (std::mem::size_of::<StateSteps>() + 4 * 20)
     }
 
@@ -300,11 +311,23 @@ impl CharSteps {
 }
 
 impl StateSteps {
+    /// The class of a known bit: the one whose bytes hold it ([`NO_CLASS`]: none, it dies).
+    /// (A scan of a few classes; a per-bit index was 128 bytes per state, kept as long as
+    /// the grammar's trees.)
+    #[inline]
+    fn known_class(&self, bit: usize) -> u8 {
+        let (w, b) = (bit / 64, 1u64 << (bit % 64));
+        match self.classes.iter().position(|c| c.0[w] & b != 0) {
+            Some(c) => c as u8,
+            None => NO_CLASS,
+        }
+    }
+
     /// [`StateSteps::class`] when the bit's transitions are built already, else `None`.
     fn class_if_built(&mut self, dfa: &TerminalDfa, s: u32, bit: usize) -> Option<u8> {
         let (w, b) = (bit / 64, 1u64 << (bit % 64));
         if self.known[w] & b != 0 {
-            return Some(self.class_idx[bit]);
+            return Some(self.known_class(bit));
         }
         // The multi-byte characters are computed (and built) as `step` does: asking whether
         // their thousands of transitions are built would cost as much on every query.
@@ -317,7 +340,7 @@ impl StateSteps {
     fn class(&mut self, dfa: &TerminalDfa, s: u32, bit: usize) -> u8 {
         let (w, b) = (bit / 64, 1u64 << (bit % 64));
         if self.known[w] & b != 0 {
-            return self.class_idx[bit];
+            return self.known_class(bit);
         }
         let target = if bit == OTHER_BIT {
             multi_byte_target(dfa, s)
@@ -337,7 +360,6 @@ impl StateSteps {
         };
         self.classes[c].0[w] |= b;
         // At most 128 bits, so at most 128 classes: an index fits in a byte below NO_CLASS.
-        self.class_idx[bit] = c as u8;
         c as u8
     }
 }

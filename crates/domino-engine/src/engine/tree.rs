@@ -187,17 +187,24 @@ pub struct SubterminalTree {
 /// tree build.
 #[derive(Default)]
 struct StartOk {
-    /// `t * 256 + b` → 0 unknown, 1 no, 2 yes (zeroed allocation: untouched pages are free).
-    memo: Vec<u8>,
+    /// Per terminal asked about, per byte: 0 unknown, 1 no, 2 yes. A row per terminal, made
+    /// on first use: the memo lives as long as the grammar's trees ([`BuildMemo`]), and most
+    /// terminals are never asked about.
+    memo: Vec<Option<Box<[u8; 256]>>>,
+    /// Rows made (for [`BuildMemo::memory_bytes`]).
+    rows: usize,
 }
 
 impl StartOk {
-    /// Room for `num_terminals` terminals (a memo lent by [`BuildMemo`] was made for the
-    /// same grammar, so this allocates once).
+    /// Room for `num_terminals` terminals.
     fn reserve(&mut self, num_terminals: usize) {
-        if self.memo.len() < num_terminals * 256 {
-            self.memo.resize(num_terminals * 256, 0);
+        if self.memo.len() < num_terminals {
+            self.memo.resize(num_terminals, None);
         }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.memo.capacity() * 8 + self.rows * 256
     }
 
     /// Whether the walk may record a boundary after `t` before byte `b`: a terminal live in
@@ -212,7 +219,11 @@ impl StartOk {
         b: u8,
         fresh: u32,
     ) -> bool {
-        let slot = &mut self.memo[t.0 as usize * 256 + b as usize];
+        let row = &mut self.memo[t.0 as usize];
+        if row.is_none() {
+            self.rows += 1;
+        }
+        let slot = &mut row.get_or_insert_with(|| Box::new([0; 256]))[b as usize];
         if *slot == 0 {
             let live = scanner.live_terminals(scanner.live_set(ScanState(fresh)));
             let ok = live.iter().any(|&u| follow.can_follow(t, u));
@@ -225,8 +236,7 @@ impl StartOk {
 /// What component builds of one grammar learn that holds for every later build: the
 /// scanner's start transitions, [`StartOk`]'s answers and each terminal's [`CharSteps`]. The
 /// tree cache keeps one and lends it to each build (a counted string or a big object builds
-/// a tree at nearly every token: a key literal's tree is a few trie nodes, and zeroing a
-/// fresh `terminals × 256` memo and stepping the start state over 256 bytes was most of it).
+/// a tree at nearly every token, and each build used to start these over).
 #[derive(Default)]
 pub(crate) struct BuildMemo {
     /// δ(START, b) for every byte, once computed.
@@ -239,7 +249,7 @@ impl BuildMemo {
     /// Bytes held.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.fresh_of.as_ref().map_or(0, |_| 1024)
-            + self.start_ok.memo.capacity()
+            + self.start_ok.memory_bytes()
             + self
                 .char_steps
                 .values()
