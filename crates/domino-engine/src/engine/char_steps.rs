@@ -39,7 +39,9 @@
 //! `é`) gets [`DEAD`] and the walk goes byte by byte as before.
 //!
 //! Cost: per DFA state, the transitions of the bytes queries hold (each computed once per
-//! build), plus ~600 for the multi-byte classes when a query holds non-ASCII bytes.
+//! grammar: the tree cache lends one memo to every build, `tree::BuildMemo`), plus ~600 for
+//! the multi-byte classes when a query holds non-ASCII bytes; memory ~100 bytes per state
+//! asked about, kept as long as the grammar's trees.
 
 use crate::grammar::dfa::{DEAD, TerminalDfa};
 
@@ -70,6 +72,7 @@ const MAX_FRONT: usize = 8;
 /// by target, bit 127 meaning "every multi-byte character" (in the group of their common
 /// target, when they have one). Only the bytes a query holds are computed (a lazily built DFA
 /// creates a state per new transition; most states are asked about a few bytes).
+#[derive(Default)]
 struct StateSteps {
     /// Bits whose target is known (in `classes`, or dead).
     known: [u64; 2],
@@ -100,18 +103,6 @@ fn bit_indices(bits: [u64; 2]) -> impl Iterator<Item = usize> {
 /// [`StateSteps::class`] of a dead bit.
 const NO_CLASS: u8 = u8::MAX;
 
-impl Default for StateSteps {
-    fn default() -> Self {
-        StateSteps {
-            known: [0; 2],
-            accepting: 0,
-            multi_dead: 0,
-            loops: None,
-            classes: Vec::new(),
-        }
-    }
-}
-
 /// Memoised [`CharSteps::step`] answers for one terminal's DFA.
 ///
 /// The answers are facts about the DFA alone, so the tree cache keeps one per terminal for
@@ -124,7 +115,7 @@ pub(crate) struct CharSteps {
     /// long as the grammar's trees: a lazily built DFA shared by every grammar of the process
     /// numbers its states as all of them reach states, so a flat vector indexed by state
     /// would hold a slot for every state any grammar built.
-    pages: Vec<Option<Box<[Option<Box<StateSteps>>; PAGE]>>>,
+    pages: Vec<Option<Box<Page>>>,
     /// Pages and states memoised (for [`CharSteps::memory_bytes`]).
     num_pages: usize,
     states: usize,
@@ -132,6 +123,9 @@ pub(crate) struct CharSteps {
 
 /// States per page of [`CharSteps::pages`].
 const PAGE: usize = 64;
+
+/// One page of [`CharSteps::pages`].
+type Page = [Option<Box<StateSteps>>; PAGE];
 
 impl CharSteps {
     /// State `s`'s memo, created on first use.

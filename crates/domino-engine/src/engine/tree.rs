@@ -18,7 +18,7 @@
 //! A scanner state is a set of *components* `(terminal t, state of t's DFA)`. Before a
 //! token's first boundary each component runs on its own, and the first boundary ends one
 //! specific terminal, after which the walk continues from the scanner's start state whatever
-//! the component was. So [`SubterminalTree::build_component`] walks the vocabulary trie once
+//! the component was. So `SubterminalTree::build_component` walks the vocabulary trie once
 //! per component (a byte trie: shared prefixes are stepped once, and a dead scanner state
 //! skips the whole subtree), and the tree of a scanner state is the union of its components'
 //! trees: the mask walks each of them and ORs the results (`Constraint::compute_mask_uncached`),
