@@ -255,7 +255,7 @@ pub struct TreeCache {
     masks: Mutex<MaskCache>,
     /// What component builds have learnt about the grammar's scanner and DFAs
     /// ([`tree::BuildMemo`]), lent to each build: a second build running at the same time
-    /// starts a memo of its own, and the larger one is kept.
+    /// starts a memo of its own, and the first one returned is kept.
     build_memo: Mutex<Option<Box<tree::BuildMemo>>>,
 }
 
@@ -308,14 +308,9 @@ impl TreeCache {
                 self.work_limit(),
                 &mut memo,
             );
-            let mut slot = lent();
-            if slot
-                .as_ref()
-                .is_none_or(|m| m.memory_bytes() < memo.memory_bytes())
-            {
-                *slot = Some(memo);
-            }
-            drop(slot);
+            // (Another build that ran at the same time may have returned its memo first: that
+            // one stays, without comparing sizes on every build.)
+            lent().get_or_insert(memo);
             if t.overflowed() {
                 let name = &grammar
                     .grammar

@@ -388,9 +388,8 @@ impl SubterminalTree {
             Some(last) if last.1 == a => last.1 = b,
             _ => ranges.push((a, b)),
         };
-        let chain_ok = dfa.literal_bytes().is_none();
-        // (A state tree's root thread holds a scanner state, not a state of `t0`'s DFA.)
-        let literal = dfa.literal_bytes().filter(|_| !state_root);
+        let literal = dfa.literal_bytes();
+        let chain_ok = literal.is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
         // The chain's states after `j` characters and after `j + 1` (see below).
         let (mut front, mut next_front): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
@@ -409,14 +408,22 @@ impl SubterminalTree {
             let (p0, p1) = (level_start[d - 1], level_start[d]);
             let pos = d - 1;
             let b = tn.byte;
-            // A literal's root thread (a key, a keyword, an enum value): only the literal's
-            // next byte lives, and no boundary falls before it (a literal accepts only at
-            // its end), so the node's siblings die. At the top level the trie's index of the
-            // root's children goes straight to the one that lives (a key's tree otherwise
-            // stepped ~250 top-level nodes to find it: most of a key tree's build).
-            if let Some(lit) = literal {
-                if p1 - p0 == 1 && threads[p0].1 == 0 {
-                    let k = threads[p0].0 as usize;
+            // Fast path: the only thread is inside `t0` (tree root) in a state that does not
+            // accept, and every byte of this trie subtree loops on that state. Then every
+            // node below keeps exactly that thread and records no event, so all the subtree's
+            // tokens join the root group with live set {t0} and end in that state.
+            // (Component trees only: a state tree's root thread holds a scanner state, not a
+            // state of `t0`'s DFA.)
+            if !state_root && p1 - p0 == 1 && threads[p0].1 == 0 {
+                let s = threads[p0].0;
+                // A literal's root thread (a key, a keyword, an enum value): only the
+                // literal's next byte lives, and no boundary falls before it (a literal
+                // accepts only at its end), so the node's siblings die. At the top level the
+                // trie's index of the root's children goes straight to the one that lives (a
+                // key's tree otherwise stepped ~250 top-level nodes to find it: most of a key
+                // tree's build).
+                if let Some(lit) = literal {
+                    let k = s as usize;
                     if k < lit.len() && b != lit[k] {
                         i = match (d, trie.root_child.get(lit[k] as usize)) {
                             (1, Some(&c)) if c != NO_NODE && c as usize > i => c as usize,
@@ -426,15 +433,6 @@ impl SubterminalTree {
                         continue;
                     }
                 }
-            }
-            // Fast path: the only thread is inside `t0` (tree root) in a state that does not
-            // accept, and every byte of this trie subtree loops on that state. Then every
-            // node below keeps exactly that thread and records no event, so all the subtree's
-            // tokens join the root group with live set {t0} and end in that state.
-            // (Component trees only: a state tree's root thread holds a scanner state, not a
-            // state of `t0`'s DFA.)
-            if !state_root && p1 - p0 == 1 && threads[p0].1 == 0 {
-                let s = threads[p0].0;
                 let l = char_steps.loops(dfa, s);
                 let sub = trie.subtree_bytes[i];
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {

@@ -61,8 +61,8 @@ pub struct VocabTrie {
     /// character chain dies at some length keeps the shorter tokens of a subtree by it.
     pub token_len_chars: Vec<u8>,
     /// Per byte, the root's child on that byte ([`NO_NODE`]: no token starts with it; empty
-    /// in a default trie). A
-    /// literal's tree build goes straight to the one child its next byte can take.
+    /// in a default trie). A literal's tree build goes straight to the one child its next
+    /// byte can take.
     pub root_child: Vec<u32>,
     /// Every token of the trie as a bitset over token ids (`vocab.len()` bits): tree builds
     /// that take most of the vocabulary into one group start from it and clear what they
