@@ -11,7 +11,7 @@ use super::{
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use crate::grammar::hir_key::{constrained_hash_of, expr_hash, hir_hash};
+use crate::grammar::hir_key::{HirFacts, constrained_hash_of, expr_hash, hir_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -28,6 +28,8 @@ pub(super) struct Builder<'a> {
     opts: &'a LowerOptions,
     rule_hir: &'a [Option<Arc<Hir>>],
     promoted: &'a [bool],
+    /// What promotion learnt of the front end's regexes, by address (their hashes).
+    facts: &'a HashMap<*const Hir, HirFacts>,
     pub(super) terminals: Vec<Terminal>,
     /// Hash of a terminal's HIR and constraints ([`constrained_hash`]) -> the terminals with
     /// it (deduplication; equal terminals compared in full).
@@ -69,6 +71,7 @@ impl<'a> Builder<'a> {
         opts: &'a LowerOptions,
         rule_hir: &'a [Option<Arc<Hir>>],
         promoted: &'a [bool],
+        facts: &'a HashMap<*const Hir, HirFacts>,
     ) -> Self {
         let n = def.rules.len();
         Builder {
@@ -76,6 +79,7 @@ impl<'a> Builder<'a> {
             opts,
             rule_hir,
             promoted,
+            facts,
             terminals: Vec::new(),
             terminal_index: HashMap::new(),
             interned_at: HashMap::new(),
@@ -114,7 +118,10 @@ impl<'a> Builder<'a> {
             return t;
         }
         let empty = Constraints::default();
-        let hh = hir_hash(&hir);
+        let hh = match self.facts.get(&at) {
+            Some(f) => f.hash,
+            None => hir_hash(&hir),
+        };
         let key = constrained_hash_of(hh, &empty);
         if let Some(t) = self.find_terminal(key, &hir, &empty) {
             self.interned_at.insert(at, (hir, t));

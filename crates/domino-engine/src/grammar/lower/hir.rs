@@ -150,24 +150,6 @@ pub(super) fn is_normalized(h: &Hir) -> bool {
     true
 }
 
-/// Nesting depth of a HIR (iterative).
-pub(super) fn hir_depth(h: &Hir) -> usize {
-    let mut stack = vec![(h, 1usize)];
-    let mut max = 0;
-    while let Some((h, d)) = stack.pop() {
-        max = max.max(d);
-        match h.kind() {
-            HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
-            HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
-            HirKind::Concat(v) | HirKind::Alternation(v) => {
-                stack.extend(v.iter().map(|x| (x, d + 1)))
-            }
-            _ => {}
-        }
-    }
-    max
-}
-
 /// Number of HIR nodes (iterative).
 pub(super) fn hir_size(h: &Hir) -> usize {
     let mut stack = vec![h];

@@ -168,9 +168,13 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         }
     }
 
-    let Promotion { rule_hir, promoted } = promote(def, opts, &reachable, &refs, &mut warnings)?;
+    let Promotion {
+        rule_hir,
+        promoted,
+        facts,
+    } = promote(def, opts, &reachable, &refs, &mut warnings)?;
 
-    let mut b = Builder::new(def, opts, &rule_hir, &promoted);
+    let mut b = Builder::new(def, opts, &rule_hir, &promoted, &facts);
     // Nonterminals for the user's non-promoted reachable rules (in definition order, so the
     // IR's names follow the source).
     for (i, rule) in def.rules.iter().enumerate() {

@@ -2,14 +2,13 @@
 //! expression, references inlined) and which of those are promoted to a single terminal.
 
 use super::super::dfa::dfa_fits;
-use super::hir::{
-    alternation, concat, expr_to_hir, hir_depth, hir_size, is_fail, repetition, shared_hir,
-};
+use super::hir::{alternation, concat, expr_to_hir, is_fail, repetition, shared_hir};
 use super::{
     LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
     collect_refs,
 };
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
+use crate::grammar::hir_key::{HirFacts, hir_facts};
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -24,6 +23,10 @@ pub(super) struct Promotion {
     pub(super) rule_hir: Vec<Option<Arc<Hir>>>,
     /// The rule becomes one terminal wherever it is referenced.
     pub(super) promoted: Vec<bool>,
+    /// The [`HirFacts`] of the front end's regexes that promotion looked at, by address
+    /// (they live in the [`GrammarDef`], so the addresses are stable while it is borrowed):
+    /// interning a key set as a terminal reuses its hash instead of walking it again.
+    pub(super) facts: HashMap<*const Hir, HirFacts>,
 }
 
 /// Find the regular rules and promote the lexical and token-like ones (steps 1 and 2 of the
@@ -80,10 +83,11 @@ pub(super) fn promote(
     // was a tenth of lowering a big schema, whose member states never need one.
     let mut est_size = vec![usize::MAX; n];
     let mut est_depth = vec![usize::MAX; n];
-    // Size of each HIR met, by address: a big leaf (a key set, a format) is referenced by many
-    // rules' bodies, and walking it again for each was a sixth of lowering a big schema.
-    // (The HIRs live in `def`, so their addresses are stable and distinct here.)
-    let mut hir_sizes: HashMap<*const Hir, usize> = HashMap::new();
+    // Size, depth and hash of each HIR met, by address, from one walk: a big leaf (a key set,
+    // a format) is referenced by many rules' bodies, and walking it again for each was a
+    // sixth of lowering a big schema. (The HIRs live in `def`, so their addresses are stable
+    // and distinct here.)
+    let mut facts: HashMap<*const Hir, HirFacts> = HashMap::new();
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
     // regular rule would be wasted on big fixed records that stay syntactic.
@@ -111,8 +115,8 @@ pub(super) fn promote(
             est_size[r] = 1; // its self references
             est_depth[r] = 1;
         }
-        est_size[r] = expr_size(&rule.expr, &est_size, &mut hir_sizes);
-        est_depth[r] = expr_depth(&rule.expr, &est_depth).saturating_add(2);
+        est_size[r] = expr_size(&rule.expr, &est_size, &mut facts);
+        est_depth[r] = expr_depth(&rule.expr, &est_depth, &mut facts).saturating_add(2);
         if est_size[r] > MAX_INLINE_HIR || est_depth[r] > MAX_INLINE_DEPTH {
             too_big[r] = true;
             continue;
@@ -193,7 +197,11 @@ pub(super) fn promote(
             return Err(err.with_kind(why.1));
         }
     }
-    Ok(Promotion { rule_hir, promoted })
+    Ok(Promotion {
+        rule_hir,
+        promoted,
+        facts,
+    })
 }
 
 /// Whether [`tail_split`] succeeds on `e`, without building the split.
@@ -274,21 +282,22 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
     }
 }
 
+/// The [`HirFacts`] of a regex leaf of the [`GrammarDef`], walked once.
+fn leaf_facts(h: &Hir, facts: &mut HashMap<*const Hir, HirFacts>) -> HirFacts {
+    *facts.entry(h as *const Hir).or_insert_with(|| hir_facts(h))
+}
+
 /// Estimated HIR size of `e` with references inlined (saturating).
-fn expr_size(e: &Expr, sizes: &[usize], hir_sizes: &mut HashMap<*const Hir, usize>) -> usize {
+fn expr_size(e: &Expr, sizes: &[usize], facts: &mut HashMap<*const Hir, HirFacts>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => *hir_sizes
-            .entry(Arc::as_ptr(h))
-            .or_insert_with(|| hir_size(h)),
-        Expr::Constrained { hir: h, .. } => *hir_sizes
-            .entry(&**h as *const Hir)
-            .or_insert_with(|| hir_size(h)),
+        Expr::Regex(h) => leaf_facts(h, facts).size,
+        Expr::Constrained { hir: h, .. } => leaf_facts(h, facts).size,
         Expr::Ref(r) => sizes[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |acc, x| {
-            acc.saturating_add(expr_size(x, sizes, hir_sizes))
+            acc.saturating_add(expr_size(x, sizes, facts))
         }),
-        Expr::Repeat { expr, .. } => expr_size(expr, sizes, hir_sizes).saturating_add(1),
+        Expr::Repeat { expr, .. } => expr_size(expr, sizes, facts).saturating_add(1),
     }
 }
 
@@ -317,19 +326,19 @@ pub(super) fn may_blow_up(h: &Hir, est_size: usize) -> bool {
 }
 
 /// Estimated HIR nesting depth of `e` with references inlined (saturating).
-fn expr_depth(e: &Expr, depths: &[usize]) -> usize {
+fn expr_depth(e: &Expr, depths: &[usize], facts: &mut HashMap<*const Hir, HirFacts>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => hir_depth(h),
-        Expr::Constrained { hir: h, .. } => hir_depth(h),
+        Expr::Regex(h) => leaf_facts(h, facts).depth,
+        Expr::Constrained { hir: h, .. } => leaf_facts(h, facts).depth,
         Expr::Ref(r) => depths[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v
             .iter()
-            .map(|x| expr_depth(x, depths))
+            .map(|x| expr_depth(x, depths, facts))
             .max()
             .unwrap_or(0)
             .saturating_add(1),
-        Expr::Repeat { expr, .. } => expr_depth(expr, depths).saturating_add(1),
+        Expr::Repeat { expr, .. } => expr_depth(expr, depths, facts).saturating_add(1),
     }
 }
 
