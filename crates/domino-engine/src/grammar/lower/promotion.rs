@@ -8,7 +8,7 @@ use super::{
     collect_refs,
 };
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use crate::grammar::hir_key::{HirFacts, hir_facts};
+use crate::grammar::hir_key::{HirFacts, hir_facts, shared_facts};
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
@@ -282,9 +282,12 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
     }
 }
 
-/// The [`HirFacts`] of a regex leaf of the [`GrammarDef`], walked once.
+/// The [`HirFacts`] of a regex leaf of the [`GrammarDef`], walked once (or not at all: a
+/// key-exclusion set's were computed when it was built).
 fn leaf_facts(h: &Hir, facts: &mut HashMap<*const Hir, HirFacts>) -> HirFacts {
-    *facts.entry(h as *const Hir).or_insert_with(|| hir_facts(h))
+    *facts
+        .entry(h as *const Hir)
+        .or_insert_with(|| shared_facts(h).unwrap_or_else(|| hir_facts(h)))
 }
 
 /// Estimated HIR size of `e` with references inlined (saturating).
