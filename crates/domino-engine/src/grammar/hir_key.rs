@@ -14,18 +14,7 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 
 /// A structural hash of `hir` (equal HIRs hash equally). Iterative: HIRs may nest deeply.
 pub fn hir_hash(hir: &Hir) -> u64 {
-    let mut h = Fnv1a::new();
-    let mut stack = vec![hir];
-    while let Some(x) = stack.pop() {
-        hash_node(&mut h, x);
-        match x.kind() {
-            HirKind::Repetition(r) => stack.push(&r.sub),
-            HirKind::Capture(c) => stack.push(&c.sub),
-            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter().rev()),
-            _ => {}
-        }
-    }
-    h.finish()
+    hir_facts(hir).hash
 }
 
 /// What lowering needs to know of a HIR it did not build: its node count, its nesting depth
@@ -71,7 +60,8 @@ pub fn hir_facts(hir: &Hir) -> HirFacts {
 /// Most shared HIRs whose [`HirFacts`] [`share_facts`] keeps (emptied when full).
 pub const SHARED_FACTS_ENTRIES: usize = 4096;
 
-/// [`HirFacts`] of shared HIRs (the front end's process-wide pattern and key-set caches),
+/// [`HirFacts`] of shared HIRs (the front end's process-wide pattern and key-set caches,
+/// `SharedHirCache::get_or_build_hir`),
 /// by address; the `Weak` tells a live entry from a freed address that was reused.
 type FactsByAddress = std::collections::HashMap<usize, (std::sync::Weak<Hir>, HirFacts)>;
 static SHARED_FACTS: std::sync::Mutex<Option<FactsByAddress>> = std::sync::Mutex::new(None);

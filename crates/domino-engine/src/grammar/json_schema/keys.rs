@@ -71,11 +71,7 @@ pub const EXCEPT_CACHE_BYTES: usize = 4 << 20;
 fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir> {
     static CACHE: lexical::SharedHirCache =
         lexical::SharedHirCache::new(EXCEPT_CACHE_ENTRIES, EXCEPT_CACHE_BYTES);
-    CACHE.get_or_build(cache_key, || {
-        let hir = std::sync::Arc::new(except_hir(keys));
-        crate::grammar::hir_key::share_facts(&hir);
-        hir
-    })
+    CACHE.get_or_build_hir(cache_key, || except_hir(keys))
 }
 
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,

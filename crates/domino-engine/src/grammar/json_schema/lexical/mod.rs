@@ -73,7 +73,7 @@ pub fn hir_shared(pattern: &str) -> std::sync::Arc<Hir> {
     if pattern.len() > HIR_CACHE_PATTERN_BYTES {
         return std::sync::Arc::new(parse(pattern));
     }
-    CACHE.get_or_build(pattern, || std::sync::Arc::new(parse(pattern)))
+    CACHE.get_or_build_hir(pattern, || parse(pattern))
 }
 
 fn parse(pattern: &str) -> Hir {
@@ -128,6 +128,24 @@ impl<V: Clone> SharedCache<V> {
             map.insert(key.to_string(), v.clone());
         }
         v
+    }
+}
+
+impl SharedHirCache {
+    /// [`SharedCache::get_or_build`] for a HIR: a new one goes in an `Arc`, and its
+    /// [`HirFacts`](crate::grammar::hir_key::HirFacts) are computed at once, while its nodes are
+    /// still cached from being built (lowering reads them instead of walking it, see
+    /// [`share_facts`](crate::grammar::hir_key::share_facts)).
+    pub(crate) fn get_or_build_hir(
+        &self,
+        key: &str,
+        build: impl FnOnce() -> Hir,
+    ) -> std::sync::Arc<Hir> {
+        self.get_or_build(key, || {
+            let hir = std::sync::Arc::new(build());
+            crate::grammar::hir_key::share_facts(&hir);
+            hir
+        })
     }
 }
 
