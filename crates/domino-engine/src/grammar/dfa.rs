@@ -227,21 +227,11 @@ fn explored_fits(hir: &Hir, limit: usize) -> bool {
     };
     let (_, reps) = joint_byte_classes(std::slice::from_ref(&d));
     // Stop short of the lazy DFA's own state limit: an overflowed DFA left in the cache
-    // would turn a later terminal with this HIR into an error (at most one state per class
-    // is added between two checks).
+    // would turn a later terminal with this HIR into an error (`LazyDfa::explore` stops one
+    // state past its limit; the margin is what stepping class by class needed).
     let max_states =
         (limit / (4 * reps.len()).max(1)).min(MAX_LAZY_STATES.saturating_sub(reps.len() + 1));
-    let mut s = 0u32;
-    while (s as usize) < l.num_states() {
-        if l.num_states() > max_states || l.overflowed() {
-            return false;
-        }
-        for &b in &reps {
-            l.next(s, b);
-        }
-        s += 1;
-    }
-    !l.overflowed() && l.num_states() <= max_states
+    l.explore(max_states) && !l.overflowed()
 }
 
 /// A cheap structural estimate of the states in `hir`'s DFA (saturating): literals count

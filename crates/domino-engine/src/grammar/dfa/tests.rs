@@ -185,6 +185,81 @@ fn a_lazy_dfa_refuses_states_beyond_its_limit() {
     assert!(l.overflowed());
 }
 
+/// [`LazyDfa::explore`] builds the states stepping every state on every class builds,
+/// numbered alike (transitions, acceptance and NFA sets equal), and stops exactly when there
+/// are more than its limit, without overflowing the DFA.
+#[test]
+fn exploring_a_lazy_dfa_builds_what_stepping_every_class_builds() {
+    let res = [
+        "[a-z]{0,50}",
+        r#""(?:[^"\\]|\\["\\/bfnrt])*""#,
+        "(?:foo|foobar|fo[a-c]+|bar(?:baz)?)x?",
+        "[0-9a-f]{8}-[0-9a-f]{4}",
+        ".*ab.*",
+        "(?:é|[α-ω]{1,3})+z",
+        r#"\{(?:"a":[0-9]+|"ab":"[^"]*")(?:,"b":(?:true|false))?\}"#,
+        "a",
+    ];
+    for re in res {
+        let h = parse(re);
+        let stepped = LazyDfa::new(&h, 1 << 20, 1 << 16).unwrap().unwrap();
+        let classes: Vec<u8> = {
+            let mut reps = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for b in 0..=255u8 {
+                if seen.insert(stepped.class(b)) {
+                    reps.push(b);
+                }
+            }
+            reps
+        };
+        let mut s = 0;
+        while s < stepped.num_states() as u32 {
+            for &b in &classes {
+                stepped.next(s, b);
+            }
+            s += 1;
+        }
+        let n = stepped.num_states();
+        let explored = LazyDfa::new(&h, 1 << 20, 1 << 16).unwrap().unwrap();
+        assert!(explored.explore(n), "{re}");
+        assert_eq!(explored.num_states(), n, "{re}");
+        for s in 0..n as u32 {
+            assert_eq!(
+                explored.is_accepting(s),
+                stepped.is_accepting(s),
+                "{re}: {s}"
+            );
+            assert_eq!(explored.state_key(s), stepped.state_key(s), "{re}: {s}");
+            for b in 0..=255u8 {
+                assert_eq!(
+                    explored.next_if_built(s, b),
+                    stepped.next_if_built(s, b),
+                    "{re}: {s} {b}"
+                );
+            }
+        }
+        if n > 1 {
+            let short = LazyDfa::new(&h, 1 << 20, n + 1).unwrap().unwrap();
+            assert!(!short.explore(n - 1), "{re}: {n} states fit in {}", n - 1);
+            assert!(!short.overflowed(), "{re}");
+            // What it left unbuilt is built on demand, as before.
+            let mut s = 0;
+            while s < short.num_states() as u32 {
+                for &b in &classes {
+                    assert_eq!(
+                        short.next(s, b),
+                        stepped.next_if_built(s, b).unwrap(),
+                        "{re}"
+                    );
+                }
+                s += 1;
+            }
+            assert_eq!(short.num_states(), n, "{re}");
+        }
+    }
+}
+
 /// The claim behind [`TerminalDfa::product_reach`]: when a product with a length counter
 /// capped at `max` fails with reach `r`, the same product capped at any `c` from `r` to
 /// `max` fails too (built here, not skipped). Patterns of the shapes that fail in
