@@ -27,6 +27,10 @@ pub struct HirFacts {
     pub depth: usize,
     /// Equal to [`hir_hash`] of the same HIR.
     pub hash: u64,
+    /// Whether lowering's normalization would leave it as it is (no capture, no empty
+    /// language below the top, no ε-only or `{1,1}` repetition, no `Empty` inside a
+    /// concatenation): asked of every regex leaf of every rule, and a walk of a big key set.
+    pub normalized: bool,
 }
 
 /// [`HirFacts`] of `hir`, in one walk. The large HIRs (a key-exclusion set, a format) were
@@ -36,11 +40,13 @@ pub struct HirFacts {
 pub fn hir_facts(hir: &Hir) -> HirFacts {
     let mut h = Fnv1a::new();
     let (mut size, mut depth) = (0usize, 0usize);
+    let mut normalized = true;
     let mut stack = vec![(hir, 1usize)];
     while let Some((x, d)) = stack.pop() {
         size += 1;
         depth = depth.max(d);
         hash_node(&mut h, x);
+        normalized = normalized && node_is_normalized(x);
         match x.kind() {
             HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
             HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
@@ -54,6 +60,32 @@ pub fn hir_facts(hir: &Hir) -> HirFacts {
         size,
         depth,
         hash: h.finish(),
+        normalized,
+    }
+}
+
+/// Whether one node of a HIR is normalized (its children checked on their own): the
+/// per-node condition of [`HirFacts::normalized`].
+pub(crate) fn node_is_normalized(h: &Hir) -> bool {
+    let fail = |x: &Hir| match x.kind() {
+        HirKind::Class(regex_syntax::hir::Class::Unicode(c)) => c.ranges().is_empty(),
+        HirKind::Class(regex_syntax::hir::Class::Bytes(c)) => c.ranges().is_empty(),
+        _ => false,
+    };
+    match h.kind() {
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => true,
+        HirKind::Capture(_) => false,
+        HirKind::Repetition(r) => {
+            !(r.max == Some(0)
+                || (r.min == 1 && r.max == Some(1))
+                || !r.greedy
+                || fail(&r.sub)
+                || r.sub.properties().maximum_len() == Some(0))
+        }
+        HirKind::Concat(v) => !v
+            .iter()
+            .any(|x| fail(x) || matches!(x.kind(), HirKind::Empty)),
+        HirKind::Alternation(v) => !v.iter().any(fail),
     }
 }
 

@@ -255,10 +255,10 @@ impl<'a> Builder<'a> {
                 None
             }
         };
-        if let Some(h) = shared_hir(e, &shared) {
+        if let Some(h) = shared_hir(e, &shared, self.facts) {
             return Some(h);
         }
-        expr_to_hir(e, &|id| shared(id).as_deref().cloned()).map(Arc::new)
+        expr_to_hir(e, &|id| shared(id).as_deref().cloned(), self.facts).map(Arc::new)
     }
 
     pub(super) fn lower_rule_body(

@@ -3,30 +3,40 @@
 
 use super::MAX_INLINE_HIR;
 use crate::grammar::expr::{Expr, RuleId};
+use crate::grammar::hir_key::{HirFacts, node_is_normalized};
 use regex_syntax::hir::{Hir, HirKind, Repetition};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The HIR of `e`, with references resolved by `lookup` (`None` if some reference has none).
 /// The result is *normalized* (see [`normalize`]).
-pub(super) fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir> {
+/// `facts` tells which regex leaves are normalized already ([`leaf_is_normalized`]).
+pub(super) fn expr_to_hir(
+    e: &Expr,
+    lookup: &impl Fn(RuleId) -> Option<Hir>,
+    facts: &LeafFacts,
+) -> Option<Hir> {
     Some(match e {
         Expr::Empty => Hir::empty(),
         Expr::Bytes(b) => Hir::literal(b.clone()),
+        Expr::Regex(h) if leaf_is_normalized(h, facts) => (**h).clone(),
         Expr::Regex(h) => normalize(h),
         // Not one regular expression: stays its own terminal.
         Expr::Constrained { .. } => return None,
         Expr::Ref(r) => lookup(*r)?,
         Expr::Seq(v) => concat(
             v.iter()
-                .map(|x| expr_to_hir(x, lookup))
+                .map(|x| expr_to_hir(x, lookup, facts))
                 .collect::<Option<Vec<_>>>()?,
         ),
         Expr::Alt(v) => alternation(
             v.iter()
-                .map(|x| expr_to_hir(x, lookup))
+                .map(|x| expr_to_hir(x, lookup, facts))
                 .collect::<Option<Vec<_>>>()?,
         ),
-        Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
+        Expr::Repeat { expr, min, max } => {
+            repetition(expr_to_hir(expr, lookup, facts)?, *min, *max)
+        }
     })
 }
 
@@ -36,9 +46,10 @@ pub(super) fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> 
 pub(super) fn shared_hir(
     e: &Expr,
     lookup: &impl Fn(RuleId) -> Option<Arc<Hir>>,
+    facts: &LeafFacts,
 ) -> Option<Arc<Hir>> {
     match e {
-        Expr::Regex(h) if is_normalized(h) => Some(Arc::clone(h)),
+        Expr::Regex(h) if leaf_is_normalized(h, facts) => Some(Arc::clone(h)),
         Expr::Ref(r) => lookup(*r),
         _ => None,
     }
@@ -117,37 +128,28 @@ pub(super) fn normalize(h: &Hir) -> Hir {
 pub(super) fn is_normalized(h: &Hir) -> bool {
     let mut stack = vec![h];
     while let Some(h) = stack.pop() {
+        if !node_is_normalized(h) {
+            return false;
+        }
         match h.kind() {
-            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
-            HirKind::Capture(_) => return false,
-            HirKind::Repetition(r) => {
-                if r.max == Some(0)
-                    || (r.min == 1 && r.max == Some(1))
-                    || !r.greedy
-                    || is_fail(&r.sub)
-                    || is_epsilon_only(&r.sub)
-                {
-                    return false;
-                }
-                stack.push(&r.sub);
-            }
-            HirKind::Concat(v) => {
-                if v.iter()
-                    .any(|x| is_fail(x) || matches!(x.kind(), HirKind::Empty))
-                {
-                    return false;
-                }
-                stack.extend(v.iter());
-            }
-            HirKind::Alternation(v) => {
-                if v.iter().any(is_fail) {
-                    return false;
-                }
-                stack.extend(v.iter());
-            }
+            HirKind::Repetition(r) => stack.push(&r.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => stack.extend(v.iter()),
+            _ => {}
         }
     }
     true
+}
+
+/// [`HirFacts`] of the regex leaves of a grammar's rules, by address (lowering's promotion
+/// step computes them; the leaves live in the `GrammarDef`, so addresses are stable).
+pub(super) type LeafFacts = HashMap<*const Hir, HirFacts>;
+
+/// Whether the leaf `h` is normalized: from its facts when known (a big key set is thousands
+/// of nodes, and its leaf is met once per rule that uses it), else by a walk.
+pub(super) fn leaf_is_normalized(h: &Hir, facts: &LeafFacts) -> bool {
+    facts
+        .get(&(h as *const Hir))
+        .map_or_else(|| is_normalized(h), |f| f.normalized)
 }
 
 /// Number of HIR nodes (iterative).

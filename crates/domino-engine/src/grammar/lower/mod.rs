@@ -217,7 +217,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                     None
                 }
             };
-            match expr_to_hir(e, &lookup) {
+            match expr_to_hir(e, &lookup, &facts) {
                 Some(h) => alts.push(h),
                 None => return Err(GrammarError::whole("%ignore expressions must be regular")),
             }

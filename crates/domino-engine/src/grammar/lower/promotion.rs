@@ -123,22 +123,24 @@ pub(super) fn promote(
         }
         let hir = {
             let lookup = |id: RuleId| rule_hir[id.0 as usize].as_deref().cloned();
-            if let Some(shared) = shared_hir(&rule.expr, &|id| rule_hir[id.0 as usize].clone()) {
+            if let Some(shared) =
+                shared_hir(&rule.expr, &|id| rule_hir[id.0 as usize].clone(), &facts)
+            {
                 Some(shared)
             } else {
                 match tail_rec[r]
                     .then(|| tail_split(&rule.expr, RuleId(r as u32)))
                     .flatten()
                 {
-                    None => expr_to_hir(&rule.expr, &lookup),
+                    None => expr_to_hir(&rule.expr, &lookup, &facts),
                     Some((prefixes, bases)) => (|| {
                         let prefixes = prefixes
                             .iter()
-                            .map(|e| expr_to_hir(e, &lookup))
+                            .map(|e| expr_to_hir(e, &lookup, &facts))
                             .collect::<Option<Vec<_>>>()?;
                         let bases = bases
                             .iter()
-                            .map(|e| expr_to_hir(e, &lookup))
+                            .map(|e| expr_to_hir(e, &lookup, &facts))
                             .collect::<Option<Vec<_>>>()?;
                         Some(concat(vec![
                             repetition(alternation(prefixes), 0, None),
