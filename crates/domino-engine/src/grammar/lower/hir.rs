@@ -170,3 +170,71 @@ pub(super) fn hir_size(h: &Hir) -> usize {
     }
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::hir_key::hir_facts;
+
+    fn parse(re: &str) -> Hir {
+        regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .build()
+            .parse(re)
+            .unwrap()
+    }
+
+    #[test]
+    fn facts_tell_normalized_hir_as_the_walk_does() {
+        let mut cases: Vec<Hir> = [
+            "a",
+            "",
+            "(a|b)c",
+            "(?:a|b)c",
+            "x*?",
+            "(?:ab)+[0-9]{2,5}",
+            "q(?:x|[^\\x00-\\x{10FFFF}])",
+            "(?:){3}z",
+            "a(?:b(?:c(d|e)f)g)h|i",
+        ]
+        .iter()
+        .map(|re| parse(re))
+        .collect();
+        // Shapes the parser does not produce: an ε inside a concatenation, a {1,1}
+        // repetition, an ε-only repetition, a failing repetition body.
+        let rep = |sub: Hir, min, max| {
+            Hir::repetition(Repetition {
+                min,
+                max,
+                greedy: true,
+                sub: Box::new(sub),
+            })
+        };
+        cases.push(Hir::concat(vec![parse("a"), Hir::empty(), parse("b")]));
+        cases.push(rep(parse("[ab]"), 1, Some(1)));
+        cases.push(rep(Hir::empty(), 0, None));
+        cases.push(rep(Hir::fail(), 0, Some(2)));
+        cases.push(Hir::alternation(vec![
+            parse("a"),
+            rep(parse("b"), 0, Some(0)),
+        ]));
+        let mut seen = [false; 2];
+        for h in &cases {
+            let walked = is_normalized(h);
+            assert_eq!(hir_facts(h).normalized, walked, "{h:?}");
+            seen[walked as usize] = true;
+            let n = normalize(h);
+            assert!(
+                is_normalized(&n) && hir_facts(&n).normalized,
+                "{h:?} -> {n:?}"
+            );
+            if walked {
+                assert_eq!(&n, h);
+            }
+            let facts: LeafFacts = [(h as *const Hir, hir_facts(h))].into_iter().collect();
+            assert_eq!(leaf_is_normalized(h, &facts), walked);
+            assert_eq!(leaf_is_normalized(h, &LeafFacts::new()), walked);
+        }
+        assert_eq!(seen, [true, true], "both kinds are tested");
+    }
+}
