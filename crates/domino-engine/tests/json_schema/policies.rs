@@ -57,3 +57,57 @@ fn by_default_the_document_ends_with_its_root_value() {
     let def = json_schema::compile(&schema, &trailing).unwrap();
     assert!(Matcher::new(&def).accepts(b"{}\n\n"));
 }
+
+/// Flexible layout: every place whitespace may go in an object or an array (after `{`/`[`,
+/// around each `:` and `,`, before `}`/`]`) takes up to `max_whitespace` bytes of any of the
+/// four whitespace characters and no more, in the source grammar and in the lowered one (the
+/// separators `,ws` and `ws:ws` are single terminals there, the rest nullable `ws`).
+#[test]
+fn flexible_whitespace_goes_everywhere_up_to_its_limit() {
+    use domino_engine::grammar::lower::lower;
+    use domino_engine::grammar::reference::ReferenceRecognizer;
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["a"],
+        "additionalProperties": {"type": "boolean"}
+    });
+    let def = json_schema::compile(&schema, &opts(WhitespacePolicy::Flexible)).unwrap();
+    let rec = ReferenceRecognizer::new(&lower(&def).unwrap()).unwrap();
+    // `~` marks the places; each document is checked with every place filled in turn.
+    let docs = [
+        r#"{~"a"~:~1~}"#,
+        r#"{~"b"~:~[~1~,~2~]~,~"a"~:~1~}"#,
+        r#"{~"x"~:~true~,~"a"~:~1~,~"b"~:~[~]~}"#,
+    ];
+    for doc in docs {
+        let places = doc.matches('~').count();
+        for at in 0..places {
+            for (fill, ok) in [
+                ("", true),
+                (" \t\n\r", true),
+                (&" ".repeat(20) as &str, true),
+                (&"\n".repeat(21) as &str, false),
+            ] {
+                let mut text = String::new();
+                for (i, part) in doc.split('~').enumerate() {
+                    if i > 0 && i - 1 == at {
+                        text.push_str(fill);
+                    }
+                    text.push_str(part);
+                }
+                assert_eq!(Matcher::new(&def).accepts(text.as_bytes()), ok, "{text:?}");
+                assert_eq!(rec.accepts(text.as_bytes()), ok, "lowered: {text:?}");
+            }
+        }
+    }
+    for bad in [
+        r#"{"a":1,}"#,
+        r#"{,"a":1}"#,
+        r#"{"a"::1}"#,
+        r#"{"a":1,,"b":[]}"#,
+        r#"{"a":[1,]}"#,
+    ] {
+        assert!(!rec.accepts(bad.as_bytes()), "{bad}");
+    }
+}

@@ -53,10 +53,17 @@ impl Compiler<'_> {
         }
     }
 
-    /// Between members (the comma included).
+    /// Between members (the comma included). Flexible: one terminal for the comma and the
+    /// whitespace after it (the same language as `"," ws`, one symbol instead of a byte and
+    /// a nullable nonterminal in each of an object's member alternatives, of which an
+    /// any-order object has `N·2^(N-1)`).
     pub(super) fn sep(&mut self, d: u32) -> Expr {
         match self.style(d) {
-            Style::Flexible => Expr::Seq(vec![Expr::Bytes(b",".to_vec()), self.ws()]),
+            Style::Flexible => {
+                let ws = lexical::whitespace_pattern(self.opts.max_whitespace);
+                self.lex("comma", format!(",{ws}"))
+                    .unwrap_or_else(|_| Expr::Seq(vec![Expr::Bytes(b",".to_vec()), self.ws()]))
+            }
             Style::Compact => Expr::Bytes(b",".to_vec()),
             Style::Pretty(d) => {
                 Expr::Bytes(format!(",\n{}", "  ".repeat(d as usize + 1)).into_bytes())
@@ -80,10 +87,15 @@ impl Compiler<'_> {
         }
     }
 
-    /// After a key.
+    /// After a key. Flexible: one terminal for `ws ":" ws` (see [`Self::sep`]).
     pub(super) fn colon(&mut self, d: u32) -> Expr {
         match self.style(d) {
-            Style::Flexible => Expr::Seq(vec![self.ws(), Expr::Bytes(b":".to_vec()), self.ws()]),
+            Style::Flexible => {
+                let ws = lexical::whitespace_pattern(self.opts.max_whitespace);
+                self.lex("colon", format!("{ws}:{ws}")).unwrap_or_else(|_| {
+                    Expr::Seq(vec![self.ws(), Expr::Bytes(b":".to_vec()), self.ws()])
+                })
+            }
             Style::Compact => Expr::Bytes(b":".to_vec()),
             Style::Pretty(_) => Expr::Bytes(b": ".to_vec()),
         }
