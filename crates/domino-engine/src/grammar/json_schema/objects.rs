@@ -27,7 +27,6 @@
 //! Either way extra keys are never one of the named keys, so no member can be written twice
 //! under a named key, and a named member's value always meets its own schema.
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use regex_syntax::hir::Hir;
 use serde_json::{Map, Value};
@@ -685,12 +684,24 @@ impl Compiler<'_> {
         // member is written at most once, End needs every required one in S.
         type State = (usize, usize, u32, usize);
         const EXTRA_WRITTEN: usize = 1 << 31;
-        // Explore: transitions (label: Some(member index) / None = extra member / end).
+        // Explore: transitions (label: Some(member index) / None = extra member / end), to
+        // states numbered densely in the order they are found (the start is 0), so that the
+        // analyses below index vectors instead of hashing a state per transition (an
+        // any-order object has `N·2^(N-1)` transitions).
+        #[derive(Clone, Copy)]
         enum Step {
-            Member(usize, State),
-            Skip(State),
-            Extra(State),
+            Member(usize, u32),
+            Skip(u32),
+            Extra(u32),
             End,
+        }
+        impl Step {
+            fn target(self) -> Option<usize> {
+                match self {
+                    Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) => Some(t as usize),
+                    Step::End => None,
+                }
+            }
         }
         let required_set: usize = named
             .iter()
@@ -698,24 +709,29 @@ impl Compiler<'_> {
             .filter(|(_, x)| x.2)
             .map(|(i, _)| 1usize << i)
             .sum();
-        let mut steps: crate::hash::WordHashMap<State, Vec<Step>> = Default::default();
-        let mut work: Vec<State> = vec![(0, 0, 0, 0)];
+        let mut states: Vec<State> = vec![(0, 0, 0, 0)];
+        let mut index: crate::hash::WordHashMap<State, u32> = Default::default();
+        index.insert((0, 0, 0, 0), 0);
+        let mut intern = |st: State, states: &mut Vec<State>| -> u32 {
+            *index.entry(st).or_insert_with(|| {
+                states.push(st);
+                (states.len() - 1) as u32
+            })
+        };
+        // Each state's steps: `steps[ranges[i]..ranges[i + 1]]`.
+        let mut steps: Vec<Step> = Vec::new();
+        let mut ranges: Vec<usize> = vec![0];
         let min_named = min_p as usize;
-        while let Some(st) = work.pop() {
-            if steps.contains_key(&st) {
-                continue;
-            }
-            let (k, c, b, m) = st;
-            let mut out = Vec::new();
+        let mut i = 0;
+        while i < states.len() {
+            let (k, c, b, m) = states[i];
             if any_order {
                 let set = k;
                 if allowed(c) {
-                    for (i, bit) in bit_of.iter().enumerate() {
-                        if set & (1 << i) == 0 && writable[i] {
-                            out.push(Step::Member(
-                                i,
-                                (set | 1 << i, next(c), b | bit, (m + 1).min(min_named)),
-                            ));
+                    for (j, bit) in bit_of.iter().enumerate() {
+                        if set & (1 << j) == 0 && writable[j] {
+                            let t = (set | 1 << j, next(c), b | bit, (m + 1).min(min_named));
+                            steps.push(Step::Member(j, intern(t, &mut states)));
                         }
                     }
                 }
@@ -723,7 +739,7 @@ impl Compiler<'_> {
                     && m >= min_named
                     && presence_ok(&constraints, b)
                 {
-                    out.push(Step::End);
+                    steps.push(Step::End);
                 }
                 if extra.is_some() && allowed(c) {
                     // The "an extra member was written" bit only matters for counting
@@ -736,73 +752,76 @@ impl Compiler<'_> {
                     } else {
                         (set, m)
                     };
-                    out.push(Step::Extra((written, next(c), b, counted)));
+                    let t = (written, next(c), b, counted);
+                    steps.push(Step::Extra(intern(t, &mut states)));
                 }
             } else if k < n {
                 if allowed(c) && writable[k] {
-                    out.push(Step::Member(
-                        k,
-                        (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named)),
-                    ));
+                    let t = (k + 1, next(c), b | bit_of[k], (m + 1).min(min_named));
+                    steps.push(Step::Member(k, intern(t, &mut states)));
                 }
                 if !named[k].2 {
-                    out.push(Step::Skip((k + 1, c, b, m)));
+                    steps.push(Step::Skip(intern((k + 1, c, b, m), &mut states)));
                 }
             } else {
                 if m >= min_named && presence_ok(&constraints, b) {
-                    out.push(Step::End);
+                    steps.push(Step::End);
                 }
                 if extra.is_some() && allowed(c) {
                     let counted = if k == n { (m + 1).min(min_named) } else { m };
-                    out.push(Step::Extra((n + 1, next(c), b, counted)));
+                    let t = (n + 1, next(c), b, counted);
+                    steps.push(Step::Extra(intern(t, &mut states)));
                 }
             }
-            for step in &out {
-                match step {
-                    Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) => work.push(*t),
-                    Step::End => {}
-                }
-            }
-            steps.insert(st, out);
+            ranges.push(steps.len());
+            i += 1;
         }
+        let steps_of = |i: usize| &steps[ranges[i]..ranges[i + 1]];
         // Productive states (some path to End): backwards from the states that can end,
-        // along reversed steps (a worklist, so a long schema-order chain is one pass).
-        let mut preds: crate::hash::WordHashMap<State, Vec<State>> = Default::default();
-        for (st, v) in &steps {
-            for x in v {
-                if let Step::Member(_, t) | Step::Skip(t) | Step::Extra(t) = x {
-                    preds.entry(*t).or_default().push(*st);
-                }
+        // along reversed steps (a worklist over predecessor lists in one flat array, so a
+        // long schema-order chain is one pass).
+        let ns = states.len();
+        let mut pred_start = vec![0usize; ns + 1];
+        for st in steps.iter().filter_map(|s| s.target()) {
+            pred_start[st + 1] += 1;
+        }
+        for i in 0..ns {
+            pred_start[i + 1] += pred_start[i];
+        }
+        let mut fill = pred_start.clone();
+        let mut preds = vec![0u32; steps.len()];
+        for from in 0..ns {
+            for t in steps_of(from).iter().filter_map(|s| s.target()) {
+                preds[fill[t]] = from as u32;
+                fill[t] += 1;
             }
         }
-        let mut productive: crate::hash::WordHashSet<State> = Default::default();
-        let mut stack: Vec<State> = steps
-            .iter()
-            .filter(|(_, v)| v.iter().any(|x| matches!(x, Step::End)))
-            .map(|(s, _)| *s)
+        let mut productive = vec![false; ns];
+        let mut stack: Vec<usize> = (0..ns)
+            .filter(|&i| steps_of(i).iter().any(|x| matches!(x, Step::End)))
             .collect();
         while let Some(st) = stack.pop() {
-            if productive.insert(st) {
-                if let Some(ps) = preds.get(&st) {
-                    stack.extend(ps.iter().copied());
-                }
+            if !std::mem::replace(&mut productive[st], true) {
+                stack.extend(
+                    preds[pred_start[st]..pred_start[st + 1]]
+                        .iter()
+                        .map(|&p| p as usize),
+                );
             }
         }
-        if !productive.contains(&(0, 0, 0, 0)) {
+        if !productive[0] {
             self.warnings.push(format!(
                 "at {}: no object satisfies the property constraints",
                 if ptr.is_empty() { "/" } else { ptr }
             ));
             return Ok(Self::never());
         }
-        let mut ids: crate::hash::WordHashMap<State, RuleId> = Default::default();
-        let mut order: Vec<State> = productive.iter().copied().collect();
-        order.sort();
-        for st in &order {
-            ids.insert(
-                *st,
-                self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?,
-            );
+        // Rules in the order of their states (as tuples), one per productive state.
+        let mut order: Vec<usize> = (0..ns).filter(|&i| productive[i]).collect();
+        order.sort_unstable_by_key(|&i| states[i]);
+        let mut ids: Vec<RuleId> = vec![RuleId(u32::MAX); ns];
+        for &st in &order {
+            ids[st] = self.add_rule("members", Expr::Empty, RuleKind::Syntactic)?;
         }
         let lead = self.lead(d);
         let sep = self.sep(d);
@@ -811,10 +830,12 @@ impl Compiler<'_> {
         // A member with what comes before it (the first member's lead or a separator) is one
         // rule, referenced by every state that writes it: the states are many (2^N for N
         // members in any order), the members few, so no state copies a member's expression
-        // (lowering splices the rule's symbols in, see `RuleKind::Inline`).
-        let mut written: HashMap<(Option<usize>, bool), Expr> = HashMap::new();
+        // (lowering splices the rule's symbols in, see `RuleKind::Inline`). Indexed by
+        // `2·member + first`, the extra member last.
+        let mut written: Vec<Option<Expr>> = vec![None; 2 * (n + 1)];
         let mut member_rule = |this: &mut Self, k: Option<usize>, first: bool| {
-            if let Some(e) = written.get(&(k, first)) {
+            let slot = 2 * k.unwrap_or(n) + usize::from(first);
+            if let Some(e) = &written[slot] {
                 return Ok::<Expr, GrammarError>(e.clone());
             }
             let pre = if first { lead.clone() } else { sep.clone() };
@@ -826,29 +847,31 @@ impl Compiler<'_> {
             // Inline: spliced into each state's alternative by lowering, so the parser
             // sees the member's symbols there as before, not a nonterminal per member.
             let e = Expr::Ref(this.add_rule("member", body, RuleKind::Inline)?);
-            written.insert((k, first), e.clone());
+            written[slot] = Some(e.clone());
             Ok(e)
         };
-        for st in &order {
-            let (_, c, _, _) = *st;
+        for &st in &order {
+            let (_, c, _, _) = states[st];
             let mut alts = Vec::new();
-            for step in &steps[st] {
+            for &step in steps_of(st) {
                 match step {
-                    Step::Member(k, t) if productive.contains(t) => {
-                        alts.push(Expr::Seq(vec![
-                            member_rule(self, Some(*k), c == 0)?,
-                            Expr::Ref(ids[t]),
-                        ]));
-                    }
-                    Step::Skip(t) if productive.contains(t) => alts.push(Expr::Ref(ids[t])),
-                    Step::Extra(t) if productive.contains(t) => {
-                        alts.push(Expr::Seq(vec![
-                            member_rule(self, None, c == 0)?,
-                            Expr::Ref(ids[t]),
-                        ]));
-                    }
                     Step::End => alts.push(if c == 0 { empty.clone() } else { trail.clone() }),
-                    _ => {}
+                    _ => {
+                        let t = step.target().expect("a step to a state");
+                        if !productive[t] {
+                            continue;
+                        }
+                        alts.push(match step {
+                            Step::Member(k, _) => Expr::Seq(vec![
+                                member_rule(self, Some(k), c == 0)?,
+                                Expr::Ref(ids[t]),
+                            ]),
+                            Step::Extra(_) => {
+                                Expr::Seq(vec![member_rule(self, None, c == 0)?, Expr::Ref(ids[t])])
+                            }
+                            _ => Expr::Ref(ids[t]),
+                        });
+                    }
                 }
             }
             self.rules[ids[st].0 as usize].expr = if alts.len() == 1 {
@@ -857,7 +880,7 @@ impl Compiler<'_> {
                 Expr::Alt(alts)
             };
         }
-        let start = ids[&(0, 0, 0, 0)];
+        let start = ids[0];
         Ok(Expr::Seq(vec![
             Expr::Bytes(b"{".to_vec()),
             Expr::Ref(start),
