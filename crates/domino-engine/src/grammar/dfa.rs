@@ -373,14 +373,9 @@ impl TerminalDfa {
 
     /// The general path: `regex-automata`'s dense DFA, copied into our table.
     fn determinise(hir: &Hir) -> Result<Self, DfaError> {
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .utf8(false)
-                    .which_captures(thompson::WhichCaptures::None),
-            )
-            .build_from_hir(hir)
-            .map_err(|e| DfaError::Compile(e.to_string()))?;
+        let nfa =
+            crate::grammar::nfa::thompson_nfa(hir, None, false, thompson::WhichCaptures::None)
+                .map_err(|e| DfaError::Compile(e.to_string()))?;
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -793,15 +788,13 @@ impl TerminalDfa {
 /// Build a dense, anchored, all-matches DFA for a terminal's HIR, with an optional size
 /// limit in bytes (shared with the reference recognizer).
 pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Vec<u32>>, String> {
-    let nfa = thompson::Compiler::new()
-        .configure(
-            thompson::Config::new()
-                .utf8(false)
-                .shrink(false)
-                .nfa_size_limit(limit.map(|l| l * 4)),
-        )
-        .build_from_hir(hir)
-        .map_err(|e| e.to_string())?;
+    let nfa = crate::grammar::nfa::thompson_nfa(
+        hir,
+        limit.map(|l| l * 4),
+        false,
+        thompson::WhichCaptures::All,
+    )
+    .map_err(|e| e.to_string())?;
     let limit = limit.map(crate::budget::dfa_size_limit);
     dense::Builder::new()
         .configure(

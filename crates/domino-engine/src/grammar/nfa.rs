@@ -30,6 +30,55 @@
 use regex_automata::nfa::thompson::{self, NFA, State};
 use regex_syntax::hir::{Hir, HirKind};
 
+/// A compiler keeps what it learned from NFAs this big or smaller between builds; a larger
+/// one (or a failed build) gets a fresh compiler after it, so a thread holds no more than
+/// its builder's vectors for this many states.
+const REUSE_MAX_STATES: usize = 20_000;
+
+/// `regex-automata`'s Thompson NFA of `hir` (bytes, not UTF-8; forward), from one compiler
+/// per thread: `size_limit` in bytes (`None`: none), `shrink` and `captures` as
+/// `thompson::Config` has them.
+///
+/// A new compiler fills a 10,000-entry UTF-8 suffix cache (about 400 KB, fresh pages the
+/// kernel must zero) on its first build; a reused one bumps a version number instead.
+/// Built once per terminal, that was a tenth of building a big schema's engine grammar.
+/// Every setting is given on every call: a compiler's `configure` only overwrites the
+/// settings the new configuration sets, so one left out would leak in from the last build.
+pub(crate) fn thompson_nfa(
+    hir: &regex_syntax::hir::Hir,
+    size_limit: Option<usize>,
+    shrink: bool,
+    captures: thompson::WhichCaptures,
+) -> Result<NFA, regex_automata::nfa::thompson::BuildError> {
+    let config = thompson::Config::new()
+        .utf8(false)
+        .reverse(false)
+        .shrink(shrink)
+        .which_captures(captures)
+        .nfa_size_limit(size_limit);
+    thread_local! {
+        static COMPILER: std::cell::RefCell<thompson::Compiler> =
+            std::cell::RefCell::new(thompson::Compiler::new());
+    }
+    COMPILER.with(|cell| {
+        // Never nested today; if it ever is, the inner build gets a compiler of its own.
+        let Ok(mut c) = cell.try_borrow_mut() else {
+            return thompson::Compiler::new()
+                .configure(config)
+                .build_from_hir(hir);
+        };
+        c.configure(config);
+        let built = c.build_from_hir(hir);
+        if built
+            .as_ref()
+            .map_or(true, |nfa| nfa.states().len() > REUSE_MAX_STATES)
+        {
+            *c = thompson::Compiler::new();
+        }
+        built
+    })
+}
+
 /// Repetitions counted up to at least this many copies are built by copying their body.
 pub const COPY_MIN: u32 = 4;
 
@@ -428,15 +477,13 @@ impl Nfa {
     /// open ε state when `open` (else it stays the match state).
     fn import(&mut self, hir: &Hir, open: bool) -> Result<(u32, u32), NfaError> {
         let used = self.memory_bytes();
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .utf8(false)
-                    .which_captures(thompson::WhichCaptures::None)
-                    .nfa_size_limit(Some(self.limit.saturating_sub(used))),
-            )
-            .build_from_hir(hir)
-            .map_err(|e| NfaError::Compile(e.to_string()))?;
+        let nfa = thompson_nfa(
+            hir,
+            Some(self.limit.saturating_sub(used)),
+            false,
+            thompson::WhichCaptures::None,
+        )
+        .map_err(|e| NfaError::Compile(e.to_string()))?;
         if !nfa.look_set_any().is_empty() {
             return Err(NfaError::LookAround);
         }
@@ -585,6 +632,61 @@ fn has_copies(hir: &Hir) -> bool {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// The per-thread compiler gives the NFA a fresh compiler gives, whatever it built
+    /// before, and no setting of an earlier build (a size limit, captures) carries over.
+    #[test]
+    fn a_reused_thompson_compiler_builds_what_a_fresh_one_builds() {
+        let parse = |re: &str| {
+            regex_syntax::ParserBuilder::new()
+                .utf8(false)
+                .build()
+                .parse(re)
+                .unwrap()
+        };
+        let fresh = |h: &regex_syntax::hir::Hir, limit, captures| {
+            thompson::Compiler::new()
+                .configure(
+                    thompson::Config::new()
+                        .utf8(false)
+                        .which_captures(captures)
+                        .nfa_size_limit(limit),
+                )
+                .build_from_hir(h)
+                .map(|n| format!("{n:?}"))
+                .map_err(|e| e.to_string())
+        };
+        let big = parse("(é|[a-zα-ω]|\\\\u[0-9a-f]{4}){0,300}");
+        let cases = [
+            (parse("(ab|c)*"), None, thompson::WhichCaptures::All),
+            (big.clone(), Some(1000), thompson::WhichCaptures::None),
+            (big.clone(), None, thompson::WhichCaptures::None),
+            (
+                parse("(x)(yz)?[^\\x00-\\x7f]"),
+                None,
+                thompson::WhichCaptures::All,
+            ),
+            (
+                parse("(x)(yz)?[^\\x00-\\x7f]"),
+                None,
+                thompson::WhichCaptures::None,
+            ),
+            (
+                parse("[0-9]+(\\.[0-9]+)?"),
+                Some(1 << 20),
+                thompson::WhichCaptures::None,
+            ),
+        ];
+        for _ in 0..2 {
+            for (h, limit, captures) in &cases {
+                let reused = thompson_nfa(h, *limit, false, *captures)
+                    .map(|n| format!("{n:?}"))
+                    .map_err(|e| e.to_string());
+                assert_eq!(reused, fresh(h, *limit, *captures), "{h:?} {limit:?}");
+            }
+        }
+        assert!(thompson_nfa(&big, Some(1000), false, thompson::WhichCaptures::None).is_err());
+    }
 
     /// The number of states of the subset construction over `n` (live or not), and whether
     /// it accepts each string of `probe`.

@@ -834,10 +834,8 @@ fn regexes_disjoint(x: &regex_syntax::hir::Hir, y: &regex_syntax::hir::Hir) -> O
     use regex_automata::util::start;
     use regex_automata::{Anchored, MatchKind, nfa::thompson};
     let build = |h: &regex_syntax::hir::Hir| -> Option<dense::DFA<Vec<u32>>> {
-        let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().utf8(false))
-            .build_from_hir(h)
-            .ok()?;
+        let nfa =
+            crate::grammar::nfa::thompson_nfa(h, None, false, thompson::WhichCaptures::All).ok()?;
         dense::Builder::new()
             .configure(
                 dense::Config::new()
