@@ -375,7 +375,7 @@ impl TerminalDfa {
     fn determinise(hir: &Hir) -> Result<Self, DfaError> {
         let nfa =
             crate::grammar::nfa::thompson_nfa(hir, None, false, thompson::WhichCaptures::None)
-                .map_err(|e| DfaError::Compile(e.to_string()))?;
+                .map_err(DfaError::Compile)?;
         let dfa = dense::Builder::new()
             .configure(
                 dense::Config::new()
@@ -793,8 +793,7 @@ pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Ve
         limit.map(|l| l * 4),
         false,
         thompson::WhichCaptures::All,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let limit = limit.map(crate::budget::dfa_size_limit);
     dense::Builder::new()
         .configure(

@@ -36,7 +36,7 @@ use regex_syntax::hir::{Hir, HirKind};
 const REUSE_MAX_STATES: usize = 20_000;
 
 /// `regex-automata`'s Thompson NFA of `hir` (bytes, not UTF-8; forward), from one compiler
-/// per thread: `size_limit` in bytes (`None`: none), `shrink` and `captures` as
+/// per thread (the error as its message): `size_limit` in bytes (`None`: none), `shrink` and `captures` as
 /// `thompson::Config` has them.
 ///
 /// A new compiler fills a 10,000-entry UTF-8 suffix cache (about 400 KB, fresh pages the
@@ -49,7 +49,7 @@ pub(crate) fn thompson_nfa(
     size_limit: Option<usize>,
     shrink: bool,
     captures: thompson::WhichCaptures,
-) -> Result<NFA, regex_automata::nfa::thompson::BuildError> {
+) -> Result<NFA, String> {
     let config = thompson::Config::new()
         .utf8(false)
         .reverse(false)
@@ -65,7 +65,8 @@ pub(crate) fn thompson_nfa(
         let Ok(mut c) = cell.try_borrow_mut() else {
             return thompson::Compiler::new()
                 .configure(config)
-                .build_from_hir(hir);
+                .build_from_hir(hir)
+                .map_err(|e| e.to_string());
         };
         c.configure(config);
         let built = c.build_from_hir(hir);
@@ -75,7 +76,7 @@ pub(crate) fn thompson_nfa(
         {
             *c = thompson::Compiler::new();
         }
-        built
+        built.map_err(|e| e.to_string())
     })
 }
 
@@ -483,7 +484,7 @@ impl Nfa {
             false,
             thompson::WhichCaptures::None,
         )
-        .map_err(|e| NfaError::Compile(e.to_string()))?;
+        .map_err(NfaError::Compile)?;
         if !nfa.look_set_any().is_empty() {
             return Err(NfaError::LookAround);
         }
