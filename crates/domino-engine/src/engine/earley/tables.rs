@@ -102,18 +102,33 @@ impl ParserTables {
             Symbol::Terminal(t) => t.0,
             Symbol::Nonterminal(a) => nt_key(a.0),
         };
-        let mut prods: Vec<(u32, Vec<u32>)> = Vec::with_capacity(grammar.productions.len() + 1);
+        // Kept productions as (lhs, range of `keys`), the right-hand sides' keys in one flat
+        // array (a vector per production was thousands of small allocations on big schemas).
+        let mut prods: Vec<(u32, std::ops::Range<usize>)> =
+            Vec::with_capacity(grammar.productions.len() + 1);
+        let mut keys: Vec<u32> = Vec::with_capacity(
+            grammar
+                .productions
+                .iter()
+                .map(|p| p.rhs.len())
+                .sum::<usize>()
+                + 1,
+        );
         let mut dropped_productions = 0;
         for p in &grammar.productions {
             if productive[p.lhs.0 as usize] && p.rhs.iter().all(sym_ok) {
-                prods.push((p.lhs.0, p.rhs.iter().map(sym_key).collect()));
+                let start = keys.len();
+                keys.extend(p.rhs.iter().map(sym_key));
+                prods.push((p.lhs.0, start..keys.len()));
             } else {
                 dropped_productions += 1;
             }
         }
         if productive[grammar.start.0 as usize] {
-            prods.push((accept_nt, vec![nt_key(grammar.start.0)]));
+            keys.push(nt_key(grammar.start.0));
+            prods.push((accept_nt, keys.len() - 1..keys.len()));
         }
+        let rhs_of = |r: &std::ops::Range<usize>| &keys[r.clone()];
 
         // Nullable nonterminals (least fixpoint).
         // (Productions with a terminal can never derive ε.)
@@ -121,8 +136,8 @@ impl ParserTables {
             num_nonterminals,
             prods
                 .iter()
-                .filter(|(_, rhs)| rhs.iter().all(|&k| k >= num_terminals as u32))
-                .map(|(lhs, rhs)| (*lhs, rhs.iter().map(|&k| k - num_terminals as u32))),
+                .filter(|(_, r)| rhs_of(r).iter().all(|&k| k >= num_terminals as u32))
+                .map(|(lhs, r)| (*lhs, rhs_of(r).iter().map(|&k| k - num_terminals as u32))),
         );
         let key_nullable = |k: u32| {
             k != END && k >= num_terminals as u32 && nullable[(k - num_terminals as u32) as usize]
@@ -130,10 +145,10 @@ impl ParserTables {
 
         // Flatten dotted items; skip chains computed right to left.
         // (Sized up front: growing it was ~3 % of compiling a large schema.)
-        let mut dots: Vec<DotInfo> =
-            Vec::with_capacity(prods.iter().map(|(_, rhs)| rhs.len() + 1).sum());
+        let mut dots: Vec<DotInfo> = Vec::with_capacity(keys.len() + prods.len());
         let mut prod_base: Vec<u32> = Vec::with_capacity(prods.len());
-        for (lhs, rhs) in &prods {
+        for (lhs, r) in &prods {
+            let rhs = rhs_of(r);
             let base = dots.len() as u32;
             prod_base.push(base);
             let n = rhs.len();
