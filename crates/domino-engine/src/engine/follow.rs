@@ -31,7 +31,7 @@ impl Follow {
         let nt = g.nonterminals.len();
         let n = g.terminals.len();
         if n > FOLLOW_MAX_TERMINALS
-            || crate::budget::would_exceed(((2 * nt + n) * n.div_ceil(64) * 8) as u64)
+            || crate::budget::would_exceed(((3 * nt + n) * n.div_ceil(64) * 8) as u64)
         {
             return Follow::all(n);
         }
@@ -140,29 +140,41 @@ impl Follow {
                 }
             }
         };
+        // What may follow each occurrence goes to the terminal itself, or for a nonterminal
+        // into its right context (`context[x]`: every terminal that may follow some
+        // occurrence of `x`), spread over `x`'s last terminals once at the end. Spreading per
+        // occurrence cost |last(x)| row unions each time: a value nonterminal occurs in every
+        // member state of an any-order object.
+        let mut context = vec![0u64; nt * words];
         for p in &g.productions {
             if crate::budget::over("follow sets") {
                 break;
             }
             for i in 0..p.rhs.len() {
-                let lasts = set_of(&last, words, &p.rhs[i]);
                 for j in i + 1..p.rhs.len() {
                     let firsts = set_of(&first, words, &p.rhs[j]);
-                    match lasts {
-                        Set::One(a) => add(&mut bits, a, &firsts),
-                        Set::Row(row) => {
-                            for (wi, &word) in row.iter().enumerate() {
-                                let mut word = word;
-                                while word != 0 {
-                                    let a = wi * 64 + word.trailing_zeros() as usize;
-                                    word &= word - 1;
-                                    add(&mut bits, a, &firsts);
-                                }
-                            }
-                        }
+                    match p.rhs[i] {
+                        ir::Symbol::Terminal(t) => add(&mut bits, t.0 as usize, &firsts),
+                        ir::Symbol::Nonterminal(x) => add(&mut context, x.0 as usize, &firsts),
                     }
                     if !is_nullable(&p.rhs[j]) {
                         break;
+                    }
+                }
+            }
+        }
+        for x in 0..nt {
+            let ctx = &context[x * words..(x + 1) * words];
+            if ctx.iter().all(|&w| w == 0) {
+                continue;
+            }
+            for (wi, &word) in last[x * words..(x + 1) * words].iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let a = wi * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    for (w, c) in bits[a * words..(a + 1) * words].iter_mut().zip(ctx) {
+                        *w |= c;
                     }
                 }
             }
@@ -187,5 +199,122 @@ impl Follow {
     #[inline]
     pub fn can_follow(&self, a: TerminalId, b: TerminalId) -> bool {
         self.n == 0 || self.bits[a.0 as usize * self.n + b.0 as usize / 64] >> (b.0 % 64) & 1 == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{CompileOptions, GrammarSource};
+
+    /// The definition, computed naively: first and last terminals by iteration to a fixpoint,
+    /// then every occurrence of `X` followed (through nullable symbols) by `Y` puts
+    /// `last(X) × first(Y)` in the relation.
+    fn naive(g: &ir::Grammar) -> Vec<Vec<bool>> {
+        use ir::Symbol;
+        let (nt, n) = (g.nonterminals.len(), g.terminals.len());
+        let mut nullable = vec![false; nt];
+        let mut first = vec![vec![false; n]; nt];
+        let mut last = vec![vec![false; n]; nt];
+        let null = |nullable: &[bool], s: &Symbol| matches!(s, Symbol::Nonterminal(x) if nullable[x.0 as usize]);
+        loop {
+            let mut changed = false;
+            for p in &g.productions {
+                let l = p.lhs.0 as usize;
+                if !nullable[l] && p.rhs.iter().all(|s| null(&nullable, s)) {
+                    nullable[l] = true;
+                    changed = true;
+                }
+                for order in [false, true] {
+                    let syms: Vec<&Symbol> = if order {
+                        p.rhs.iter().rev().collect()
+                    } else {
+                        p.rhs.iter().collect()
+                    };
+                    for s in syms {
+                        let add: Vec<usize> = match s {
+                            Symbol::Terminal(t) => vec![t.0 as usize],
+                            Symbol::Nonterminal(x) => {
+                                let src = if order { &last } else { &first };
+                                (0..n).filter(|&b| src[x.0 as usize][b]).collect()
+                            }
+                        };
+                        let dst = if order { &mut last } else { &mut first };
+                        for b in add {
+                            if !dst[l][b] {
+                                dst[l][b] = true;
+                                changed = true;
+                            }
+                        }
+                        if !null(&nullable, s) {
+                            break;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let set = |sets: &[Vec<bool>], s: &Symbol| -> Vec<usize> {
+            match s {
+                Symbol::Terminal(t) => vec![t.0 as usize],
+                Symbol::Nonterminal(x) => (0..n).filter(|&b| sets[x.0 as usize][b]).collect(),
+            }
+        };
+        let mut rel = vec![vec![false; n]; n];
+        for p in &g.productions {
+            for i in 0..p.rhs.len() {
+                for j in i + 1..p.rhs.len() {
+                    for a in set(&last, &p.rhs[i]) {
+                        for b in set(&first, &p.rhs[j]) {
+                            rel[a][b] = true;
+                        }
+                    }
+                    if !null(&nullable, &p.rhs[j]) {
+                        break;
+                    }
+                }
+            }
+        }
+        rel
+    }
+
+    #[test]
+    fn follow_sets_are_the_definition() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "array", "items": {"type": ["integer", "null"]}},
+                "b": {"type": "object", "additionalProperties": {"type": "string"}},
+                "c": {"enum": ["x", 1, true]}
+            },
+            "required": ["a"],
+            "patternProperties": {"^z": {"type": "boolean"}}
+        });
+        let sources = [
+            GrammarSource::JsonSchema(schema),
+            GrammarSource::Json,
+            GrammarSource::Gbnf(
+                "root ::= a b? c* (d | e)\na ::= \"x\" | \"\" | a \"y\"\nb ::= (\"p\" | c)? \"q\"?\nc ::= [0-9]+ \"-\"?\nd ::= b b c\ne ::= \"(\" root \")\" | \"\"\n"
+                    .into(),
+            ),
+        ];
+        for src in sources {
+            let g = src.compile(&CompileOptions::default()).unwrap();
+            let f = Follow::new(&g);
+            assert!(!f.is_all());
+            let rel = naive(&g);
+            let n = g.terminals.len();
+            let mut some = 0;
+            for a in 0..n {
+                for b in 0..n {
+                    let fast = f.can_follow(TerminalId(a as u32), TerminalId(b as u32));
+                    assert_eq!(fast, rel[a][b], "{src:?}: terminal {a} then {b}");
+                    some += fast as usize;
+                }
+            }
+            assert!(some > 0);
+        }
     }
 }
