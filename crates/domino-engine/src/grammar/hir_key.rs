@@ -46,7 +46,7 @@ pub fn hir_facts(hir: &Hir) -> HirFacts {
         size += 1;
         depth = depth.max(d);
         hash_node(&mut h, x);
-        normalized = normalized && node_is_normalized(x);
+        normalized = normalized && crate::grammar::lower::node_is_normalized(x);
         match x.kind() {
             HirKind::Repetition(r) => stack.push((&r.sub, d + 1)),
             HirKind::Capture(c) => stack.push((&c.sub, d + 1)),
@@ -61,31 +61,6 @@ pub fn hir_facts(hir: &Hir) -> HirFacts {
         depth,
         hash: h.finish(),
         normalized,
-    }
-}
-
-/// Whether one node of a HIR is normalized (its children checked on their own): the
-/// per-node condition of [`HirFacts::normalized`].
-pub(crate) fn node_is_normalized(h: &Hir) -> bool {
-    let fail = |x: &Hir| match x.kind() {
-        HirKind::Class(regex_syntax::hir::Class::Unicode(c)) => c.ranges().is_empty(),
-        HirKind::Class(regex_syntax::hir::Class::Bytes(c)) => c.ranges().is_empty(),
-        _ => false,
-    };
-    match h.kind() {
-        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => true,
-        HirKind::Capture(_) => false,
-        HirKind::Repetition(r) => {
-            !(r.max == Some(0)
-                || (r.min == 1 && r.max == Some(1))
-                || !r.greedy
-                || fail(&r.sub)
-                || r.sub.properties().maximum_len() == Some(0))
-        }
-        HirKind::Concat(v) => !v
-            .iter()
-            .any(|x| fail(x) || matches!(x.kind(), HirKind::Empty)),
-        HirKind::Alternation(v) => !v.iter().any(fail),
     }
 }
 

@@ -781,32 +781,21 @@ impl Compiler<'_> {
         // along reversed steps (a worklist over predecessor lists in one flat array, so a
         // long schema-order chain is one pass).
         let ns = states.len();
-        let mut pred_start = vec![0usize; ns + 1];
-        for st in steps.iter().filter_map(|s| s.target()) {
-            pred_start[st + 1] += 1;
-        }
-        for i in 0..ns {
-            pred_start[i + 1] += pred_start[i];
-        }
-        let mut fill = pred_start.clone();
-        let mut preds = vec![0u32; steps.len()];
-        for from in 0..ns {
-            for t in steps_of(from).iter().filter_map(|s| s.target()) {
-                preds[fill[t]] = from as u32;
-                fill[t] += 1;
-            }
-        }
+        let preds = crate::grammar::fixpoint::Csr::new(
+            ns,
+            (0..ns).flat_map(|from| {
+                steps_of(from)
+                    .iter()
+                    .filter_map(move |s| s.target().map(|t| (t, from as u32)))
+            }),
+        );
         let mut productive = vec![false; ns];
         let mut stack: Vec<usize> = (0..ns)
             .filter(|&i| steps_of(i).iter().any(|x| matches!(x, Step::End)))
             .collect();
         while let Some(st) = stack.pop() {
             if !std::mem::replace(&mut productive[st], true) {
-                stack.extend(
-                    preds[pred_start[st]..pred_start[st + 1]]
-                        .iter()
-                        .map(|&p| p as usize),
-                );
+                stack.extend(preds.row(st).iter().map(|&p| p as usize));
             }
         }
         if !productive[0] {
@@ -854,24 +843,19 @@ impl Compiler<'_> {
             let (_, c, _, _) = states[st];
             let mut alts = Vec::new();
             for &step in steps_of(st) {
+                let live = |t: u32| productive[t as usize];
                 match step {
+                    Step::Member(k, t) if live(t) => alts.push(Expr::Seq(vec![
+                        member_rule(self, Some(k), c == 0)?,
+                        Expr::Ref(ids[t as usize]),
+                    ])),
+                    Step::Skip(t) if live(t) => alts.push(Expr::Ref(ids[t as usize])),
+                    Step::Extra(t) if live(t) => alts.push(Expr::Seq(vec![
+                        member_rule(self, None, c == 0)?,
+                        Expr::Ref(ids[t as usize]),
+                    ])),
                     Step::End => alts.push(if c == 0 { empty.clone() } else { trail.clone() }),
-                    _ => {
-                        let t = step.target().expect("a step to a state");
-                        if !productive[t] {
-                            continue;
-                        }
-                        alts.push(match step {
-                            Step::Member(k, _) => Expr::Seq(vec![
-                                member_rule(self, Some(k), c == 0)?,
-                                Expr::Ref(ids[t]),
-                            ]),
-                            Step::Extra(_) => {
-                                Expr::Seq(vec![member_rule(self, None, c == 0)?, Expr::Ref(ids[t])])
-                            }
-                            _ => Expr::Ref(ids[t]),
-                        });
-                    }
+                    _ => {}
                 }
             }
             self.rules[ids[st].0 as usize].expr = if alts.len() == 1 {

@@ -3,7 +3,7 @@
 
 use super::MAX_INLINE_HIR;
 use crate::grammar::expr::{Expr, RuleId};
-use crate::grammar::hir_key::{HirFacts, node_is_normalized};
+use crate::grammar::hir_key::HirFacts;
 use regex_syntax::hir::{Hir, HirKind, Repetition};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -138,6 +138,28 @@ pub(super) fn is_normalized(h: &Hir) -> bool {
         }
     }
     true
+}
+
+/// Whether one node of a HIR is as [`normalize`] leaves it, its children checked on their
+/// own: no capture, no ε-only, `{1,1}`, lazy or failing-body repetition, no failing or
+/// `Empty` part of a concatenation, no failing branch. [`is_normalized`] and
+/// [`HirFacts::normalized`] are this over every node.
+pub(crate) fn node_is_normalized(h: &Hir) -> bool {
+    match h.kind() {
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => true,
+        HirKind::Capture(_) => false,
+        HirKind::Repetition(r) => {
+            !(r.max == Some(0)
+                || (r.min == 1 && r.max == Some(1))
+                || !r.greedy
+                || is_fail(&r.sub)
+                || is_epsilon_only(&r.sub))
+        }
+        HirKind::Concat(v) => !v
+            .iter()
+            .any(|x| is_fail(x) || matches!(x.kind(), HirKind::Empty)),
+        HirKind::Alternation(v) => !v.iter().any(is_fail),
+    }
 }
 
 /// [`HirFacts`] of the regex leaves of a grammar's rules, by address (lowering's promotion

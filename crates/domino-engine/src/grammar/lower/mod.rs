@@ -68,8 +68,8 @@ use super::expr::{Expr, GrammarDef, RuleId};
 use super::ir::{Grammar, NonterminalId, Production, Symbol};
 use cleanup::cleanup;
 use expand::Builder;
-pub(crate) use hir::is_fail;
 use hir::{alternation, expr_to_hir, repetition};
+pub(crate) use hir::{is_fail, node_is_normalized};
 use promotion::{Promotion, promote};
 
 /// Largest HIR (in nodes) that inlining rule references may build.
