@@ -133,8 +133,9 @@ impl Nfa {
             limit,
             ..Nfa::default()
         };
-        if has_copies(hir) {
-            let (start, exit) = n.piece(hir)?;
+        let copies = Copies::of(hir);
+        if copies.holds(hir) {
+            let (start, exit) = n.piece(hir, &copies)?;
             let m = n.push(Node::Match)?;
             n.patch(exit, m);
             n.start = start;
@@ -301,15 +302,15 @@ impl Nfa {
     /// nearly sorted (the lazy DFA sorts every set; built right to left, sorting made its
     /// sets 30 % slower to build). `(start, exit)`: the exit is an ε state with one open
     /// target ([`HOLE`]), filled by [`Nfa::patch`] once the continuation exists.
-    fn piece(&mut self, hir: &Hir) -> Result<(u32, u32), NfaError> {
-        if !has_copies(hir) {
+    fn piece(&mut self, hir: &Hir, copies: &Copies) -> Result<(u32, u32), NfaError> {
+        if !copies.holds(hir) {
             return self.import(hir, true);
         }
         match hir.kind() {
             HirKind::Concat(subs) => {
-                let (start, mut exit) = self.piece(&subs[0])?;
+                let (start, mut exit) = self.piece(&subs[0], copies)?;
                 for s in &subs[1..] {
-                    let (s2, e2) = self.piece(s)?;
+                    let (s2, e2) = self.piece(s, copies)?;
                     self.patch(exit, s2);
                     exit = e2;
                 }
@@ -319,7 +320,7 @@ impl Nfa {
                 let u = self.push_eps(&vec![HOLE; subs.len()])?;
                 let mut exits = Vec::with_capacity(subs.len());
                 for (k, s) in subs.iter().enumerate() {
-                    let (s2, e2) = self.piece(s)?;
+                    let (s2, e2) = self.piece(s, copies)?;
                     self.set_target(u, k, s2);
                     exits.push(e2);
                 }
@@ -329,13 +330,13 @@ impl Nfa {
                 }
                 Ok((u, j))
             }
-            HirKind::Capture(c) => self.piece(&c.sub),
+            HirKind::Capture(c) => self.piece(&c.sub, copies),
             HirKind::Repetition(r) => {
                 let mut t = Nfa {
                     limit: self.limit,
                     ..Nfa::default()
                 };
-                (t.start, t.exit) = t.piece(&r.sub)?;
+                (t.start, t.exit) = t.piece(&r.sub, copies)?;
                 let first = self.push_eps(&[HOLE])?;
                 let mut exit = first;
                 // `X{m,}` with m ≥ 1 is `X{m-1}` and a copy that loops back to itself, as
@@ -385,7 +386,7 @@ impl Nfa {
                 }
                 Ok((first, end))
             }
-            // Leaves hold no repetition (`has_copies` is false for them).
+            // Leaves hold no repetition (no copies).
             HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {
                 self.import(hir, true)
             }
@@ -619,13 +620,39 @@ impl Nfa {
     }
 }
 
-/// Whether `hir` holds a repetition counted to [`COPY_MIN`] or more copies.
-fn has_copies(hir: &Hir) -> bool {
-    match hir.kind() {
-        HirKind::Repetition(r) => r.max.unwrap_or(r.min) >= COPY_MIN || has_copies(&r.sub),
-        HirKind::Concat(s) | HirKind::Alternation(s) => s.iter().any(has_copies),
-        HirKind::Capture(c) => has_copies(&c.sub),
-        HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => false,
+/// The nodes of one HIR that hold a repetition counted to [`COPY_MIN`] or more copies (by
+/// address, valid while that HIR is borrowed), found in one walk. [`Nfa::piece`] asks this
+/// of every node it descends through: walking the subtree each time was quadratic in the
+/// depth, and a key set's trie is deep (7–9 % of building a big schema's scanner).
+struct Copies(crate::hash::WordHashSet<usize>);
+
+impl Copies {
+    fn of(hir: &Hir) -> Copies {
+        fn walk(h: &Hir, set: &mut crate::hash::WordHashSet<usize>) -> bool {
+            // Every child is walked (no short cut): `piece` asks about the children too.
+            let held = match h.kind() {
+                HirKind::Repetition(r) => walk(&r.sub, set) | (r.max.unwrap_or(r.min) >= COPY_MIN),
+                HirKind::Concat(s) | HirKind::Alternation(s) => {
+                    s.iter().fold(false, |any, x| walk(x, set) | any)
+                }
+                HirKind::Capture(c) => walk(&c.sub, set),
+                HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {
+                    false
+                }
+            };
+            if held {
+                set.insert(h as *const Hir as usize);
+            }
+            held
+        }
+        let mut set = Default::default();
+        walk(hir, &mut set);
+        Copies(set)
+    }
+
+    /// Whether `h` (a node of the HIR this was built from) holds such a repetition.
+    fn holds(&self, h: &Hir) -> bool {
+        self.0.contains(&(h as *const Hir as usize))
     }
 }
 
@@ -633,6 +660,48 @@ fn has_copies(hir: &Hir) -> bool {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// One walk marks exactly the nodes the recursive definition says hold copies, at every
+    /// depth (the NFA builder asks about inner nodes too).
+    #[test]
+    fn copies_marks_every_node_the_definition_marks() {
+        fn naive(h: &Hir) -> bool {
+            match h.kind() {
+                HirKind::Repetition(r) => r.max.unwrap_or(r.min) >= COPY_MIN || naive(&r.sub),
+                HirKind::Concat(s) | HirKind::Alternation(s) => s.iter().any(naive),
+                HirKind::Capture(c) => naive(&c.sub),
+                _ => false,
+            }
+        }
+        fn every(h: &Hir, f: &mut dyn FnMut(&Hir)) {
+            f(h);
+            match h.kind() {
+                HirKind::Repetition(r) => every(&r.sub, f),
+                HirKind::Concat(s) | HirKind::Alternation(s) => s.iter().for_each(|x| every(x, f)),
+                HirKind::Capture(c) => every(&c.sub, f),
+                _ => {}
+            }
+        }
+        let mut marked = 0;
+        for re in [
+            "(?:a[0-9]{0,6}b)+c(?:d|e{2})",
+            "x(?:y(?:z[0-9]{4}|w)|v{3})*u",
+            "(?:(?:a{5})?b)*|c{1,3}|(?:d(?:e(?:f{0,9})))",
+            "[a-z]+",
+            "\\[[ \\t]{0,4}(?:[0-9]+[ \\t]{0,4},[ \\t]{0,4})*\\]",
+        ] {
+            let h = regex_syntax::ParserBuilder::new()
+                .build()
+                .parse(re)
+                .unwrap();
+            let copies = Copies::of(&h);
+            every(&h, &mut |n| {
+                assert_eq!(copies.holds(n), naive(n), "{re}: {n:?}");
+                marked += usize::from(naive(n));
+            });
+        }
+        assert!(marked > 10, "the cases mark inner nodes");
+    }
 
     /// The per-thread compiler gives the NFA a fresh compiler gives, whatever it built
     /// before, and no setting of an earlier build (a size limit, captures) carries over.
@@ -755,7 +824,7 @@ mod tests {
                 .build()
                 .parse(re)
                 .unwrap();
-            assert!(has_copies(&h), "{re}");
+            assert!(Copies::of(&h).holds(&h), "{re}");
             let copies = Nfa::compile(&h, 1 << 24).unwrap();
             let mut plain = Nfa {
                 limit: 1 << 24,
