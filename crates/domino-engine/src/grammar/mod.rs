@@ -346,23 +346,29 @@ impl GrammarSource {
     }
 }
 
-/// Rules from which a [`expr::GrammarDef`] is freed on a background thread instead of by
-/// the compiling one.
-const FREE_LATER_RULES: usize = 1_000;
+/// Rules from which a [`expr::GrammarDef`] (and what lowering built from it) is freed on a
+/// background thread instead of by the compiling one.
+pub(crate) const FREE_LATER_RULES: usize = 1_000;
 
-/// Free `def` off the compiling thread when it is big: a Kubernetes schema's rules are tens
-/// of thousands of small allocations (expressions, names, HIR), about 1 ms of a 20 ms time to
-/// first mask, that nothing waits for. One thread per process, started by the first big
-/// definition, frees them in order; small definitions (and any, if the thread cannot be
-/// started) are freed here.
+/// Free `def` off the compiling thread when it is big (see [`free_later_always`]).
 fn free_later(def: expr::GrammarDef) {
-    use std::sync::{OnceLock, mpsc};
-    if def.rules.len() < FREE_LATER_RULES {
-        return;
+    if def.rules.len() >= FREE_LATER_RULES {
+        free_later_always(def);
     }
-    static QUEUE: OnceLock<Option<mpsc::Sender<expr::GrammarDef>>> = OnceLock::new();
+}
+
+/// Free `x` off the compiling thread: a Kubernetes schema's rules are tens of thousands of
+/// small allocations (expressions, names, HIR), about 1 ms of a 20 ms time to first mask, and
+/// lowering's per-rule HIRs as many again (15 % of lowering such a schema was dropping
+/// them), that nothing waits for. One thread per process, started by the first big
+/// compile, frees them in order; if it cannot be started, `x` is freed here. Callers send
+/// only big values: a small one costs less to free than to send.
+pub(crate) fn free_later_always<T: Send + 'static>(x: T) {
+    use std::sync::{OnceLock, mpsc};
+    type Garbage = Box<dyn Send>;
+    static QUEUE: OnceLock<Option<mpsc::Sender<Garbage>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<expr::GrammarDef>();
+        let (tx, rx) = mpsc::channel::<Garbage>();
         std::thread::Builder::new()
             .name("domino-free".into())
             .spawn(move || rx.into_iter().for_each(drop))
@@ -370,8 +376,9 @@ fn free_later(def: expr::GrammarDef) {
         Some(tx)
     });
     if let Some(tx) = queue {
-        // A send fails only if the thread is gone; the definition then comes back here.
-        let _ = tx.send(def);
+        // A send fails only if the thread is gone; the value then comes back and is
+        // dropped here.
+        let _ = tx.send(Box::new(x));
     }
 }
 

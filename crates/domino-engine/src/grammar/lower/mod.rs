@@ -285,7 +285,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         productions,
         ..
     } = b;
-    cleanup(
+    let lowered = cleanup(
         Grammar {
             terminals,
             nonterminals,
@@ -295,7 +295,13 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
             lexing: def.lexing,
         },
         def,
-    )
+    );
+    // Every rule's HIR (each promoted rule's is copied into its parents'):
+    // tens of thousands of nodes on a big schema, freed off this thread.
+    if def.rules.len() >= crate::grammar::FREE_LATER_RULES {
+        crate::grammar::free_later_always(rule_hir);
+    }
+    lowered
 }
 
 /// Every rule referenced in `e` (bounded recursion: `Expr` depth is bounded).
