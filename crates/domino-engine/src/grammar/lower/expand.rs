@@ -305,10 +305,32 @@ impl<'a> Builder<'a> {
             Expr::Seq(v) => v,
             e => std::slice::from_ref(e),
         };
-        let mut out = Vec::with_capacity(items.len());
+        // Sized for what the items will most likely give: an inline rule already lowered
+        // gives its symbols (a member of an any-order object is five, in every state), the
+        // rest one each. Sized by the item count, each such production grew twice.
+        let hint: usize = items
+            .iter()
+            .map(|item| match item {
+                Expr::Ref(r) => self.inline_syms[r.0 as usize].as_ref().map_or(1, Vec::len),
+                Expr::Seq(v) => v.len(),
+                _ => 1,
+            })
+            .sum();
+        let mut out = Vec::with_capacity(hint);
+        self.lower_seq_into(items, rule, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Builder::lower_seq`] of `items`, appended to `out` (nested sequences in place).
+    fn lower_seq_into(
+        &mut self,
+        items: &'a [Expr],
+        rule: usize,
+        out: &mut Vec<Symbol>,
+    ) -> Result<(), GrammarError> {
         for item in items {
-            if let Expr::Seq(_) = item {
-                out.extend(self.lower_seq(item, rule)?);
+            if let Expr::Seq(v) = item {
+                self.lower_seq_into(v, rule, out)?;
             } else if let Some(r) = self.inline_symbols(item)? {
                 // Copied from the memo straight into the sequence (no copy per use).
                 let syms = self.inline_syms[r].as_deref();
@@ -317,7 +339,7 @@ impl<'a> Builder<'a> {
                 out.push(s);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// When `e` refers to an [`RuleKind::Inline`] rule: the rule, its body's symbols lowered
