@@ -32,9 +32,9 @@
 
 use super::dfa::{DEAD, DfaError};
 use super::nfa::{Nfa, NfaError};
+use crate::hash::WordHashMap;
 use crate::segmented::{Segmented, SlotRows};
 use regex_syntax::hir::Hir;
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -57,8 +57,12 @@ pub struct LazyDfa {
 
 /// The writer's side: the NFA set of every state and the scratch of the subset step.
 struct Builder {
-    /// [`set_hash`] of a state's NFA set → the states with it (compared in full).
-    ids: HashMap<u64, Vec<u32>>,
+    /// [`set_hash`] of a state's NFA set → the newest state with it; `same_hash[id]` is the
+    /// state before `id` with the same hash (`u32::MAX`: none). Candidates are compared in
+    /// full. (A `Vec` per hash under std's SipHash was an allocation per state and a tenth
+    /// of interning.)
+    ids: WordHashMap<u64, u32>,
+    same_hash: Vec<u32>,
     sets: Vec<Box<[u32]>>,
     /// Stamp per NFA state (ε-closure visited marks without clearing).
     seen: Vec<u32>,
@@ -119,7 +123,8 @@ impl LazyDfa {
             max_states: max_states.max(1),
             overflowed: AtomicBool::new(false),
             builder: Mutex::new(Builder {
-                ids: HashMap::new(),
+                ids: WordHashMap::default(),
+                same_hash: Vec::new(),
                 sets: Vec::new(),
                 seen: vec![0; n],
                 stamp: 0,
@@ -369,10 +374,13 @@ impl LazyDfa {
     /// The state of this NFA set, created if new; `None` beyond the state limit.
     fn intern(&self, b: &mut Builder, set: &[u32]) -> Option<u32> {
         let hash = set_hash(set);
-        if let Some(ids) = b.ids.get(&hash) {
-            if let Some(&id) = ids.iter().find(|&&id| *b.sets[id as usize] == *set) {
-                return Some(id);
+        let newest = b.ids.get(&hash).copied().unwrap_or(u32::MAX);
+        let mut candidate = newest;
+        while candidate != u32::MAX {
+            if *b.sets[candidate as usize] == *set {
+                return Some(candidate);
             }
+            candidate = b.same_hash[candidate as usize];
         }
         let id = b.sets.len();
         if id >= self.max_states {
@@ -383,7 +391,8 @@ impl LazyDfa {
         let _ = self.accept.slot(id).set(accepting);
         self.trans.row(id);
         b.set_bytes += set.len() * 4 + 32;
-        b.ids.entry(hash).or_default().push(id as u32);
+        b.ids.insert(hash, id as u32);
+        b.same_hash.push(newest);
         b.sets.push(set.into());
         self.num_states.store(id as u32 + 1, Ordering::Release);
         Some(id as u32)
