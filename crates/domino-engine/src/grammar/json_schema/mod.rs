@@ -289,11 +289,25 @@ pub(crate) struct Compiler<'a> {
     copy_rules: HashMap<(u64, u32), Vec<(String, RuleId)>>,
 }
 
+/// `ptr` extended by one reference token, escaped (`~` → `~0`, `/` → `~1`). Written into
+/// one string sized for it: a pointer is built for every subschema and member.
 fn join_ptr(ptr: &str, token: &str) -> String {
-    format!("{ptr}/{}", token.replace('~', "~0").replace('/', "~1"))
+    let mut out = String::with_capacity(ptr.len() + 1 + token.len());
+    out.push_str(ptr);
+    out.push('/');
+    for c in token.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
-fn sanitize(name: &str) -> String {
+/// A rule name from `name`: ASCII letters, digits and inner `-`, at most 40 characters
+/// (`value` when nothing is left), appended to `out`.
+fn sanitize_into(name: &str, out: &mut String) {
     // The front end's own names (`members`, `item`) are clean already: one copy, no scan
     // per character (this runs for every rule of every schema).
     if name.len() <= 40
@@ -302,15 +316,34 @@ fn sanitize(name: &str) -> String {
         && !name.is_empty()
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     {
-        return name.to_string();
+        out.push_str(name);
+        return;
     }
     let s: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let s = s.trim_matches('-');
-    let s: String = s.chars().take(40).collect();
-    if s.is_empty() { "value".to_string() } else { s }
+    if s.is_empty() {
+        out.push_str("value");
+    } else {
+        out.extend(s.chars().take(40));
+    }
+}
+
+/// `n` in decimal, appended to `out`.
+fn push_decimal(out: &mut String, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| d as char));
 }
 
 fn as_u64(v: &Value, ptr: &str, kw: &str) -> Result<u64, GrammarError> {
@@ -362,8 +395,14 @@ impl<'a> Compiler<'a> {
             .with_kind(ErrorKind::Limit));
         }
         let id = RuleId(self.rules.len() as u32);
+        // `{sanitized name}-{id}`, built in one allocation (`format!` was most of this
+        // function, which runs for every rule).
+        let mut rule_name = String::with_capacity(name.len().min(40) + 11);
+        sanitize_into(name, &mut rule_name);
+        rule_name.push('-');
+        push_decimal(&mut rule_name, id.0);
         self.rules.push(Rule {
-            name: format!("{}-{}", sanitize(name), id.0),
+            name: rule_name,
             expr,
             kind,
             span: Span::default(),

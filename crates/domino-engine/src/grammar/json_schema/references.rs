@@ -363,16 +363,18 @@ impl UriIndex {
                     // Only where the specification puts subschemas: an `$id` inside an
                     // unknown keyword (or `enum`, `const`, `default`, ...) is data, not an
                     // identifier.
+                    // (The pointer of a key is built only for subschema keywords: most keys
+                    // of a schema are not one.)
                     for (k, c) in m {
-                        let at = join_ptr(&p, k);
                         if SCHEMA_MAPS.contains(&k.as_str()) {
                             if let Value::Object(subs) = c {
+                                let at = join_ptr(&p, k);
                                 for (name, sub) in subs {
                                     stack.push((join_ptr(&at, name), sub, here.clone()));
                                 }
                             }
                         } else if SCHEMA_KEYWORDS.contains(&k.as_str()) {
-                            stack.push((at, c, here.clone()));
+                            stack.push((join_ptr(&p, k), c, here.clone()));
                         }
                     }
                 }
