@@ -14,7 +14,6 @@
 //! only the time budget ([`crate::engine::budget::memory_measured`] says which).
 
 use std::alloc::{GlobalAlloc, Layout};
-
 use std::cell::Cell;
 
 /// The allocator underneath the counter: mimalloc (compiling a grammar is millions of small
@@ -30,31 +29,21 @@ mod inner {
     use std::alloc::Layout;
     use std::ffi::c_void;
 
-    /// Every mimalloc block is aligned to at least this.
+    /// Every mimalloc block is aligned to at least this: up to it the plain calls serve.
     const WORD: usize = 8;
 
     #[inline]
-    pub(super) unsafe fn alloc(layout: Layout) -> *mut u8 {
+    pub(super) unsafe fn alloc(layout: Layout, zeroed: bool) -> *mut u8 {
+        let (size, align) = (layout.size(), layout.align());
         // SAFETY: plain FFI calls; mimalloc returns null or a block of `size` bytes aligned
-        // to at least `WORD` (or to `layout.align()` for the aligned call).
+        // to at least `WORD` (the plain calls) or to `align` (the aligned ones).
         unsafe {
-            if layout.align() <= WORD {
-                mi::mi_malloc(layout.size()) as *mut u8
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()) as *mut u8
-            }
-        }
-    }
-
-    #[inline]
-    pub(super) unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`, zeroed.
-        unsafe {
-            if layout.align() <= WORD {
-                mi::mi_zalloc(layout.size()) as *mut u8
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()) as *mut u8
-            }
+            (match (align <= WORD, zeroed) {
+                (true, false) => mi::mi_malloc(size),
+                (true, true) => mi::mi_zalloc(size),
+                (false, false) => mi::mi_malloc_aligned(size, align),
+                (false, true) => mi::mi_zalloc_aligned(size, align),
+            }) as *mut u8
         }
     }
 
@@ -67,14 +56,15 @@ mod inner {
 
     #[inline]
     pub(super) unsafe fn realloc(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = ptr as *mut c_void;
         // SAFETY: `ptr` came from `alloc` with this `layout` (the caller's contract); the
         // new block keeps the alignment the same family gave the old one.
         unsafe {
-            if layout.align() <= WORD {
-                mi::mi_realloc(ptr as *mut c_void, new_size) as *mut u8
+            (if layout.align() <= WORD {
+                mi::mi_realloc(p, new_size)
             } else {
-                mi::mi_realloc_aligned(ptr as *mut c_void, new_size, layout.align()) as *mut u8
-            }
+                mi::mi_realloc_aligned(p, new_size, layout.align())
+            }) as *mut u8
         }
     }
 }
@@ -95,7 +85,7 @@ pub struct CountingAllocator;
 // the counter update neither allocates nor touches the memory.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { inner::alloc(layout) };
+        let p = unsafe { inner::alloc(layout, false) };
         if !p.is_null() {
             add(layout.size() as i64);
         }
@@ -103,7 +93,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { inner::alloc_zeroed(layout) };
+        let p = unsafe { inner::alloc(layout, true) };
         if !p.is_null() {
             add(layout.size() as i64);
         }

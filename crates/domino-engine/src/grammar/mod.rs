@@ -341,7 +341,8 @@ impl GrammarSource {
         let def = self.parse(opts)?;
         crate::budget::check("the grammar's rules")?;
         let lowered = lower::lower(&def);
-        free_later(def);
+        let rules = def.rules.len();
+        free_later(def, rules);
         lowered
     }
 }
@@ -350,20 +351,17 @@ impl GrammarSource {
 /// background thread instead of by the compiling one.
 pub(crate) const FREE_LATER_RULES: usize = 1_000;
 
-/// Free `def` off the compiling thread when it is big (see [`free_later_always`]).
-fn free_later(def: expr::GrammarDef) {
-    if def.rules.len() >= FREE_LATER_RULES {
-        free_later_always(def);
+/// Free `x`, built for a definition of `rules` rules, off the compiling thread when the
+/// definition is big (at least [`FREE_LATER_RULES`]): a Kubernetes schema's rules are tens of
+/// thousands of small allocations (expressions, names, HIR), about 1 ms of a 20 ms time to
+/// first mask, and lowering's per-rule HIRs as many again (15 % of lowering such a schema was
+/// dropping them), that nothing waits for. One thread per process, started by the first big
+/// compile, frees them in order; small values (a small one costs less to free than to send),
+/// and any if the thread cannot be started, are freed here.
+pub(crate) fn free_later<T: Send + 'static>(x: T, rules: usize) {
+    if rules < FREE_LATER_RULES {
+        return;
     }
-}
-
-/// Free `x` off the compiling thread: a Kubernetes schema's rules are tens of thousands of
-/// small allocations (expressions, names, HIR), about 1 ms of a 20 ms time to first mask, and
-/// lowering's per-rule HIRs as many again (15 % of lowering such a schema was dropping
-/// them), that nothing waits for. One thread per process, started by the first big
-/// compile, frees them in order; if it cannot be started, `x` is freed here. Callers send
-/// only big values: a small one costs less to free than to send.
-pub(crate) fn free_later_always<T: Send + 'static>(x: T) {
     use std::sync::{OnceLock, mpsc};
     type Garbage = Box<dyn Send>;
     static QUEUE: OnceLock<Option<mpsc::Sender<Garbage>>> = OnceLock::new();

@@ -298,9 +298,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     );
     // Every rule's HIR (each promoted rule's is copied into its parents'):
     // tens of thousands of nodes on a big schema, freed off this thread.
-    if def.rules.len() >= crate::grammar::FREE_LATER_RULES {
-        crate::grammar::free_later_always(rule_hir);
-    }
+    crate::grammar::free_later(rule_hir, def.rules.len());
     lowered
 }
 
