@@ -7,7 +7,7 @@
 //! trees are a function of), the vocabulary fingerprint, the live sets and scanner states the
 //! trees mention and the components they name, all by content (a live set by its sorted
 //! terminal ids; a component by its terminal and its DFA state's key — a lazily built DFA's
-//! state by its NFA set —; a scanner state by its components), because the lazy scanner and
+//! state by its NFA set, see `TerminalDfa::state_key` —; a scanner state by its components), because the lazy scanner and
 //! the lazy terminal DFAs number them in the order a process happens to reach them; then
 //! each built component tree (naming those by table index), and an FNV-1a checksum of
 //! everything before it.
@@ -25,7 +25,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 const MAGIC: u64 = 0x444f_4d49_4e4f_5452; // "DOMINOTR"
-const VERSION: u32 = 4;
+/// 5: a key set's DFA states are keyed `[KEY_SET_STATE, number]` (`TerminalDfa::state_key`).
+const VERSION: u32 = 5;
 
 /// Why a tree cache file could not be used.
 #[derive(Debug)]

@@ -18,9 +18,14 @@
 //! (by [`hir_hash`], compared in full), bounded by [`DFA_CACHE_BYTES`]: grammars that share
 //! a terminal share its states. Constrained terminals (products, [`TerminalDfa::product`])
 //! stay eager tables: an intersection's liveness is not a property of its parts' states.
+//! An object key that is none of a set of plain names (the JSON Schema front end's key
+//! sets, registered by their HIR's address) gets the DFA of the names' trie instead
+//! ([`crate::grammar::key_set_dfa`]): compiling those HIRs' NFAs was nine tenths of building
+//! the terminal DFAs of the slowest schemas.
 
 use crate::grammar::hir_key::{HirMap, constrained_hash_of, hir_bytes, hir_hash};
 use crate::grammar::ir;
+use crate::grammar::key_set_dfa::{self, KeySetDfa};
 use crate::grammar::lazy_dfa::LazyDfa;
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::nfa::thompson;
@@ -221,7 +226,7 @@ fn explored_fits(hir: &Hir, limit: usize) -> bool {
     };
     let l = match &d.repr {
         Repr::Lazy(l) => l,
-        Repr::Literal(_) => return true,
+        Repr::Literal(_) | Repr::KeySet(_) => return true,
         // An eager table (look-around): sized by the dense builder.
         Repr::Table { .. } => return build_dfa(hir, Some(limit)).is_ok(),
     };
@@ -264,7 +269,8 @@ pub fn state_estimate(hir: &Hir) -> usize {
 /// is the start state.
 ///
 /// Either a table built eagerly (literals, constrained products, and regexes with
-/// look-around) or a [`LazyDfa`] whose states are built when a walk first reaches them.
+/// look-around), a [`LazyDfa`] whose states are built when a walk first reaches them, or a
+/// key set's [`KeySetDfa`].
 /// Cloning shares the table or the lazy automaton (`Arc`).
 #[derive(Clone, Debug)]
 pub struct TerminalDfa {
@@ -280,6 +286,9 @@ enum Repr {
         accept: Arc<[bool]>,
     },
     Lazy(Arc<LazyDfa>),
+    /// An object key that is none of a set of names, from the names' trie (module
+    /// [`crate::grammar::key_set_dfa`]): every state exists from the start.
+    KeySet(Arc<KeySetDfa>),
     /// The chain of one non-empty string: state `i` has read `lit[..i]`, state `len`
     /// accepts, and state `len + 1` (regex-automata's delayed-match state, kept so state
     /// numbers equal the determinised DFA's) goes nowhere. No table: a key literal's table
@@ -287,6 +296,10 @@ enum Repr {
     /// grammar.
     Literal(Arc<[u8]>),
 }
+
+/// First word of a key-set DFA state's [`TerminalDfa::state_key`]: never the first word of a
+/// lazy state's key (an ascending NFA set) nor a table state's (a single word).
+pub const KEY_SET_STATE: u32 = u32::MAX;
 
 /// The most states one lazily built terminal DFA may build (about 1 KB each at most).
 pub const MAX_LAZY_STATES: usize = 1 << 16;
@@ -311,6 +324,11 @@ impl TerminalDfa {
             if !lit.0.is_empty() {
                 return Ok(Self::literal(&lit.0));
             }
+        }
+        if let Some(d) = key_set_dfa::lookup(hir) {
+            return Ok(TerminalDfa {
+                repr: Repr::KeySet(d),
+            });
         }
         let none = ir::Constraints::default();
         let hash = constrained_hash_of(*known_hash.get_or_insert_with(|| hir_hash(hir)), &none);
@@ -605,6 +623,7 @@ impl TerminalDfa {
     fn byte_class(&self, b: u8) -> u8 {
         match &self.repr {
             Repr::Lazy(l) => l.class(b),
+            Repr::KeySet(k) => k.class(b),
             // A literal chain tells only its own bytes apart: each is its own class, every
             // other byte class 0 (when the literal holds NUL itself, every byte its own).
             Repr::Literal(lit) => {
@@ -673,6 +692,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { next, .. } => next[s as usize * 256 + b as usize],
             Repr::Lazy(l) => l.next(s, b),
+            Repr::KeySet(k) => k.next(s, b),
             Repr::Literal(lit) => match lit.get(s as usize) {
                 Some(&c) if c == b => s + 1,
                 _ => DEAD,
@@ -695,6 +715,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { accept, .. } => accept[s as usize],
             Repr::Lazy(l) => l.is_accepting(s),
+            Repr::KeySet(k) => k.is_accepting(s),
             Repr::Literal(lit) => s as usize == lit.len(),
         }
     }
@@ -704,6 +725,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { accept, .. } => accept.len(),
             Repr::Lazy(l) => l.num_states(),
+            Repr::KeySet(k) => k.num_states(),
             Repr::Literal(lit) => lit.len() + 2,
         }
     }
@@ -726,7 +748,7 @@ impl TerminalDfa {
     /// [`DEAD`]); never for a table.
     pub fn overflowed(&self) -> bool {
         match &self.repr {
-            Repr::Table { .. } | Repr::Literal(_) => false,
+            Repr::Table { .. } | Repr::Literal(_) | Repr::KeySet(_) => false,
             Repr::Lazy(l) => l.overflowed(),
         }
     }
@@ -738,7 +760,7 @@ impl TerminalDfa {
     pub fn distinguishing_rows(&self) -> usize {
         match &self.repr {
             Repr::Table { accept, .. } => accept.len(),
-            Repr::Lazy(_) => 1,
+            Repr::Lazy(_) | Repr::KeySet(_) => 1,
             Repr::Literal(lit) => lit.len() + 2,
         }
     }
@@ -749,17 +771,22 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { next, .. } => next[r as usize * 256 + b as usize],
             Repr::Lazy(l) => l.class(b) as u32,
+            Repr::KeySet(k) => k.class(b) as u32,
             Repr::Literal(_) => self.next(r, b),
         }
     }
 
     /// State `s` by content, the same in every process (persisted data names states so): a
-    /// table state by its number, a lazy state by its NFA set.
+    /// table state by its number, a lazy state by its NFA set, a key set's state by
+    /// [`KEY_SET_STATE`] and its number. (A key set's terminal has the trie's DFA in one
+    /// process and the lazy DFA of its HIR in another when the registry was emptied in
+    /// between; the tag keeps one's keys from naming the other's states.)
     pub fn state_key(&self, s: u32) -> Option<Vec<u32>> {
         match &self.repr {
             Repr::Table { .. } | Repr::Literal(_) => {
                 ((s as usize) < self.num_states()).then(|| vec![s])
             }
+            Repr::KeySet(_) => ((s as usize) < self.num_states()).then(|| vec![KEY_SET_STATE, s]),
             Repr::Lazy(l) => l.state_key(s),
         }
     }
@@ -771,6 +798,10 @@ impl TerminalDfa {
                 [s] if (*s as usize) < self.num_states() => Some(*s),
                 _ => None,
             },
+            Repr::KeySet(_) => match key {
+                [KEY_SET_STATE, s] if (*s as usize) < self.num_states() => Some(*s),
+                _ => None,
+            },
             Repr::Lazy(l) => l.state_of_key(key),
         }
     }
@@ -780,6 +811,7 @@ impl TerminalDfa {
         match &self.repr {
             Repr::Table { next, accept } => next.len() * 4 + accept.len(),
             Repr::Lazy(l) => l.memory_bytes(),
+            Repr::KeySet(k) => k.memory_bytes(),
             Repr::Literal(lit) => lit.len(),
         }
     }

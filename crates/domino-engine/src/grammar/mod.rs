@@ -15,6 +15,7 @@ pub mod gbnf;
 pub mod hir_key;
 pub mod ir;
 pub mod json_schema;
+pub mod key_set_dfa;
 pub mod lark;
 pub mod lazy_dfa;
 pub mod lower;

@@ -67,11 +67,16 @@ pub const EXCEPT_CACHE_BYTES: usize = 4 << 20;
 /// [`except_hir`] of `keys`, kept per process by `cache_key` (the sorted names): the same
 /// objects recur across the schemas a server sees (a Kubernetes `ObjectMeta`, a tool's
 /// arguments), and the same `Arc` lets the terminal-DFA cache find the key's DFA by address.
+/// Registered with [`crate::grammar::key_set_dfa`], so the terminal's DFA is the names' trie
+/// (when they are plain ASCII) rather than this HIR's NFA.
 /// Bounded by [`EXCEPT_CACHE_ENTRIES`] and [`EXCEPT_CACHE_BYTES`] (emptied when full).
 fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir> {
     static CACHE: lexical::SharedHirCache =
         lexical::SharedHirCache::new(EXCEPT_CACHE_ENTRIES, EXCEPT_CACHE_BYTES);
-    CACHE.get_or_build_hir(cache_key, || except_hir(keys))
+    let hir = CACHE.get_or_build_hir(cache_key, || except_hir(keys));
+    // The terminal's DFA comes from the names' trie, not from this HIR's NFA.
+    crate::grammar::key_set_dfa::register(&hir, keys);
+    hir
 }
 
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,
@@ -90,7 +95,7 @@ fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir>
 /// determinising those NFAs was the largest single cost of compiling Kubernetes schemas. A node
 /// with a child that is non-ASCII, a control character or a short-escape character spells its
 /// whole deviation itself (and is left out of `T`).
-fn except_hir(keys: &[Vec<char>]) -> Hir {
+pub(crate) fn except_hir(keys: &[Vec<char>]) -> Hir {
     static UNIT: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
     static COMMON: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
     let unit = UNIT.get_or_init(|| lexical::hir(&lexical::string_unit_pattern()));

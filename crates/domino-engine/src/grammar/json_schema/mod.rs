@@ -165,7 +165,7 @@ mod conditionals;
 mod copies;
 mod implied;
 pub mod instances;
-mod keys;
+pub(crate) mod keys;
 mod keywords;
 mod layout;
 pub mod lexical;

@@ -1,0 +1,132 @@
+use super::*;
+use crate::grammar::dfa::TerminalDfa;
+use crate::grammar::json_schema::keys::except_hir;
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Whether `dfa` and the eager DFA of `except_hir(names)` accept the same strings: a walk
+/// over every pair of states both reach on the same bytes, all 256 bytes from each, where
+/// both must agree on accepting and on dead (both DFAs keep only states that can reach a
+/// match, so agreeing on dead is agreeing on the language). Also checks the byte classes:
+/// bytes of one class step alike from every state reached.
+fn assert_same_language(names: &[Vec<char>]) {
+    let dfa = KeySetDfa::new(names).expect("ordinary names");
+    let reference = TerminalDfa::eager(&except_hir(names)).expect("the HIR's DFA");
+    let mut seen = std::collections::HashSet::from([(0u32, 0u32)]);
+    let mut stack = vec![(0u32, 0u32)];
+    let mut representative = [None::<u8>; 256];
+    for b in 0..=255u8 {
+        representative[dfa.class(b) as usize].get_or_insert(b);
+    }
+    while let Some((s, r)) = stack.pop() {
+        assert_eq!(
+            dfa.is_accepting(s),
+            reference.is_accepting(r),
+            "{names:?}: accepting differs at state {s}"
+        );
+        for b in 0..=255u8 {
+            let (t, u) = (dfa.next(s, b), reference.next(r, b));
+            assert_eq!(
+                t == DEAD,
+                u == DEAD,
+                "{names:?}: from state {s} byte {b:#04x} is dead in one DFA only"
+            );
+            let rep = representative[dfa.class(b) as usize].unwrap();
+            assert_eq!(
+                dfa.next(s, rep),
+                t,
+                "{names:?}: bytes {b:#04x} and {rep:#04x} share a class but not a transition"
+            );
+            if t != DEAD && seen.insert((t, u)) {
+                stack.push((t, u));
+            }
+        }
+    }
+    assert!(dfa.num_classes() <= 256);
+}
+
+fn sorted(names: &[&str]) -> Vec<Vec<char>> {
+    let mut v: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn equals_the_hir_on_hand_picked_sets() {
+    for names in [
+        vec![],
+        vec![""],
+        vec!["a"],
+        vec!["", "a"],
+        vec!["a", "ab", "abc"],
+        vec!["name", "namespace", "labels", "annotations"],
+        vec!["$schema", "x-kubernetes-int-or-string", " ", "~\u{7f}"],
+        vec!["0", "1", "u", "b", "f", "n", "r", "t", "d"],
+    ] {
+        assert_same_language(&sorted(&names));
+    }
+}
+
+#[test]
+fn equals_the_hir_on_random_sets() {
+    // Letters that matter to the fixed states (escape letters, hex digits) and others.
+    let alphabet: Vec<char> = "abdfnrtuAF019 -_.$~\u{7f}".chars().collect();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..200 {
+        let n = rng.below(6);
+        let names: Vec<String> = (0..n)
+            .map(|_| {
+                let len = rng.below(5);
+                (0..len)
+                    .map(|_| alphabet[rng.below(alphabet.len())])
+                    .collect()
+            })
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert_same_language(&sorted(&names));
+    }
+}
+
+#[test]
+fn names_with_other_characters_keep_the_hir() {
+    for name in ["a/b", "é", "a\"", "a\\", "tab\t", "\u{1f}"] {
+        assert!(
+            KeySetDfa::new(&sorted(&[name])).is_none(),
+            "{name:?} has a character the HIR spells specially"
+        );
+    }
+}
+
+#[test]
+fn a_registered_hir_gets_the_trie_dfa() {
+    let names = sorted(&["alpha", "beta"]);
+    let hir = Arc::new(except_hir(&names));
+    assert!(lookup(&hir).is_none());
+    register(&hir, &names);
+    let dfa = lookup(&hir).expect("registered");
+    // `"gamma"` is not a name, `"alpha"` is.
+    let run = |s: &str| {
+        s.bytes()
+            .try_fold(0u32, |q, b| Some(dfa.next(q, b)).filter(|&t| t != DEAD))
+            .is_some_and(|q| dfa.is_accepting(q))
+    };
+    assert!(run("\"gamma\""));
+    assert!(run("\"alph\""));
+    assert!(!run("\"alpha\""));
+    // A different allocation with the same HIR is not registered.
+    assert!(lookup(&Hir::clone(&hir)).is_none());
+}
