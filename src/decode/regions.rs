@@ -301,6 +301,7 @@ pub fn wrap(mut def: GrammarDef, prefix: &[u8], suffix: &[u8]) -> GrammarDef {
         kind: RuleKind::Syntactic,
         span: Span::default(),
         pointer: None,
+        standalone: false,
     });
     def.start = id;
     def
@@ -348,6 +349,7 @@ pub fn alternatives(mut defs: Vec<GrammarDef>) -> GrammarDef {
         kind: RuleKind::Syntactic,
         span: Span::default(),
         pointer: None,
+        standalone: false,
     });
     out
 }
@@ -372,6 +374,7 @@ fn repeat(mut def: GrammarDef, many: bool, sep: &[u8]) -> GrammarDef {
         kind: RuleKind::Syntactic,
         span: Span::default(),
         pointer: None,
+        standalone: false,
     });
     def
 }

@@ -41,4 +41,6 @@ pub mod grammar;
 pub mod hash;
 pub mod lexer;
 pub(crate) mod segmented;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod vocab;

@@ -337,3 +337,81 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
         "compared {compared}, accepting {agreements_accepting}"
     );
 }
+
+/// Whether some terminal of `g` matches a whole extra member (a key that is not named, its
+/// value): one that inlined the key set.
+fn a_terminal_spans_a_member(g: &Grammar) -> bool {
+    use domino_engine::grammar::dfa::{DEAD, TerminalDfa};
+    g.terminals.iter().any(|t| {
+        let d = TerminalDfa::new(&t.hir).unwrap();
+        [&b"\"zz\":\"v\""[..], b",\"zz\":\"v\""].iter().any(|text| {
+            text.iter()
+                .try_fold(0u32, |s, &b| Some(d.next(s, b)).filter(|&n| n != DEAD))
+                .is_some_and(|s| d.is_accepting(s))
+        })
+    })
+}
+
+/// A key set whose DFA is its names' trie (marked `standalone` by the JSON Schema front end)
+/// stays a terminal of its own: the members of a map of strings are not promoted into one
+/// terminal around it, as they are when the mark is taken away. The language is the same
+/// either way.
+#[test]
+fn standalone_key_sets_stay_terminals_of_their_own() {
+    use domino_engine::grammar::expr::Expr;
+    use domino_engine::grammar::{CompileOptions, json_schema};
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+        "additionalProperties": {"type": "string"}
+    });
+    let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
+    let key = def
+        .rules
+        .iter()
+        .position(|r| r.standalone)
+        .expect("the key set is marked standalone");
+    let Expr::Regex(key_hir) = &def.rules[key].expr else {
+        panic!("a key set is a regex");
+    };
+    let lower = |def: &GrammarDef| {
+        let g = domino_engine::grammar::lower::lower(def).unwrap();
+        check_invariants(&g);
+        let alone = g
+            .terminals
+            .iter()
+            .filter(|t| std::sync::Arc::ptr_eq(&t.hir, key_hir))
+            .count();
+        (g, alone)
+    };
+    let (standalone, alone) = lower(&def);
+    assert_eq!(alone, 1, "the key set is a terminal");
+    assert!(!a_terminal_spans_a_member(&standalone));
+    let mut inlined_def = def.clone();
+    inlined_def.rules[key].standalone = false;
+    let (inlined, alone) = lower(&inlined_def);
+    assert_eq!(alone, 0, "without the mark the key set is inlined");
+    assert!(
+        a_terminal_spans_a_member(&inlined),
+        "without the mark, a bigger terminal holds the key set (else this test checks nothing)"
+    );
+    let a = ReferenceRecognizer::new(&standalone).unwrap();
+    let b = ReferenceRecognizer::new(&inlined).unwrap();
+    for doc in [
+        r#"{"id":1,"name":"n","x":"y"}"#,
+        r#"{"x":"y","id":2}"#,
+        r#"{"name":"n","nam":"m","namex":"z"}"#,
+        r#"{"id":"s"}"#,
+        r#"{"name":1}"#,
+        r#"{"x":1}"#,
+        r#"{"id":1,"id":2}"#,
+    ] {
+        assert_eq!(
+            a.accepts(doc.as_bytes()),
+            b.accepts(doc.as_bytes()),
+            "{doc}"
+        );
+    }
+    assert!(a.accepts(br#"{"id":1,"name":"n","x":"y"}"#));
+    assert!(!a.accepts(br#"{"x":1}"#));
+}

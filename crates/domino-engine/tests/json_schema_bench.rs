@@ -38,6 +38,19 @@ fn data_dir() -> PathBuf {
     dir
 }
 
+/// The subset's `*.jsonl` files, sorted (at least one).
+fn data_files() -> Vec<PathBuf> {
+    let dir = data_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no .jsonl files in {}", dir.display());
+    files
+}
+
 #[derive(Default)]
 struct Counts {
     ok: usize,
@@ -48,14 +61,7 @@ struct Counts {
 
 #[test]
 fn jsonschemabench_dev_subset_compiles() {
-    let dir = data_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl files in {}", dir.display());
+    let files = data_files();
     let mut per_subset: BTreeMap<String, Counts> = BTreeMap::new();
     let mut features: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Vec::new();
@@ -229,12 +235,7 @@ fn sample_def(
 #[test]
 fn jsonschemabench_grammar_samples_validate() {
     let dir = data_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
+    let files = data_files();
     let (mut checked, mut docs, mut skipped, mut engine_docs) = (0usize, 0usize, 0usize, 0usize);
     let mut failures = Vec::new();
     let vocab = std::sync::Arc::new(
@@ -358,13 +359,7 @@ fn jsonschemabench_key_set_dfas_equal_their_hirs() {
     use domino_engine::grammar::dfa::{DEAD, TerminalDfa};
     use domino_engine::grammar::expr::RuleKind;
     use domino_engine::grammar::key_set_dfa;
-    let dir = data_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
+    let files = data_files();
     let mut seen = std::collections::HashSet::new();
     let (mut key_sets, mut from_trie, mut pairs) = (0usize, 0usize, 0usize);
     let mut others = Vec::new();

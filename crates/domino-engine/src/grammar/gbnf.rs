@@ -618,6 +618,7 @@ impl<'a> Parser<'a> {
                     kind: RuleKind::Syntactic,
                     span,
                     pointer: None,
+                    standalone: false,
                 }
             })
             .collect();

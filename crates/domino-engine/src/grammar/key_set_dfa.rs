@@ -235,8 +235,9 @@ fn base_classes() -> &'static [u8; 256] {
     })
 }
 
-/// Whether every name is spelled with ordinary characters only (see the module doc).
-fn all_ordinary(names: &[Vec<char>]) -> bool {
+/// Whether [`KeySetDfa::new`] builds the DFA of these names: every name is spelled with
+/// ordinary characters only (see the module doc).
+pub fn from_trie(names: &[Vec<char>]) -> bool {
     names.iter().flatten().all(|&c| {
         let c = c as u32;
         (0x20..=0x7f).contains(&c) && !matches!(c, 0x22 | 0x5c | 0x2f)
@@ -267,7 +268,7 @@ impl KeySetDfa {
     /// The DFA for a key that is none of `names` (sorted, deduplicated; the empty name
     /// refuses `""`); `None` when some name has a character that is not ordinary.
     pub fn new(names: &[Vec<char>]) -> Option<Self> {
-        if !all_ordinary(names) {
+        if !from_trie(names) {
             return None;
         }
         // The names are sorted: a node's children come in ascending byte order, and each

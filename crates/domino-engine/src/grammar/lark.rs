@@ -757,6 +757,7 @@ impl<'a> Parser<'a> {
                     kind,
                     span,
                     pointer: None,
+                    standalone: false,
                 }
             })
             .collect();

@@ -41,6 +41,8 @@ impl Compiler<'_> {
         keys.dedup();
         let hir = shared_except_hir(&cache_key, &keys);
         let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
+        // Its DFA is the names' trie: lowering keeps it a terminal of its own.
+        self.rules[id.0 as usize].standalone = crate::grammar::key_set_dfa::from_trie(&keys);
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
     }

@@ -1,21 +1,7 @@
 use super::*;
 use crate::grammar::dfa::TerminalDfa;
 use crate::grammar::json_schema::keys::except_hir;
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use crate::test_rng::Rng;
 
 /// Whether `dfa` and the eager DFA of `except_hir(names)` accept the same strings: a walk
 /// over every pair of states both reach on the same bytes, all 256 bytes from each, where

@@ -242,15 +242,18 @@ impl<'a> Builder<'a> {
                 && dfa_fits(hir, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE))
     }
 
-    /// Is `e` a regular piece (every reference names a promoted rule)? Its HIR if so.
+    /// Is `e` a regular piece (every reference names a promoted rule that is not
+    /// standalone)? Its HIR if so.
     fn piece_hir(&self, e: &Expr) -> Option<Arc<Hir>> {
         let leaf = matches!(e, Expr::Bytes(_) | Expr::Regex(_) | Expr::Empty);
         if !self.opts.promote && !leaf {
             return None;
         }
+        // A standalone rule is a terminal of its own, never part of a bigger one.
         let shared = |id: RuleId| {
-            if self.promoted[id.0 as usize] {
-                self.rule_hir[id.0 as usize].clone()
+            let i = id.0 as usize;
+            if self.promoted[i] && !self.def.rules[i].standalone {
+                self.rule_hir[i].clone()
             } else {
                 None
             }

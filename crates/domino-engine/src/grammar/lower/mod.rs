@@ -16,7 +16,10 @@
 //!      alternatives, groups and `?` — not inside `*`/`+`/`{m,n}`), and its DFA stays under [`PROMOTION_DFA_LIMIT`] bytes. So `string`,
 //!      `number`, `ws`, `identifier`, `[0-9]+` become one terminal each, while a fixed
 //!      record like `"{" ws "\"name\":" ws string "}"` stays a sequence at the parser level
-//!      (keywords and punctuation are the natural token boundaries).
+//!      (keywords and punctuation are the natural token boundaries). A rule that refers to a
+//!      [`standalone`](super::expr::Rule::standalone) rule (a JSON Schema key set whose DFA
+//!      is its names' trie) is not token-like: the standalone rule stays a terminal of its
+//!      own, and so does it in step 3.
 //! 3. **Pieces.** Inside the remaining (syntactic) rules, sequences are split into their
 //!    items; an item that is a literal, a class/regex, or an alternation or repetition whose
 //!    references all name promoted rules, becomes one terminal. Identical HIR (compared by

@@ -107,7 +107,8 @@ pub(super) fn promote(
         let rule = &def.rules[r];
         let candidate = rule.kind != RuleKind::Lexical
             && opts.promote
-            && token_like(&rule.expr, &all_refs[r], r, &promoted);
+            && token_like(&rule.expr, &all_refs[r], r, &promoted)
+            && !all_refs[r].iter().any(|&x| def.rules[x].standalone);
         if !candidate && !lexical_reach[r] {
             continue;
         }

@@ -15,6 +15,7 @@ use regex_syntax::hir::Hir;
 
 use super::*;
 use crate::grammar::ir::{Grammar, NonterminalId, Production, Symbol, Terminal, TerminalId};
+use crate::test_rng::Rng;
 
 /// Build an IR grammar from a compact notation: rules separated by `;`, `A -> x y | z`,
 /// terminals in single quotes (their text is also their name), `ε` or nothing for empty.
@@ -128,21 +129,6 @@ const JSON_LEFT: &str = "
     pair -> 'S' ':' value;
     array -> '[' ']' | '[' elements ']';
     elements -> value | elements ',' value";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn random_grammar(rng: &mut Rng) -> Grammar {
     let nt = 1 + rng.below(4);
