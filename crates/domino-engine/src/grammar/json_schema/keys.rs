@@ -7,7 +7,7 @@
 use super::{Compiler, lexical};
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, RuleKind};
-use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, Repetition};
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 
 impl Compiler<'_> {
     /// A JSON string key that is none of `names` (and not empty if `non_empty`): raw
@@ -190,27 +190,52 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> E
     if !special {
         to_common.push(Hir::empty());
     }
+    // `enc · part`, without the constructor's work when `part` is empty (a leaf's rests):
+    // `Hir::concat` drops an empty part, so the result is the same HIR.
+    let then = |enc: &Hir, part: Hir| {
+        if matches!(part.kind(), HirKind::Empty) {
+            enc.clone()
+        } else {
+            Hir::concat(vec![enc.clone(), part])
+        }
+    };
     for &(c, a, b) in &children {
-        let enc = lit(&json_escape(c));
+        let enc = char_literal(c);
         let sub = except_parts_hir(keys, depth + 1, a, b);
         if let Some(e) = sub.ends {
-            ends.push(Hir::concat(vec![enc.clone(), e]));
+            ends.push(then(&enc, e));
         }
         if let Some(t) = sub.to_common {
-            to_common.push(Hir::concat(vec![enc.clone(), t]));
+            to_common.push(then(&enc, t));
         }
         alts.push(Hir::concat(vec![enc, sub.dev]));
     }
     if !special {
-        // The ASCII characters that leave the trie here (the rest is `COMMON`).
-        let mut ascii = ClassUnicode::new([ClassUnicodeRange::new(' ', '\u{7f}')]);
-        let mut excluded = vec![('"', '"'), ('\\', '\\')];
-        excluded.extend(child_chars.iter().map(|&c| (c, c)));
-        ascii.difference(&ClassUnicode::new(
-            excluded.iter().map(|&(a, b)| ClassUnicodeRange::new(a, b)),
-        ));
-        if !ascii.ranges().is_empty() {
-            alts.push(Hir::class(Class::Unicode(ascii)));
+        // The ASCII characters that leave the trie here (the rest is `COMMON`): the gaps
+        // between the children (ascending, as the keys are sorted), `"` and `\` in
+        // `' '..='\u{7f}'`.
+        let mut excluded: Vec<u32> = child_chars.iter().map(|&c| c as u32).collect();
+        excluded.extend([u32::from(b'"'), u32::from(b'\\')]);
+        excluded.sort_unstable();
+        let mut ranges = Vec::with_capacity(excluded.len() + 1);
+        let mut from = 0x20u32;
+        for x in excluded {
+            if x > from {
+                ranges.push(ClassUnicodeRange::new(
+                    char::from_u32(from).expect("ASCII"),
+                    char::from_u32(x - 1).expect("ASCII"),
+                ));
+            }
+            from = from.max(x + 1);
+        }
+        if from <= 0x7f {
+            ranges.push(ClassUnicodeRange::new(
+                char::from_u32(from).expect("ASCII"),
+                '\u{7f}',
+            ));
+        }
+        if !ranges.is_empty() {
+            alts.push(Hir::class(Class::Unicode(ClassUnicode::new(ranges))));
         }
     } else {
         alts.push(special_deviation(&child_chars));
@@ -219,6 +244,16 @@ fn except_parts_hir(keys: &[Vec<char>], depth: usize, lo: usize, hi: usize) -> E
         ends: (!ends.is_empty()).then(|| Hir::alternation(ends)),
         dev: Hir::alternation(alts),
         to_common: (!to_common.is_empty()).then(|| Hir::alternation(to_common)),
+    }
+}
+
+/// How a key's character is spelled inside the JSON string, as a literal: [`json_escape`]
+/// for `"`, `\` and control characters, else the character's UTF-8 (no `String`).
+fn char_literal(c: char) -> Hir {
+    if c == '"' || c == '\\' || (c as u32) < 0x20 {
+        lit(&json_escape(c))
+    } else {
+        Hir::literal(c.encode_utf8(&mut [0; 4]).as_bytes())
     }
 }
 
