@@ -380,7 +380,7 @@ fn jsonschemabench_key_set_dfas_equal_their_hirs() {
                     continue;
                 }
                 key_sets += 1;
-                // Looked up while `def` holds the HIR (the registry holds it too).
+                // Looked up while `def` holds the HIR (the registry holds it weakly).
                 let Some(trie) = key_set_dfa::lookup(hir) else {
                     others.push(format!("{}/{}", item["id"], rule.name));
                     continue;

@@ -42,7 +42,7 @@
 use super::dfa::DEAD;
 use regex_syntax::hir::Hir;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The fixed states after the trie nodes, numbered from `nodes + 1` in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -404,15 +404,18 @@ impl KeySetDfa {
     }
 }
 
-/// Most key sets [`register`] keeps, and the most trie nodes among them; past either the
-/// registry is emptied (the key sets registered after it get their DFA again, the others
-/// fall back to their HIR's lazy DFA).
+/// Most key sets [`register`] keeps, and the most trie nodes among them (about 10 bytes
+/// each: 10 MB); past either the registry is emptied (the key sets registered after it get
+/// their DFA again, the others fall back to their HIR's lazy DFA).
 pub const REGISTRY_ENTRIES: usize = 4096;
 /// See [`REGISTRY_ENTRIES`].
-pub const REGISTRY_NODES: usize = 1 << 22;
+pub const REGISTRY_NODES: usize = 1 << 20;
 
-/// A registered key-exclusion HIR (kept so its address stays its own) and its DFA.
-type Entry = (Arc<Hir>, Arc<KeySetDfa>);
+/// A registered key-exclusion HIR and its DFA. The HIR is held weakly: the registry does not
+/// keep a key set's HIR alive (the front end's cache and the grammars decide that), while
+/// the `Weak` keeps its allocation, so no other HIR can take its address while the entry
+/// exists.
+type Entry = (Weak<Hir>, Arc<KeySetDfa>);
 
 /// Process-wide: the address of each registered key-exclusion HIR → its entry, and the trie
 /// nodes held.
@@ -427,7 +430,7 @@ pub fn register(hir: &Arc<Hir>, names: &[Vec<char>]) {
         let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
         if registry
             .as_ref()
-            .is_some_and(|(m, _)| m.contains_key(&address))
+            .is_some_and(|(m, _)| m.get(&address).is_some_and(|(w, _)| w.strong_count() > 0))
         {
             return;
         }
@@ -442,15 +445,16 @@ pub fn register(hir: &Arc<Hir>, names: &[Vec<char>]) {
         *nodes = 0;
     }
     *nodes += dfa.nodes as usize;
-    map.insert(address, (hir.clone(), Arc::new(dfa)));
+    map.insert(address, (Arc::downgrade(hir), Arc::new(dfa)));
 }
 
-/// The DFA [`register`] gave this HIR (by address: the same allocation), if any.
+/// The DFA [`register`] gave this HIR (by address: the same allocation, still alive), if any.
 pub fn lookup(hir: &Hir) -> Option<Arc<KeySetDfa>> {
     let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
     let (map, _) = registry.as_ref()?;
-    map.get(&(hir as *const Hir as usize))
-        .map(|(_, d)| d.clone())
+    let (registered, dfa) = map.get(&(hir as *const Hir as usize))?;
+    // A live `Weak` at this address is this HIR (`hir` is borrowed, so it is alive).
+    (registered.strong_count() > 0).then(|| dfa.clone())
 }
 
 #[cfg(test)]

@@ -115,4 +115,8 @@ fn a_registered_hir_gets_the_trie_dfa() {
     assert!(!run("\"alpha\""));
     // A different allocation with the same HIR is not registered.
     assert!(lookup(&Hir::clone(&hir)).is_none());
+    // The registry does not keep the HIR alive, and a dead entry is found by no one.
+    let weak = Arc::downgrade(&hir);
+    drop(hir);
+    assert!(weak.upgrade().is_none(), "the registry held the HIR");
 }
