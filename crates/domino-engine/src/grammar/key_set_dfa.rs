@@ -22,10 +22,34 @@
 //!   surrogate pairs), as `lexical::string_unit_pattern`.
 //!
 //! [`KeySetDfa`] is that language's DFA: state 0 before the opening quote, states
-//! `1..=nodes` the trie nodes (1 is the root), then a fixed automaton for the rest of the string (`Fixed`). Names with
-//! other characters (non-ASCII, control characters, `"`, `\`, `/`: the HIR spells their
-//! alternative spellings specially) keep the HIR's lazy DFA ([`KeySetDfa::new`] returns
-//! `None`).
+//! `1..=nodes` the trie nodes (1 is the root), then a fixed automaton for the rest of the
+//! string (`Fixed`). Names with other characters (non-ASCII, control characters, `"`, `\`,
+//! `/`: the HIR spells their alternative spellings specially) keep the HIR's lazy DFA
+//! ([`KeySetDfa::new`] returns `None`).
+//!
+//! # Example
+//! ```
+//! use domino_engine::grammar::dfa::DEAD;
+//! use domino_engine::grammar::key_set_dfa::KeySetDfa;
+//!
+//! let names: Vec<Vec<char>> = ["id", "name"].iter().map(|n| n.chars().collect()).collect();
+//! let dfa = KeySetDfa::new(&names).expect("plain ASCII names");
+//! let accepts = |text: &str| {
+//!     let mut s = 0;
+//!     for &b in text.as_bytes() {
+//!         s = dfa.next(s, b);
+//!         if s == DEAD {
+//!             return false;
+//!         }
+//!     }
+//!     dfa.is_accepting(s)
+//! };
+//! assert!(accepts(r#""nam""#) && accepts(r#""names""#) && accepts(r#""x\u00e9""#));
+//! assert!(!accepts(r#""name""#) && !accepts(r#""id""#) && !accepts(r#""id"#));
+//! // A first character off the trie may not be a `\u` escape of a printable character
+//! // (it could spell a name's), later ones may.
+//! assert!(!accepts(r#""\u0069d""#) && accepts(r#""x\u0069d""#));
+//! ```
 //!
 //! # Invariants
 //! - Every state can reach the accepting state (a trie node can always leave the trie or
