@@ -326,9 +326,7 @@ impl TerminalDfa {
             }
         }
         if let Some(d) = key_set_dfa::lookup(hir) {
-            return Ok(TerminalDfa {
-                repr: Repr::KeySet(d),
-            });
+            return Ok(Self::key_set(d));
         }
         let none = ir::Constraints::default();
         let hash = constrained_hash_of(*known_hash.get_or_insert_with(|| hir_hash(hir)), &none);
@@ -344,6 +342,13 @@ impl TerminalDfa {
         };
         remember(hash, hir, shared, &none, &d);
         Ok(d)
+    }
+
+    /// A key set's DFA from its names' trie (see [`crate::grammar::key_set_dfa`]).
+    pub(crate) fn key_set(d: Arc<KeySetDfa>) -> Self {
+        TerminalDfa {
+            repr: Repr::KeySet(d),
+        }
     }
 
     /// The eagerly determinised DFA of `hir` (the reference the lazy one is tested against).
@@ -841,4 +846,4 @@ pub(crate) fn build_dfa(hir: &Hir, limit: Option<usize>) -> Result<dense::DFA<Ve
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

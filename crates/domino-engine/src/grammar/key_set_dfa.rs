@@ -64,8 +64,8 @@
 //!   its number.
 
 use super::dfa::DEAD;
+use crate::hash::WordHashMap;
 use regex_syntax::hir::Hir;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 /// The fixed states after the trie nodes, numbered from `nodes + 1` in this order.
@@ -443,7 +443,7 @@ type Entry = (Weak<Hir>, Arc<KeySetDfa>);
 
 /// Process-wide: the address of each registered key-exclusion HIR → its entry, and the trie
 /// nodes held.
-static REGISTRY: Mutex<Option<(HashMap<usize, Entry>, usize)>> = Mutex::new(None);
+static REGISTRY: Mutex<Option<(WordHashMap<usize, Entry>, usize)>> = Mutex::new(None);
 
 /// Remember that `hir` (the HIR the front end built for `names`, shared by `Arc`) is the key
 /// set of `names`, so [`lookup`] gives the terminal this DFA instead of the HIR's. Names
@@ -463,7 +463,7 @@ pub fn register(hir: &Arc<Hir>, names: &[Vec<char>]) {
         return;
     };
     let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, nodes) = registry.get_or_insert_with(|| (HashMap::new(), 0));
+    let (map, nodes) = registry.get_or_insert_with(Default::default);
     if map.len() >= REGISTRY_ENTRIES || *nodes + dfa.nodes as usize > REGISTRY_NODES {
         map.clear();
         *nodes = 0;

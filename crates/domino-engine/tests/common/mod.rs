@@ -89,6 +89,38 @@ pub fn full_match(hir: &regex_syntax::hir::Hir, bytes: &[u8]) -> bool {
     })
 }
 
+/// Assert that two terminal DFAs (every state of each can reach a match) accept the same
+/// strings: walk both in step from their start states over all 256 bytes, comparing
+/// acceptance and dead transitions at every pair reached. The number of pairs compared.
+pub fn assert_same_dfa_language(
+    a: &domino_engine::grammar::dfa::TerminalDfa,
+    b: &domino_engine::grammar::dfa::TerminalDfa,
+    what: &str,
+) -> usize {
+    use domino_engine::grammar::dfa::DEAD;
+    let mut seen = std::collections::HashSet::from([(0u32, 0u32)]);
+    let mut stack = vec![(0u32, 0u32)];
+    while let Some((x, y)) = stack.pop() {
+        assert_eq!(
+            a.is_accepting(x),
+            b.is_accepting(y),
+            "{what}: accepting differs at state {x}"
+        );
+        for byte in 0..=255u8 {
+            let (nx, ny) = (a.next(x, byte), b.next(y, byte));
+            assert_eq!(
+                nx == DEAD,
+                ny == DEAD,
+                "{what}: byte {byte:#04x} from state {x} is dead in one DFA only"
+            );
+            if nx != DEAD && seen.insert((nx, ny)) {
+                stack.push((nx, ny));
+            }
+        }
+    }
+    seen.len()
+}
+
 /// Is `bytes` in `hir` ∩ every `and` ∖ every `and_not` (an `Expr::Constrained` leaf)?
 pub fn constrained_match(
     hir: &regex_syntax::hir::Hir,

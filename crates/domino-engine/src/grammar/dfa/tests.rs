@@ -5,7 +5,7 @@ use crate::grammar::hir_key::parse_bytes as parse;
 
 /// Language equality of two DFAs whose states all reach a match: walk both in step from
 /// the start states and compare acceptance and dead transitions at every pair reached.
-fn assert_equivalent(a: &TerminalDfa, b: &TerminalDfa, what: &str) {
+pub(crate) fn assert_equivalent(a: &TerminalDfa, b: &TerminalDfa, what: &str) {
     let mut seen = std::collections::HashSet::from([(0u32, 0u32)]);
     let mut queue = vec![(0u32, 0u32)];
     while let Some((x, y)) = queue.pop() {
