@@ -10,6 +10,7 @@ use domino_engine::grammar::expr::GrammarDef;
 use domino_engine::grammar::ir::{Grammar, Symbol};
 use domino_engine::grammar::lower::{LowerOptions, lower_with};
 use domino_engine::grammar::reference::ReferenceRecognizer;
+use domino_engine::grammar::regex_hir::RegexHir;
 use domino_engine::grammar::{gbnf, lark};
 
 fn check_invariants(g: &Grammar) {
@@ -376,7 +377,7 @@ fn standalone_key_sets_stay_terminals_of_their_own() {
         let alone = g
             .terminals
             .iter()
-            .filter(|t| std::sync::Arc::ptr_eq(&t.hir, key_hir))
+            .filter(|t| RegexHir::ptr_eq(&t.hir, key_hir))
             .count();
         (g, alone)
     };

@@ -19,14 +19,15 @@
 //! a terminal share its states. Constrained terminals (products, [`TerminalDfa::product`])
 //! stay eager tables: an intersection's liveness is not a property of its parts' states.
 //! An object key that is none of a set of plain names (the JSON Schema front end's key
-//! sets, registered by their HIR's address) gets the DFA of the names' trie instead
-//! ([`crate::grammar::key_set_dfa`]): compiling those HIRs' NFAs was nine tenths of building
-//! the terminal DFAs of the slowest schemas.
+//! sets, kept as their names: [`RegexHir::key_set`]) gets the DFA of the names' trie instead
+//! ([`crate::grammar::key_set_dfa`], through [`TerminalDfa::for_terminal`]): compiling those
+//! HIRs' NFAs was nine tenths of building the terminal DFAs of the slowest schemas.
 
 use crate::grammar::hir_key::{HirMap, constrained_hash_of, hir_bytes, hir_hash};
 use crate::grammar::ir;
-use crate::grammar::key_set_dfa::{self, KeySetDfa};
+use crate::grammar::key_set_dfa::KeySetDfa;
 use crate::grammar::lazy_dfa::LazyDfa;
+use crate::grammar::regex_hir::RegexHir;
 use regex_automata::dfa::{Automaton, dense};
 use regex_automata::nfa::thompson;
 use regex_automata::util::start;
@@ -78,12 +79,12 @@ pub const DFA_CACHE_BYTES: usize = 128 << 20;
 /// One cached terminal: its HIR (shared with the terminals that gave it, when they did) and
 /// constraints (compared by address, then in full, on a hash match), its DFA, and the bytes of
 /// its key.
-type CacheEntry = (Arc<Hir>, ir::Constraints, TerminalDfa, usize);
+type CacheEntry = (RegexHir, ir::Constraints, TerminalDfa, usize);
 
 /// Whether a cached HIR is `hir`: the same allocation (a shared lexical pattern or key set),
 /// or equal in full.
-fn same_hir(cached: &Arc<Hir>, hir: &Hir) -> bool {
-    std::ptr::eq(Arc::as_ptr(cached), hir) || **cached == *hir
+fn same_hir(cached: &RegexHir, hir: &Hir) -> bool {
+    std::ptr::eq(cached.hir(), hir) || *cached.hir() == *hir
 }
 
 /// Process-wide: [`constrained_hash`] → the terminals with it and their DFAs (see the module
@@ -123,7 +124,7 @@ fn key_bytes(hir: &Hir, constraints: &ir::Constraints) -> usize {
 fn remember(
     hash: u64,
     hir: &Hir,
-    shared: Option<&Arc<Hir>>,
+    shared: Option<&RegexHir>,
     constraints: &ir::Constraints,
     d: &TerminalDfa,
 ) {
@@ -157,7 +158,7 @@ fn remember(
         .any(|(h, c, _, _)| same_hir(h, hir) && c == constraints)
     {
         *held += bytes;
-        let hir = shared.map_or_else(|| Arc::new(hir.clone()), Arc::clone);
+        let hir = shared.map_or_else(|| RegexHir::new(hir.clone()), Clone::clone);
         bucket.push((hir, constraints.clone(), d.clone(), key));
     }
 }
@@ -317,16 +318,13 @@ impl TerminalDfa {
     /// a literal, which is not cached).
     fn new_keyed(
         hir: &Hir,
-        shared: Option<&Arc<Hir>>,
+        shared: Option<&RegexHir>,
         known_hash: &mut Option<u64>,
     ) -> Result<Self, DfaError> {
         if let regex_syntax::hir::HirKind::Literal(lit) = hir.kind() {
             if !lit.0.is_empty() {
                 return Ok(Self::literal(&lit.0));
             }
-        }
-        if let Some(d) = key_set_dfa::lookup(hir) {
-            return Ok(Self::key_set(d));
         }
         let none = ir::Constraints::default();
         let hash = constrained_hash_of(*known_hash.get_or_insert_with(|| hir_hash(hir)), &none);
@@ -464,6 +462,10 @@ impl TerminalDfa {
     /// `constraints.and` and minus every `constraints.and_not` (a product construction over
     /// the parts' DFAs; an `and_not` part that has died no longer excludes anything).
     pub fn for_terminal(t: &ir::Terminal) -> Result<Self, DfaError> {
+        // A key set's DFA is its names' trie (its HIR is not even built).
+        if let Some(d) = t.hir.key_set_dfa().filter(|_| t.constraints.is_empty()) {
+            return Ok(Self::key_set(d));
+        }
         Self::product_keyed(
             &t.hir,
             Some(&t.hir),
@@ -505,7 +507,7 @@ impl TerminalDfa {
     /// The product of `hir` (its [`hir_hash`] `known_hash`, when known) and `constraints`.
     fn product_keyed(
         hir: &Hir,
-        shared: Option<&Arc<Hir>>,
+        shared: Option<&RegexHir>,
         mut known_hash: Option<u64>,
         constraints: &ir::Constraints,
         max_states: usize,
@@ -783,9 +785,9 @@ impl TerminalDfa {
 
     /// State `s` by content, the same in every process (persisted data names states so): a
     /// table state by its number, a lazy state by its NFA set, a key set's state by
-    /// [`KEY_SET_STATE`] and its number. (A key set's terminal has the trie's DFA in one
-    /// process and the lazy DFA of its HIR in another when the registry was emptied in
-    /// between; the tag keeps one's keys from naming the other's states.)
+    /// [`KEY_SET_STATE`] and its number. (The same language has the trie's DFA as a key set
+    /// and the lazy DFA of its HIR when that HIR is a terminal's by other means; the tag
+    /// keeps one's keys from naming the other's states.)
     pub fn state_key(&self, s: u32) -> Option<Vec<u32>> {
         match &self.repr {
             Repr::Table { .. } | Repr::Literal(_) => {

@@ -15,6 +15,7 @@
 //! - Text is bytes: `Bytes` holds UTF-8 of the literal as written; `Class` and `Regex` are
 //!   `regex-syntax` HIR, Unicode classes meaning one UTF-8 encoded scalar value.
 
+use crate::grammar::regex_hir::RegexHir;
 use regex_syntax::hir::Hir;
 
 /// Expressions nested deeper than this are a grammar error, not a stack overflow.
@@ -56,10 +57,10 @@ pub enum Expr {
     Bytes(Vec<u8>),
     /// Any regular language, as `regex-syntax` HIR (classes, `.`, `/re/`, schema patterns).
     /// Must not contain look-around or anchors other than the implicit whole-match.
-    /// Shared (`Arc`): lowering hands a lexical rule's HIR to its terminal without copying
-    /// the tree (deep copies and frees of big key-set and format HIRs were a fifth of
-    /// compiling a large schema).
-    Regex(std::sync::Arc<Hir>),
+    /// Shared ([`RegexHir`]): lowering hands a lexical rule's HIR to its terminal without
+    /// copying the tree (deep copies and frees of big key-set and format HIRs were a fifth of
+    /// compiling a large schema), and a key set's HIR is only built when read.
+    Regex(RegexHir),
     /// A regular language given as `hir` ∩ every `and` ∖ every `and_not`: always exactly one
     /// terminal (never merged into a larger regular expression), see
     /// [`crate::grammar::ir::Constraints`]. Boxed: inline, these two made every `Expr`

@@ -64,42 +64,6 @@ pub fn hir_facts(hir: &Hir) -> HirFacts {
     }
 }
 
-/// Most shared HIRs whose [`HirFacts`] [`share_facts`] keeps (emptied when full).
-pub const SHARED_FACTS_ENTRIES: usize = 4096;
-
-/// [`HirFacts`] of shared HIRs (the front end's process-wide pattern and key-set caches,
-/// `SharedHirCache::get_or_build_hir`),
-/// by address; the `Weak` tells a live entry from a freed address that was reused.
-type FactsByAddress = std::collections::HashMap<usize, (std::sync::Weak<Hir>, HirFacts)>;
-static SHARED_FACTS: std::sync::Mutex<Option<FactsByAddress>> = std::sync::Mutex::new(None);
-
-/// Compute `hir`'s [`HirFacts`] now, while its nodes are still in the cache from being built,
-/// and keep them for [`shared_facts`]. For the HIRs a front end keeps per process (a
-/// key-exclusion set is thousands of nodes): lowering's first walk of one, long after it was
-/// built, costs a memory access per node.
-pub fn share_facts(hir: &std::sync::Arc<Hir>) {
-    let facts = hir_facts(hir);
-    let mut map = SHARED_FACTS.lock().unwrap_or_else(|e| e.into_inner());
-    let map = map.get_or_insert_with(Default::default);
-    if map.len() >= SHARED_FACTS_ENTRIES {
-        map.clear();
-    }
-    map.insert(
-        std::sync::Arc::as_ptr(hir) as usize,
-        (std::sync::Arc::downgrade(hir), facts),
-    );
-}
-
-/// The [`HirFacts`] [`share_facts`] kept for the HIR at this address, if it is still alive.
-pub fn shared_facts(hir: &Hir) -> Option<HirFacts> {
-    let addr = hir as *const Hir;
-    let map = SHARED_FACTS.lock().unwrap_or_else(|e| e.into_inner());
-    let (weak, facts) = map.as_ref()?.get(&(addr as usize))?;
-    // Alive, and at this address: the same HIR (a freed one's address may be reused).
-    let alive = weak.upgrade()?;
-    std::ptr::eq(std::sync::Arc::as_ptr(&alive), addr).then_some(*facts)
-}
-
 /// The part of [`hir_hash`] one node contributes (its children are hashed after it, in
 /// order).
 fn hash_node(h: &mut Fnv1a, x: &Hir) {
@@ -143,8 +107,9 @@ fn hash_node(h: &mut Fnv1a, x: &Hir) {
     }
 }
 
-/// A structural hash of a front end's expression (equal expressions hash equally; HIR leaves
-/// by [`hir_hash`]). Iterative, like [`hir_hash`].
+/// A structural hash of a front end's expression (equal expressions hash equally; regex
+/// leaves by their [`RegexHir::facts`](crate::grammar::regex_hir::RegexHir::facts) hash,
+/// which is [`hir_hash`] for a built HIR). Iterative, like [`hir_hash`].
 pub fn expr_hash(e: &crate::grammar::expr::Expr) -> u64 {
     use crate::grammar::expr::Expr;
     let mut h = Fnv1a::new();
@@ -158,7 +123,7 @@ pub fn expr_hash(e: &crate::grammar::expr::Expr) -> u64 {
                 h.write_u8(1).write_word(b.len() as u64).write(b);
             }
             Expr::Regex(hir) => {
-                h.write_u8(2).write_word(hir_hash(hir));
+                h.write_u8(2).write_word(hir.facts().hash);
             }
             Expr::Constrained { hir, constraints } => {
                 h.write_u8(3).write_word(constrained_hash(hir, constraints));
@@ -366,23 +331,6 @@ mod tests {
             let f = hir_facts(&h);
             assert_eq!(f.hash, hir_hash(&h), "{re}");
             assert_eq!((f.size, f.depth), size_depth(&h), "{re}");
-        }
-    }
-
-    #[test]
-    fn shared_facts_are_found_only_while_their_hir_lives() {
-        let h = std::sync::Arc::new(parse("(ab|c[d-f])*"));
-        assert_eq!(shared_facts(&h), None);
-        share_facts(&h);
-        assert_eq!(shared_facts(&h), Some(hir_facts(&h)));
-        // An equal HIR elsewhere is not the shared one.
-        assert_eq!(shared_facts(&parse("(ab|c[d-f])*")), None);
-        let addr = std::sync::Arc::as_ptr(&h);
-        drop(h);
-        // Nothing is reported for the freed address, whatever lives there now.
-        let other = std::sync::Arc::new(parse("x"));
-        if std::ptr::eq(std::sync::Arc::as_ptr(&other), addr) {
-            assert_eq!(shared_facts(&other), None);
         }
     }
 }

@@ -46,12 +46,13 @@ pub struct Terminal {
     pub name: String,
     /// The terminal's language (only its non-empty strings count, see the module doc).
     /// Shared with the rule it came from (see [`crate::grammar::expr::Expr::Regex`]).
-    pub hir: std::sync::Arc<Hir>,
+    pub hir: crate::grammar::regex_hir::RegexHir,
     /// `Some(bytes)` when the language is exactly one string.
     pub literal: Option<Vec<u8>>,
     /// Further languages the terminal's strings must (not) belong to; usually empty.
     pub constraints: Constraints,
-    /// [`crate::grammar::hir_key::hir_hash`] of `hir`, once known (lowering sets it). A
+    /// `hir.facts().hash` ([`crate::grammar::regex_hir::RegexHir::facts`]), once known
+    /// (lowering sets it). A
     /// stale value after `hir` is replaced costs only a cache miss: the terminal-DFA cache
     /// compares HIRs on a hash match.
     pub(crate) hir_hash: std::sync::OnceLock<u64>,
@@ -77,7 +78,7 @@ impl Terminal {
     /// A terminal without constraints.
     pub fn new(
         name: String,
-        hir: impl Into<std::sync::Arc<Hir>>,
+        hir: impl Into<crate::grammar::regex_hir::RegexHir>,
         literal: Option<Vec<u8>>,
     ) -> Self {
         Terminal {
@@ -91,9 +92,7 @@ impl Terminal {
 
     /// [`crate::grammar::hir_key::hir_hash`] of the terminal's HIR (computed once).
     pub fn hir_hash(&self) -> u64 {
-        *self
-            .hir_hash
-            .get_or_init(|| crate::grammar::hir_key::hir_hash(&self.hir))
+        *self.hir_hash.get_or_init(|| self.hir.facts().hash)
     }
 }
 

@@ -64,9 +64,6 @@
 //!   its number.
 
 use super::dfa::DEAD;
-use crate::hash::WordHashMap;
-use regex_syntax::hir::Hir;
-use std::sync::{Arc, Mutex, Weak};
 
 /// The fixed states after the trie nodes, numbered from `nodes + 1` in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -426,59 +423,6 @@ impl KeySetDfa {
             + self.child_state.len() * 4
             + self.is_name.len()
     }
-}
-
-/// Most key sets [`register`] keeps, and the most trie nodes among them (about 10 bytes
-/// each: 10 MB); past either the registry is emptied (the key sets registered after it get
-/// their DFA again, the others fall back to their HIR's lazy DFA).
-pub const REGISTRY_ENTRIES: usize = 4096;
-/// See [`REGISTRY_ENTRIES`].
-pub const REGISTRY_NODES: usize = 1 << 20;
-
-/// A registered key-exclusion HIR and its DFA. The HIR is held weakly: the registry does not
-/// keep a key set's HIR alive (the front end's cache and the grammars decide that), while
-/// the `Weak` keeps its allocation, so no other HIR can take its address while the entry
-/// exists.
-type Entry = (Weak<Hir>, Arc<KeySetDfa>);
-
-/// Process-wide: the address of each registered key-exclusion HIR → its entry, and the trie
-/// nodes held.
-static REGISTRY: Mutex<Option<(WordHashMap<usize, Entry>, usize)>> = Mutex::new(None);
-
-/// Remember that `hir` (the HIR the front end built for `names`, shared by `Arc`) is the key
-/// set of `names`, so [`lookup`] gives the terminal this DFA instead of the HIR's. Names
-/// with characters that are not ordinary are not registered.
-pub fn register(hir: &Arc<Hir>, names: &[Vec<char>]) {
-    let address = Arc::as_ptr(hir) as usize;
-    {
-        let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-        if registry
-            .as_ref()
-            .is_some_and(|(m, _)| m.get(&address).is_some_and(|(w, _)| w.strong_count() > 0))
-        {
-            return;
-        }
-    }
-    let Some(dfa) = KeySetDfa::new(names) else {
-        return;
-    };
-    let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, nodes) = registry.get_or_insert_with(Default::default);
-    if map.len() >= REGISTRY_ENTRIES || *nodes + dfa.nodes as usize > REGISTRY_NODES {
-        map.clear();
-        *nodes = 0;
-    }
-    *nodes += dfa.nodes as usize;
-    map.insert(address, (Arc::downgrade(hir), Arc::new(dfa)));
-}
-
-/// The DFA [`register`] gave this HIR (by address: the same allocation, still alive), if any.
-pub fn lookup(hir: &Hir) -> Option<Arc<KeySetDfa>> {
-    let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, _) = registry.as_ref()?;
-    let (registered, dfa) = map.get(&(hir as *const Hir as usize))?;
-    // A live `Weak` at this address is this HIR (`hir` is borrowed, so it is alive).
-    (registered.strong_count() > 0).then(|| dfa.clone())
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub(crate) mod nfa;
 pub mod print;
 pub mod reference;
 pub mod regex;
+pub mod regex_hir;
 
 use std::fmt;
 use std::path::Path;

@@ -165,22 +165,18 @@ fn a_schema_that_needs_itself_names_its_pointers() {
 
 /// Found by the `json_schema` fuzz target: the "none of these keys" terminal nests groups per
 /// character of the longest named key, and a 90-character required key went past the regex
-/// parser's default nesting limit (a panic). Such keys compile now; the longest ones the front
-/// end takes (256 characters) are refused by the terminal size limit with a named error.
+/// parser's default nesting limit (a panic). Such keys compile now, up to the longest the
+/// front end takes (256 characters): the key set is a terminal of its own whose DFA is the
+/// names' trie, so its HIR's depth no longer meets the inlining limit ("too large" before).
 #[test]
-fn long_property_names_compile_or_hit_a_named_limit() {
-    for n in [90, 256] {
+fn long_property_names_compile() {
+    for n in [90, 120, 256] {
         let long: String = "F".repeat(n);
         let schema = json!({"type": "object", "properties": {"token": {"type": "string"}},
                             "required": ["token", long]});
         let def = json_schema::compile(&schema, &CompileOptions::default()).unwrap();
-        match domino_engine::grammar::lower::lower(&def) {
-            Ok(_) => {}
-            Err(e) => {
-                assert!(n > 90, "{n}: {e}");
-                assert_eq!(e.kind, ErrorKind::Limit, "{e}");
-                assert!(e.message.contains("too large"), "{e}");
-            }
+        if let Err(e) = domino_engine::grammar::lower::lower(&def) {
+            panic!("{n}: {e}");
         }
     }
 }

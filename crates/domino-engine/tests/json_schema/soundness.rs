@@ -371,3 +371,36 @@ fn ids_in_unknown_keywords_are_not_identifiers() {
         &["null", "1"],
     );
 }
+
+/// Property names up to the 256 characters the front end supports compile, beside other
+/// properties (their key set is a terminal of its own, whatever its HIR's depth): a 120-
+/// character name used to fail with "terminal rule `key-0` is too large".
+#[test]
+fn long_property_names_compile() {
+    let long = format!("{}{}", "a".repeat(60), "b".repeat(60));
+    let longest = "c".repeat(256);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            long.clone(): {"type": "integer"},
+            longest.clone(): {"type": "boolean"},
+            "x": {"type": "string"}
+        },
+        "additionalProperties": {"type": "string"}
+    });
+    let near = format!("{}{}", "a".repeat(60), "b".repeat(59));
+    let docs = [
+        format!(r#"{{"{long}": 1, "x": "y"}}"#),
+        format!(r#"{{"{longest}": true}}"#),
+        format!(r#"{{"{near}": "additional"}}"#),
+        format!(r#"{{"{near}b{near}": "additional"}}"#),
+    ];
+    let probes = [
+        format!(r#"{{"{long}": "not an integer"}}"#),
+        format!(r#"{{"{longest}": 1}}"#),
+        format!(r#"{{"{near}": 1}}"#),
+    ];
+    let accept: Vec<&str> = docs.iter().map(String::as_str).collect();
+    let probe: Vec<&str> = probes.iter().map(String::as_str).collect();
+    check("long-names", &schema, &accept, &probe);
+}

@@ -7,6 +7,7 @@
 use super::{Compiler, lexical};
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, RuleKind};
+use crate::grammar::regex_hir::RegexHir;
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 
 impl Compiler<'_> {
@@ -39,10 +40,11 @@ impl Compiler<'_> {
         }
         keys.sort();
         keys.dedup();
-        let hir = shared_except_hir(&cache_key, &keys);
+        let hir = shared_except_hir(&cache_key, keys);
+        // A lazy key set's DFA is the names' trie: lowering keeps it a terminal of its own.
+        let standalone = hir.is_key_set();
         let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
-        // Its DFA is the names' trie: lowering keeps it a terminal of its own.
-        self.rules[id.0 as usize].standalone = crate::grammar::key_set_dfa::from_trie(&keys);
+        self.rules[id.0 as usize].standalone = standalone;
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
     }
@@ -66,19 +68,23 @@ pub const EXCEPT_CACHE_ENTRIES: usize = 1024;
 /// See [`EXCEPT_CACHE_ENTRIES`].
 pub const EXCEPT_CACHE_BYTES: usize = 4 << 20;
 
-/// [`except_hir`] of `keys`, kept per process by `cache_key` (the sorted names): the same
-/// objects recur across the schemas a server sees (a Kubernetes `ObjectMeta`, a tool's
-/// arguments), and the same `Arc` lets the terminal-DFA cache find the key's DFA by address.
-/// Registered with [`crate::grammar::key_set_dfa`], so the terminal's DFA is the names' trie
-/// (when they are plain ASCII) rather than this HIR's NFA.
+/// The key set of `keys` (sorted, deduplicated), kept per process by `cache_key` (the sorted
+/// names): names that are all ordinary give a [`RegexHir::key_set`] (its HIR built only if
+/// something reads it, its terminal DFA the names' trie: [`crate::grammar::key_set_dfa`]),
+/// others their [`except_hir`] at once. The same objects recur across the schemas a server
+/// sees (a Kubernetes `ObjectMeta`, a tool's arguments): one shared value also shares its
+/// trie DFA, or lets the terminal-DFA cache find the HIR's DFA by address.
 /// Bounded by [`EXCEPT_CACHE_ENTRIES`] and [`EXCEPT_CACHE_BYTES`] (emptied when full).
-fn shared_except_hir(cache_key: &str, keys: &[Vec<char>]) -> std::sync::Arc<Hir> {
+fn shared_except_hir(cache_key: &str, keys: Vec<Vec<char>>) -> RegexHir {
     static CACHE: lexical::SharedHirCache =
         lexical::SharedHirCache::new(EXCEPT_CACHE_ENTRIES, EXCEPT_CACHE_BYTES);
-    let hir = CACHE.get_or_build_hir(cache_key, || except_hir(keys));
-    // The terminal's DFA comes from the names' trie, not from this HIR's NFA.
-    crate::grammar::key_set_dfa::register(&hir, keys);
-    hir
+    CACHE.get_or_build(cache_key, || {
+        if crate::grammar::key_set_dfa::from_trie(&keys) {
+            RegexHir::key_set(keys).expect("ordinary names")
+        } else {
+            lexical::shared_hir(except_hir(&keys))
+        }
+    })
 }
 
 /// The JSON string (quotes included) of a string not in `keys`: [`except_regex`]'s language,

@@ -1,8 +1,10 @@
 use super::*;
-use crate::grammar::dfa::TerminalDfa;
 use crate::grammar::dfa::tests::assert_equivalent;
+use crate::grammar::dfa::{KEY_SET_STATE, TerminalDfa};
 use crate::grammar::json_schema::keys::except_hir;
+use crate::grammar::regex_hir::RegexHir;
 use crate::test_rng::Rng;
+use std::sync::Arc;
 
 /// Whether the trie's DFA and the eager DFA of `except_hir(names)` accept the same strings
 /// (`dfa::tests::assert_equivalent`), and the trie DFA's byte classes are sound: bytes of one
@@ -86,12 +88,13 @@ fn names_with_other_characters_keep_the_hir() {
 }
 
 #[test]
-fn a_registered_hir_gets_the_trie_dfa() {
+fn a_key_set_terminal_gets_the_trie_dfa() {
     let names = sorted(&["alpha", "beta"]);
-    let hir = Arc::new(except_hir(&names));
-    assert!(lookup(&hir).is_none());
-    register(&hir, &names);
-    let dfa = lookup(&hir).expect("registered");
+    let keys = RegexHir::key_set(names.clone()).expect("ordinary names");
+    let t = crate::grammar::ir::Terminal::new("key".into(), keys.clone(), None);
+    let dfa = TerminalDfa::for_terminal(&t).unwrap();
+    let is_trie = |d: &TerminalDfa| d.state_key(0).is_some_and(|k| k[0] == KEY_SET_STATE);
+    assert!(is_trie(&dfa), "the trie's DFA");
     // `"gamma"` is not a name, `"alpha"` is.
     let run = |s: &str| {
         s.bytes()
@@ -101,10 +104,11 @@ fn a_registered_hir_gets_the_trie_dfa() {
     assert!(run("\"gamma\""));
     assert!(run("\"alph\""));
     assert!(!run("\"alpha\""));
-    // A different allocation with the same HIR is not registered.
-    assert!(lookup(&Hir::clone(&hir)).is_none());
-    // The registry does not keep the HIR alive, and a dead entry is found by no one.
-    let weak = Arc::downgrade(&hir);
-    drop(hir);
-    assert!(weak.upgrade().is_none(), "the registry held the HIR");
+    // The same language as the HIR's own DFA (which reading the HIR builds).
+    let reference = TerminalDfa::eager(&except_hir(&names)).unwrap();
+    assert_equivalent(&dfa, &reference, "alpha, beta");
+    // A HIR that is not a key set gets its lazy DFA, even when it is the same HIR.
+    let built = crate::grammar::ir::Terminal::new("key".into(), except_hir(&names), None);
+    let lazy = TerminalDfa::for_terminal(&built).unwrap();
+    assert!(!is_trie(&lazy));
 }

@@ -11,11 +11,11 @@ use super::{
 };
 use crate::grammar::GrammarError;
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use crate::grammar::hir_key::{HirFacts, constrained_hash_of, expr_hash, hir_hash};
+use crate::grammar::hir_key::{constrained_hash_of, expr_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
+use crate::grammar::regex_hir::RegexHir;
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// What [`Builder::lower_item`] found for an item: `Some(symbol)` when it was lowered as one
 /// regular piece (`Some(None)`: ε only), `None` when it is lowered structurally.
@@ -26,19 +26,17 @@ type PieceMemo = Option<Option<Symbol>>;
 pub(super) struct Builder<'a> {
     def: &'a GrammarDef,
     opts: &'a LowerOptions,
-    rule_hir: &'a [Option<Arc<Hir>>],
+    rule_hir: &'a [Option<RegexHir>],
     promoted: &'a [bool],
-    /// What promotion learnt of the front end's regexes, by address (their hashes).
-    facts: &'a HashMap<*const Hir, HirFacts>,
     pub(super) terminals: Vec<Terminal>,
     /// Hash of a terminal's HIR and constraints ([`constrained_hash`]) -> the terminals with
     /// it (deduplication; equal terminals compared in full).
     terminal_index: HashMap<u64, Vec<TerminalId>>,
-    /// The terminal of a HIR already interned, by the HIR's address (the `Arc` is kept here,
-    /// so the address is not reused): a shared leaf (a key set, a format, a promoted rule's
-    /// expression) is interned again at every use, and hashing it again each time walked
-    /// kilobytes of HIR per member state.
-    interned_at: HashMap<*const Hir, (Arc<Hir>, TerminalId)>,
+    /// The terminal of a HIR already interned, by the shared HIR's address (the `RegexHir` is
+    /// kept here, so the address is not reused): a shared leaf (a key set, a format, a
+    /// promoted rule's expression) is interned again at every use, and comparing it again
+    /// each time walked kilobytes of HIR per member state.
+    interned_at: HashMap<*const (), (RegexHir, TerminalId)>,
     pub(super) nonterminals: Vec<String>,
     pub(super) productions: Vec<Production>,
     pub(super) rule_nt: Vec<Option<NonterminalId>>,
@@ -69,9 +67,8 @@ impl<'a> Builder<'a> {
     pub(super) fn new(
         def: &'a GrammarDef,
         opts: &'a LowerOptions,
-        rule_hir: &'a [Option<Arc<Hir>>],
+        rule_hir: &'a [Option<RegexHir>],
         promoted: &'a [bool],
-        facts: &'a HashMap<*const Hir, HirFacts>,
     ) -> Self {
         let n = def.rules.len();
         Builder {
@@ -79,7 +76,6 @@ impl<'a> Builder<'a> {
             opts,
             rule_hir,
             promoted,
-            facts,
             terminals: Vec::new(),
             terminal_index: HashMap::new(),
             interned_at: HashMap::new(),
@@ -112,16 +108,13 @@ impl<'a> Builder<'a> {
         )
     }
 
-    fn intern(&mut self, hir: Arc<Hir>, name: &str) -> TerminalId {
-        let at = Arc::as_ptr(&hir);
+    fn intern(&mut self, hir: RegexHir, name: &str) -> TerminalId {
+        let at = hir.as_ptr();
         if let Some(&(_, t)) = self.interned_at.get(&at) {
             return t;
         }
         let empty = Constraints::default();
-        let hh = match self.facts.get(&at) {
-            Some(f) => f.hash,
-            None => hir_hash(&hir),
-        };
+        let hh = hir.facts().hash;
         let key = constrained_hash_of(hh, &empty);
         if let Some(t) = self.find_terminal(key, &hir, &empty) {
             self.interned_at.insert(at, (hir, t));
@@ -130,9 +123,13 @@ impl<'a> Builder<'a> {
         self.interned_at
             .insert(at, (hir.clone(), TerminalId(self.terminals.len() as u32)));
         let id = TerminalId(self.terminals.len() as u32);
-        let literal = match hir.kind() {
-            HirKind::Literal(l) => Some(l.0.to_vec()),
-            _ => None,
+        // (A key set is never one string: its HIR stays unbuilt.)
+        let literal = match hir.is_key_set() {
+            true => None,
+            false => match hir.kind() {
+                HirKind::Literal(l) => Some(l.0.to_vec()),
+                _ => None,
+            },
         };
         let name = match &literal {
             Some(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
@@ -146,10 +143,15 @@ impl<'a> Builder<'a> {
     }
 
     /// The terminal with exactly this HIR and these constraints, if interned.
-    fn find_terminal(&self, key: u64, hir: &Hir, constraints: &Constraints) -> Option<TerminalId> {
+    fn find_terminal(
+        &self,
+        key: u64,
+        hir: &RegexHir,
+        constraints: &Constraints,
+    ) -> Option<TerminalId> {
         self.terminal_index.get(&key)?.iter().copied().find(|t| {
             let t = &self.terminals[t.0 as usize];
-            *t.hir == *hir && t.constraints == *constraints
+            t.hir == *hir && t.constraints == *constraints
         })
     }
 
@@ -157,14 +159,14 @@ impl<'a> Builder<'a> {
     /// non-empty string and no `ε`), deduplicated like [`Builder::intern`].
     fn intern_constrained(
         &mut self,
-        hir: Arc<Hir>,
+        hir: RegexHir,
         constraints: Constraints,
         name: &str,
     ) -> TerminalId {
         if constraints.is_empty() {
             return self.intern(hir, name);
         }
-        let hh = hir_hash(&hir);
+        let hh = hir.facts().hash;
         let key = constrained_hash_of(hh, &constraints);
         if let Some(t) = self.find_terminal(key, &hir, &constraints) {
             return t;
@@ -218,7 +220,11 @@ impl<'a> Builder<'a> {
     }
 
     /// A regular piece as a symbol: `None` = ε only; optional wrapper when nullable.
-    pub(super) fn piece(&mut self, hir: Arc<Hir>, name: &str, _top: bool) -> Option<Symbol> {
+    pub(super) fn piece(&mut self, hir: RegexHir, name: &str, _top: bool) -> Option<Symbol> {
+        if hir.is_key_set() {
+            // A JSON string: never empty, never ε (and its HIR stays unbuilt).
+            return Some(Symbol::Terminal(self.intern(hir, name)));
+        }
         if is_fail(&hir) {
             return Some(self.fail());
         }
@@ -235,7 +241,11 @@ impl<'a> Builder<'a> {
 
     /// May `hir` become one terminal? Pieces that could determinise badly are checked
     /// against [`PROMOTION_DFA_LIMIT`] (remembered per process by `dfa_fits`).
-    fn small_enough(&self, hir: &Hir) -> bool {
+    fn small_enough(&self, hir: &RegexHir) -> bool {
+        if hir.is_key_set() {
+            // Its DFA is the names' trie, whatever the size of its HIR (not built).
+            return true;
+        }
         let size = hir_size(hir);
         !may_blow_up(hir, size)
             || (size <= MAX_INLINE_HIR
@@ -244,7 +254,7 @@ impl<'a> Builder<'a> {
 
     /// Is `e` a regular piece (every reference names a promoted rule that is not
     /// standalone)? Its HIR if so.
-    fn piece_hir(&self, e: &Expr) -> Option<Arc<Hir>> {
+    fn piece_hir(&self, e: &Expr) -> Option<RegexHir> {
         let leaf = matches!(e, Expr::Bytes(_) | Expr::Regex(_) | Expr::Empty);
         if !self.opts.promote && !leaf {
             return None;
@@ -258,10 +268,10 @@ impl<'a> Builder<'a> {
                 None
             }
         };
-        if let Some(h) = shared_hir(e, &shared, self.facts) {
+        if let Some(h) = shared_hir(e, &shared) {
             return Some(h);
         }
-        expr_to_hir(e, &|id| shared(id).as_deref().cloned(), self.facts).map(Arc::new)
+        expr_to_hir(e, &|id| shared(id).as_deref().cloned()).map(RegexHir::new)
     }
 
     pub(super) fn lower_rule_body(
@@ -288,7 +298,7 @@ impl<'a> Builder<'a> {
                 _ => unreachable!("checked above"),
             });
             let name = self.helper_name(rule, "lits");
-            let sym = self.piece(Arc::new(Hir::alternation(lits.collect())), &name, true);
+            let sym = self.piece(RegexHir::new(Hir::alternation(lits.collect())), &name, true);
             self.productions.push(Production {
                 lhs: nt,
                 rhs: sym.into_iter().collect(),
@@ -394,7 +404,7 @@ impl<'a> Builder<'a> {
             Expr::Constrained { hir, constraints } => {
                 let name = self.helper_name(rule, "t");
                 return Ok(Some(Symbol::Terminal(self.intern_constrained(
-                    Arc::new(normalize(hir)),
+                    RegexHir::new(normalize(hir)),
                     (**constraints).clone(),
                     &name,
                 ))));

@@ -3,53 +3,44 @@
 
 use super::MAX_INLINE_HIR;
 use crate::grammar::expr::{Expr, RuleId};
-use crate::grammar::hir_key::HirFacts;
+use crate::grammar::regex_hir::RegexHir;
 use regex_syntax::hir::{Hir, HirKind, Repetition};
-use std::collections::HashMap;
-use std::sync::Arc;
 
 /// The HIR of `e`, with references resolved by `lookup` (`None` if some reference has none).
-/// The result is *normalized* (see [`normalize`]).
-/// `facts` tells which regex leaves are normalized already ([`leaf_is_normalized`]).
-pub(super) fn expr_to_hir(
-    e: &Expr,
-    lookup: &impl Fn(RuleId) -> Option<Hir>,
-    facts: &LeafFacts,
-) -> Option<Hir> {
+/// The result is *normalized* (see [`normalize`]); a regex leaf that is already (its
+/// [`RegexHir::facts`], known without a walk for a big shared HIR) is copied as it is.
+pub(super) fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> Option<Hir> {
     Some(match e {
         Expr::Empty => Hir::empty(),
         Expr::Bytes(b) => Hir::literal(b.clone()),
-        Expr::Regex(h) if leaf_is_normalized(h, facts) => (**h).clone(),
+        Expr::Regex(h) if h.facts().normalized => h.hir().clone(),
         Expr::Regex(h) => normalize(h),
         // Not one regular expression: stays its own terminal.
         Expr::Constrained { .. } => return None,
         Expr::Ref(r) => lookup(*r)?,
         Expr::Seq(v) => concat(
             v.iter()
-                .map(|x| expr_to_hir(x, lookup, facts))
+                .map(|x| expr_to_hir(x, lookup))
                 .collect::<Option<Vec<_>>>()?,
         ),
         Expr::Alt(v) => alternation(
             v.iter()
-                .map(|x| expr_to_hir(x, lookup, facts))
+                .map(|x| expr_to_hir(x, lookup))
                 .collect::<Option<Vec<_>>>()?,
         ),
-        Expr::Repeat { expr, min, max } => {
-            repetition(expr_to_hir(expr, lookup, facts)?, *min, *max)
-        }
+        Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
     })
 }
 
-/// The HIR of an expression that is one normalized regex (its `Arc`) or one reference
-/// (`lookup`'s `Arc`), shared instead of copied; `None` when it has to be built
-/// ([`expr_to_hir`]).
+/// The HIR of an expression that is one normalized regex (shared, and a key set still
+/// unbuilt) or one reference (`lookup`'s), shared instead of copied; `None` when it has to
+/// be built ([`expr_to_hir`]).
 pub(super) fn shared_hir(
     e: &Expr,
-    lookup: &impl Fn(RuleId) -> Option<Arc<Hir>>,
-    facts: &LeafFacts,
-) -> Option<Arc<Hir>> {
+    lookup: &impl Fn(RuleId) -> Option<RegexHir>,
+) -> Option<RegexHir> {
     match e {
-        Expr::Regex(h) if leaf_is_normalized(h, facts) => Some(Arc::clone(h)),
+        Expr::Regex(h) if h.facts().normalized => Some(h.clone()),
         Expr::Ref(r) => lookup(*r),
         _ => None,
     }
@@ -162,18 +153,6 @@ pub(crate) fn node_is_normalized(h: &Hir) -> bool {
     }
 }
 
-/// [`HirFacts`] of the regex leaves of a grammar's rules, by address (lowering's promotion
-/// step computes them; the leaves live in the `GrammarDef`, so addresses are stable).
-pub(super) type LeafFacts = HashMap<*const Hir, HirFacts>;
-
-/// Whether the leaf `h` is normalized: from its facts when known (a big key set is thousands
-/// of nodes, and its leaf is met once per rule that uses it), else by a walk.
-pub(super) fn leaf_is_normalized(h: &Hir, facts: &LeafFacts) -> bool {
-    facts
-        .get(&(h as *const Hir))
-        .map_or_else(|| is_normalized(h), |f| f.normalized)
-}
-
 /// Number of HIR nodes (iterative).
 pub(super) fn hir_size(h: &Hir) -> usize {
     let mut stack = vec![h];
@@ -253,9 +232,7 @@ mod tests {
             if walked {
                 assert_eq!(&n, h);
             }
-            let facts: LeafFacts = [(h as *const Hir, hir_facts(h))].into_iter().collect();
-            assert_eq!(leaf_is_normalized(h, &facts), walked);
-            assert_eq!(leaf_is_normalized(h, &LeafFacts::new()), walked);
+            assert_eq!(RegexHir::new(h.clone()).facts().normalized, walked);
         }
         assert_eq!(seen, [true, true], "both kinds are tested");
     }

@@ -171,13 +171,9 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
         }
     }
 
-    let Promotion {
-        rule_hir,
-        promoted,
-        facts,
-    } = promote(def, opts, &reachable, &refs, &mut warnings)?;
+    let Promotion { rule_hir, promoted } = promote(def, opts, &reachable, &refs, &mut warnings)?;
 
-    let mut b = Builder::new(def, opts, &rule_hir, &promoted, &facts);
+    let mut b = Builder::new(def, opts, &rule_hir, &promoted);
     // Nonterminals for the user's non-promoted reachable rules (in definition order, so the
     // IR's names follow the source).
     for (i, rule) in def.rules.iter().enumerate() {
@@ -220,7 +216,7 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
                     None
                 }
             };
-            match expr_to_hir(e, &lookup, &facts) {
+            match expr_to_hir(e, &lookup) {
                 Some(h) => alts.push(h),
                 None => return Err(GrammarError::whole("%ignore expressions must be regular")),
             }

@@ -8,11 +8,11 @@ use super::{
     collect_refs,
 };
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
-use crate::grammar::hir_key::{HirFacts, hir_facts, shared_facts};
+use crate::grammar::hir_key::{HirFacts, hir_facts};
+use crate::grammar::regex_hir::RegexHir;
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// What promotion decided, per rule of the [`GrammarDef`].
 pub(super) struct Promotion {
@@ -20,13 +20,9 @@ pub(super) struct Promotion {
     /// small enough that needed one: promotion candidates and whatever lexical rules reach.
     /// Shared with the rule's `Expr::Regex` when the body is one normalized regex, and with
     /// the terminal the rule becomes.
-    pub(super) rule_hir: Vec<Option<Arc<Hir>>>,
+    pub(super) rule_hir: Vec<Option<RegexHir>>,
     /// The rule becomes one terminal wherever it is referenced.
     pub(super) promoted: Vec<bool>,
-    /// The [`HirFacts`] of the front end's regexes that promotion looked at, by address
-    /// (they live in the [`GrammarDef`], so the addresses are stable while it is borrowed):
-    /// interning a key set as a terminal reuses its hash instead of walking it again.
-    pub(super) facts: HashMap<*const Hir, HirFacts>,
 }
 
 /// Find the regular rules and promote the lexical and token-like ones (steps 1 and 2 of the
@@ -73,7 +69,7 @@ pub(super) fn promote(
         }
     }
     // rule_hir[r]: the rule's regular expression (inlined), for regular rules small enough.
-    let mut rule_hir: Vec<Option<Arc<Hir>>> = vec![None; n];
+    let mut rule_hir: Vec<Option<RegexHir>> = vec![None; n];
     let mut promoted = vec![false; n];
     let mut too_big = vec![false; n];
     // Estimated inlined size per rule, computed before building its HIR (inlining can grow
@@ -83,10 +79,10 @@ pub(super) fn promote(
     // was a tenth of lowering a big schema, whose member states never need one.
     let mut est_size = vec![usize::MAX; n];
     let mut est_depth = vec![usize::MAX; n];
-    // Size, depth and hash of each HIR met, by address, from one walk: a big leaf (a key set,
-    // a format) is referenced by many rules' bodies, and walking it again for each was a
-    // sixth of lowering a big schema. (The HIRs live in `def`, so their addresses are stable
-    // and distinct here.)
+    // Size, depth and hash of each constrained leaf met, by address, from one walk (a
+    // regex leaf keeps its own: `RegexHir::facts`). A big leaf (a format) is referenced by
+    // many rules' bodies, and walking it again for each was a sixth of lowering a big schema.
+    // (The HIRs live in `def`, so their addresses are stable and distinct here.)
     let mut facts: HashMap<*const Hir, HirFacts> = HashMap::new();
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
@@ -124,24 +120,22 @@ pub(super) fn promote(
         }
         let hir = {
             let lookup = |id: RuleId| rule_hir[id.0 as usize].as_deref().cloned();
-            if let Some(shared) =
-                shared_hir(&rule.expr, &|id| rule_hir[id.0 as usize].clone(), &facts)
-            {
+            if let Some(shared) = shared_hir(&rule.expr, &|id| rule_hir[id.0 as usize].clone()) {
                 Some(shared)
             } else {
                 match tail_rec[r]
                     .then(|| tail_split(&rule.expr, RuleId(r as u32)))
                     .flatten()
                 {
-                    None => expr_to_hir(&rule.expr, &lookup, &facts),
+                    None => expr_to_hir(&rule.expr, &lookup),
                     Some((prefixes, bases)) => (|| {
                         let prefixes = prefixes
                             .iter()
-                            .map(|e| expr_to_hir(e, &lookup, &facts))
+                            .map(|e| expr_to_hir(e, &lookup))
                             .collect::<Option<Vec<_>>>()?;
                         let bases = bases
                             .iter()
-                            .map(|e| expr_to_hir(e, &lookup, &facts))
+                            .map(|e| expr_to_hir(e, &lookup))
                             .collect::<Option<Vec<_>>>()?;
                         Some(concat(vec![
                             repetition(alternation(prefixes), 0, None),
@@ -149,14 +143,15 @@ pub(super) fn promote(
                         ]))
                     })(),
                 }
-                .map(Arc::new)
+                .map(RegexHir::new)
             }
         };
         let Some(hir) = hir else {
             too_big[r] = true;
             continue;
         };
-        if is_fail(&hir) && reachable[r] {
+        // (A key set is a non-empty language; asking its HIR would build it.)
+        if !hir.is_key_set() && is_fail(&hir) && reachable[r] {
             warnings.push(format!(
                 "rule `{}` derives no string (it never terminates)",
                 rule.name
@@ -200,11 +195,7 @@ pub(super) fn promote(
             return Err(err.with_kind(why.1));
         }
     }
-    Ok(Promotion {
-        rule_hir,
-        promoted,
-        facts,
-    })
+    Ok(Promotion { rule_hir, promoted })
 }
 
 /// Whether [`tail_split`] succeeds on `e`, without building the split.
@@ -285,19 +276,16 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
     }
 }
 
-/// The [`HirFacts`] of a regex leaf of the [`GrammarDef`], walked once (or not at all: a
-/// key-exclusion set's were computed when it was built).
+/// The [`HirFacts`] of a constrained leaf of the [`GrammarDef`], walked once.
 fn leaf_facts(h: &Hir, facts: &mut HashMap<*const Hir, HirFacts>) -> HirFacts {
-    *facts
-        .entry(h as *const Hir)
-        .or_insert_with(|| shared_facts(h).unwrap_or_else(|| hir_facts(h)))
+    *facts.entry(h as *const Hir).or_insert_with(|| hir_facts(h))
 }
 
 /// Estimated HIR size of `e` with references inlined (saturating).
 fn expr_size(e: &Expr, sizes: &[usize], facts: &mut HashMap<*const Hir, HirFacts>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => leaf_facts(h, facts).size,
+        Expr::Regex(h) => h.facts().size,
         Expr::Constrained { hir: h, .. } => leaf_facts(h, facts).size,
         Expr::Ref(r) => sizes[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v.iter().fold(1usize, |acc, x| {
@@ -335,7 +323,7 @@ pub(super) fn may_blow_up(h: &Hir, est_size: usize) -> bool {
 fn expr_depth(e: &Expr, depths: &[usize], facts: &mut HashMap<*const Hir, HirFacts>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
-        Expr::Regex(h) => leaf_facts(h, facts).depth,
+        Expr::Regex(h) => h.facts().depth,
         Expr::Constrained { hir: h, .. } => leaf_facts(h, facts).depth,
         Expr::Ref(r) => depths[r.0 as usize],
         Expr::Seq(v) | Expr::Alt(v) => v

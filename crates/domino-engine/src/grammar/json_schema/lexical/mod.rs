@@ -31,6 +31,7 @@ mod formats;
 mod numbers;
 mod patterns;
 
+use crate::grammar::regex_hir::RegexHir;
 use regex_syntax::hir::Hir;
 
 pub use encoding::{encode_for_json_string, literal_any_encoding};
@@ -62,16 +63,16 @@ pub fn hir(pattern: &str) -> Hir {
     (*hir_shared(pattern)).clone()
 }
 
-/// [`hir`] without copying the tree: the same `Arc` for the same pattern while it is cached,
+/// [`hir`] without copying the tree: the same shared HIR for the same pattern while it is cached,
 /// so the terminals of every grammar that uses a pattern (strings, numbers, formats) are one
 /// allocation, which the terminal-DFA cache recognises by address.
-pub fn hir_shared(pattern: &str) -> std::sync::Arc<Hir> {
+pub fn hir_shared(pattern: &str) -> RegexHir {
     static CACHE: SharedHirCache = SharedHirCache::new(
         HIR_CACHE_ENTRIES,
         HIR_CACHE_ENTRIES * HIR_CACHE_PATTERN_BYTES,
     );
     if pattern.len() > HIR_CACHE_PATTERN_BYTES {
-        return std::sync::Arc::new(parse(pattern));
+        return RegexHir::new(parse(pattern));
     }
     CACHE.get_or_build_hir(pattern, || parse(pattern))
 }
@@ -87,8 +88,8 @@ fn parse(pattern: &str) -> Hir {
 /// A [`SharedCache`]'s entries and the bytes of their keys.
 type ByKey<V> = (std::collections::HashMap<String, V>, usize);
 
-/// A process-wide cache by a text key (a pattern, a key set) of values cheap to clone (an
-/// `Arc`'d HIR, a compiled regex); at most `max_entries` entries and `max_key_bytes` bytes
+/// A process-wide cache by a text key (a pattern, a key set) of values cheap to clone (a
+/// shared [`RegexHir`], a compiled regex); at most `max_entries` entries and `max_key_bytes` bytes
 /// of keys, emptied when full. (Used for the JSON lexical patterns, the key-exclusion sets of
 /// `keys` and the `patternProperties` name matchers.)
 pub(crate) struct SharedCache<V> {
@@ -98,7 +99,7 @@ pub(crate) struct SharedCache<V> {
 }
 
 /// Shared HIRs by text key: the terminal-DFA cache recognises a kept HIR by address.
-pub(crate) type SharedHirCache = SharedCache<std::sync::Arc<Hir>>;
+pub(crate) type SharedHirCache = SharedCache<RegexHir>;
 
 impl<V: Clone> SharedCache<V> {
     pub(crate) const fn new(max_entries: usize, max_key_bytes: usize) -> Self {
@@ -132,21 +133,19 @@ impl<V: Clone> SharedCache<V> {
 }
 
 impl SharedHirCache {
-    /// [`SharedCache::get_or_build`] for a HIR: a new one goes in an `Arc`, and its
-    /// [`HirFacts`](crate::grammar::hir_key::HirFacts) are computed at once, while its nodes are
-    /// still cached from being built (lowering reads them instead of walking it, see
-    /// [`share_facts`](crate::grammar::hir_key::share_facts)).
-    pub(crate) fn get_or_build_hir(
-        &self,
-        key: &str,
-        build: impl FnOnce() -> Hir,
-    ) -> std::sync::Arc<Hir> {
-        self.get_or_build(key, || {
-            let hir = std::sync::Arc::new(build());
-            crate::grammar::hir_key::share_facts(&hir);
-            hir
-        })
+    /// [`SharedCache::get_or_build`] for a HIR, kept as [`shared_hir`] makes it.
+    pub(crate) fn get_or_build_hir(&self, key: &str, build: impl FnOnce() -> Hir) -> RegexHir {
+        self.get_or_build(key, || shared_hir(build()))
     }
+}
+
+/// A HIR the front end keeps per process, with its [`RegexHir::facts`] computed now, while
+/// its nodes are still cached from being built: lowering's first walk of one, long after it
+/// was built, would cost a memory access per node (a key-exclusion set is thousands).
+pub(crate) fn shared_hir(hir: Hir) -> RegexHir {
+    let hir = RegexHir::new(hir);
+    hir.facts();
+    hir
 }
 
 /// Most patterns [`hir`] keeps parsed.
