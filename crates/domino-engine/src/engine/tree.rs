@@ -503,7 +503,7 @@ impl SubterminalTree {
                     for j in 1..=longest {
                         let char_step = j > 1 || b >= 0x80;
                         let next = if char_step {
-                            char_steps.step(dfa, q, sub)
+                            char_steps.step(dfa, q, sub, trie.subtree_leads[i])
                         } else {
                             dfa.next(q, b)
                         };
@@ -558,7 +558,16 @@ impl SubterminalTree {
                                 let stepped = if char_step {
                                     let build = front.len() == 1;
                                     let cap = MAX_CHAIN_FRONT;
-                                    char_steps.targets(dfa, q, sub, build, cap, &mut next_front)
+                                    let leads = trie.subtree_leads[i];
+                                    char_steps.targets(
+                                        dfa,
+                                        q,
+                                        sub,
+                                        leads,
+                                        build,
+                                        cap,
+                                        &mut next_front,
+                                    )
                                 } else {
                                     let n = dfa.next(q, b);
                                     if !next_front.contains(&n) {

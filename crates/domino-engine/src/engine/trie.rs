@@ -45,6 +45,11 @@ pub struct VocabTrie {
     /// "every byte of the subtree does X" must check all of those for bit 127). Tree builds
     /// use it to take a whole subtree at once when every byte in it loops on one state.
     pub subtree_bytes: Vec<[u64; 2]>,
+    /// Per node, the UTF-8 lead bytes (`0xC0..=0xFF`, bit `b - 0xC0`) on the edges of its
+    /// subtree: which multi-byte characters bit 127 of [`VocabTrie::subtree_bytes`] may
+    /// stand for. A DFA that treats a few characters apart (a pattern's `.` refusing U+2028)
+    /// still steps the subtrees without their lead byte alike (`char_steps`).
+    pub subtree_leads: Vec<u64>,
     /// Per node, the number of whole characters before it (the path to its parent) when the
     /// node starts a character and every token *strictly below* it is well-formed UTF-8
     /// without DEL, of fewer than 63 characters; [`NOT_CLEAN`] otherwise. (The node's own
@@ -92,6 +97,15 @@ fn is_continuation(b: u8) -> bool {
 pub fn byte_bit(b: u8) -> (usize, u64) {
     let i = b.min(127);
     ((i >> 6) as usize, 1u64 << (i & 63))
+}
+
+/// The [`VocabTrie::subtree_leads`] bit of byte `b` (none below `0xC0`).
+#[inline]
+pub fn lead_bit(b: u8) -> u64 {
+    match b {
+        0xC0.. => 1u64 << (b - 0xC0),
+        _ => 0,
+    }
 }
 
 impl VocabTrie {
@@ -184,17 +198,21 @@ impl VocabTrie {
         }
         // Subtree byte sets, children before parents (reverse preorder).
         let mut subtree_bytes = vec![[0u64; 2]; nodes.len()];
+        let mut subtree_leads = vec![0u64; nodes.len()];
         for i in (0..nodes.len()).rev() {
             let (w, bit) = byte_bit(nodes[i].byte);
             let mut m = subtree_bytes[i];
             m[w] |= bit;
+            let mut leads = lead_bit(nodes[i].byte);
             let mut c = i + 1;
             while c < nodes[i].next as usize {
                 m[0] |= subtree_bytes[c][0];
                 m[1] |= subtree_bytes[c][1];
+                leads |= subtree_leads[c];
                 c = nodes[c].next as usize;
             }
             subtree_bytes[i] = m;
+            subtree_leads[i] = leads;
         }
         // Clean subtrees and their token lengths in characters, children before parents:
         // per node, over the tokens strictly below it (`token_chars`, `char_start`), and over
@@ -240,6 +258,7 @@ impl VocabTrie {
             tokens,
             max_depth,
             subtree_bytes,
+            subtree_leads,
             char_start,
             token_chars,
             token_len_chars: token_chars_of,
@@ -249,7 +268,7 @@ impl VocabTrie {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 1 + 8)
+        self.nodes.len() * (std::mem::size_of::<TrieNode>() + 16 + 8 + 1 + 8)
             + self.tokens.len() * 5
             + self.all_bits.len() * 8
             + 1024
