@@ -171,9 +171,7 @@ impl CompiledGrammar {
         // pieces that could never become a terminal allowed after the one just ended.
         // (No relation when everything may follow everything: the scanner then keeps no
         // per-terminal rows, which would be quadratic in the terminals.)
-        let may_follow = |t, u| follow.can_follow(t, u);
-        let may_follow: Option<&dyn Fn(_, _) -> bool> = (!follow.is_all()).then_some(&may_follow);
-        let scanner = Scanner::with_follow(&g, may_follow)?;
+        let scanner = Scanner::with_follow(&g, follow.preceders())?;
         budget::check("the parser tables")?;
         let tables = Arc::new(ParserTables::new(&g));
         budget::check("the parser tables")?;

@@ -219,11 +219,12 @@ impl Scanner {
         Self::with_follow(grammar, None)
     }
 
-    /// Like [`Scanner::new`], and remember which terminal may follow which
-    /// (`may_follow(t, u)`: `u` may come right after `t`), for [`Scanner::followed_by`].
+    /// Like [`Scanner::new`], and remember which terminal may follow which, for
+    /// [`Scanner::followed_by`]: `preceders[u]` has bit `t` (words of 64 terminals) when `u`
+    /// may come right after `t`; `None` when everything may follow everything.
     pub fn with_follow(
         grammar: &ir::Grammar,
-        may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
+        preceders: Option<Vec<Box<[u64]>>>,
     ) -> Result<Self, LexerError> {
         let mut dfas = Vec::with_capacity(grammar.terminals.len());
         for t in &grammar.terminals {
@@ -250,7 +251,7 @@ impl Scanner {
                 .map(|t| t.literal.is_some())
                 .collect()
         });
-        let mut sc = Self::build(dfas, may_follow, MAX_SCANNER_STATES)?;
+        let mut sc = Self::build(dfas, preceders, MAX_SCANNER_STATES)?;
         crate::budget::status().map_err(LexerError::Budget)?;
         sc.literal = literal;
         Ok(sc)
@@ -263,29 +264,22 @@ impl Scanner {
 
     fn build(
         dfas: Vec<TerminalDfa>,
-        may_follow: Option<&dyn Fn(ir::TerminalId, ir::TerminalId) -> bool>,
+        preceders: Option<Vec<Box<[u64]>>>,
         max_states: usize,
     ) -> Result<Self, LexerError> {
         let (classes, class_bytes) = byte_classes(&dfas);
         let num_classes = class_bytes.len();
         let nt = dfas.len();
         let words = nt.div_ceil(64).max(1);
-        let preceders = match may_follow {
+        let preceders = match preceders {
             None => Vec::new(),
-            Some(f) => (0..nt as u32)
-                .map(|u| {
-                    let mut row = vec![0u64; words];
-                    for t in 0..nt as u32 {
-                        if crate::budget::over("the scanner") {
-                            break;
-                        }
-                        if f(ir::TerminalId(t), ir::TerminalId(u)) {
-                            row[t as usize / 64] |= 1 << (t % 64);
-                        }
-                    }
-                    row.into()
-                })
-                .collect(),
+            Some(rows) => {
+                assert!(
+                    rows.len() == nt && rows.iter().all(|r| r.len() == words),
+                    "one row of {words} words per terminal"
+                );
+                rows
+            }
         };
         let mut sc = Scanner {
             num_terminals: nt,
