@@ -390,19 +390,31 @@ impl StateSteps {
 /// (a `.` that refuses U+2028, lead `0xE2`) is walked byte by byte.
 fn multi_byte_targets(dfa: &TerminalDfa, s: u32) -> (u32, u64) {
     // (target, lead-byte mask) per distinct target; completions by (state after the lead
-    // byte, row of MULTI_BYTE): most lead bytes of a row lead to one state.
+    // byte, row of MULTI_BYTE): most lead bytes of a row lead to one state. Bytes of one
+    // class step alike from every state, so each class is stepped once (`after_lead`) and
+    // continuation ranges by one byte per class (`ClassReps`).
     let mut by_target: Vec<(u32, u64, u32)> = Vec::new();
     let mut completed: Vec<(u32, usize, u32)> = Vec::new();
+    let mut after_lead: Vec<(u8, u32)> = Vec::new();
+    let mut reps = ClassReps::default();
     for (row, &(lo, hi, conts)) in MULTI_BYTE.iter().enumerate() {
         for lead in lo..=hi {
-            let q = dfa.next(s, lead);
+            let class = dfa.byte_class(lead);
+            let q = match after_lead.iter().find(|e| e.0 == class) {
+                Some(e) => e.1,
+                None => {
+                    let q = dfa.next(s, lead);
+                    after_lead.push((class, q));
+                    q
+                }
+            };
             if q == DEAD {
                 continue;
             }
             let t = match completed.iter().find(|c| c.0 == q && c.1 == row) {
                 Some(c) => c.2,
                 None => {
-                    let t = complete_character(dfa, q, conts);
+                    let t = complete_character(dfa, q, conts, &mut reps);
                     completed.push((q, row, t));
                     t
                 }
@@ -434,18 +446,43 @@ fn multi_byte_targets(dfa: &TerminalDfa, s: u32) -> (u32, u64) {
     (best.0, best.1 | no_character)
 }
 
+/// One byte per byte class of a continuation range (the classes are the DFA's: bytes of one
+/// class step alike from every state), per range asked, computed once per DFA query.
+#[derive(Default)]
+struct ClassReps {
+    ranges: Vec<(ByteRange, Vec<u8>)>,
+}
+
+impl ClassReps {
+    fn of(&mut self, dfa: &TerminalDfa, range: ByteRange) -> &[u8] {
+        let i = match self.ranges.iter().position(|r| r.0 == range) {
+            Some(i) => i,
+            None => {
+                let mut seen = [false; 256];
+                let reps = (range.0..=range.1)
+                    .filter(|&b| !std::mem::replace(&mut seen[dfa.byte_class(b) as usize], true))
+                    .collect();
+                self.ranges.push((range, reps));
+                self.ranges.len() - 1
+            }
+        };
+        &self.ranges[i].1
+    }
+}
+
 /// The one state every continuation of a character leads `q` (the state after its lead
 /// byte) to, `conts` the continuation byte ranges; [`DEAD`] when they disagree, one dies,
 /// or an intermediate state accepts (a boundary there would split the character).
-fn complete_character(dfa: &TerminalDfa, q: u32, conts: &[ByteRange]) -> u32 {
+fn complete_character(dfa: &TerminalDfa, q: u32, conts: &[ByteRange], reps: &mut ClassReps) -> u32 {
     let mut front: Vec<u32> = vec![q];
-    for &(a, b) in conts {
+    for &range in conts {
         let mut next: Vec<u32> = Vec::with_capacity(2);
+        let bytes = reps.of(dfa, range);
         for &q in &front {
             if dfa.is_accepting(q) {
                 return DEAD;
             }
-            for byte in a..=b {
+            for &byte in bytes {
                 let n = dfa.next(q, byte);
                 if n == DEAD {
                     return DEAD;

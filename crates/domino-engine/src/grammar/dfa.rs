@@ -627,7 +627,7 @@ impl TerminalDfa {
     }
 
     /// Byte → class: bytes of one class go to the same state from every state.
-    fn byte_class(&self, b: u8) -> u8 {
+    pub(crate) fn byte_class(&self, b: u8) -> u8 {
         match &self.repr {
             Repr::Lazy(l) => l.class(b),
             Repr::KeySet(k) => k.class(b),
