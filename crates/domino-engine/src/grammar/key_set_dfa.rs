@@ -27,6 +27,11 @@
 //! `/`: the HIR spells their alternative spellings specially) keep the HIR's lazy DFA
 //! ([`KeySetDfa::new`] returns `None`).
 //!
+//! A terminal gets this DFA when its language is a key set kept as its names
+//! ([`crate::grammar::regex_hir::RegexHir::key_set`], which the front end makes for ordinary
+//! names): [`crate::grammar::dfa::TerminalDfa::for_terminal`] builds it from the names, and
+//! the key set's HIR is never built unless something else reads it.
+//!
 //! # Example
 //! ```
 //! use domino_engine::grammar::dfa::DEAD;
