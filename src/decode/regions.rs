@@ -301,7 +301,6 @@ pub fn wrap(mut def: GrammarDef, prefix: &[u8], suffix: &[u8]) -> GrammarDef {
         kind: RuleKind::Syntactic,
         span: Span::default(),
         pointer: None,
-        standalone: false,
     });
     def.start = id;
     def
@@ -349,7 +348,6 @@ pub fn alternatives(mut defs: Vec<GrammarDef>) -> GrammarDef {
         kind: RuleKind::Syntactic,
         span: Span::default(),
         pointer: None,
-        standalone: false,
     });
     out
 }
@@ -374,7 +372,6 @@ fn repeat(mut def: GrammarDef, many: bool, sep: &[u8]) -> GrammarDef {
         kind: RuleKind::Syntactic,
         span: Span::default(),
         pointer: None,
-        standalone: false,
     });
     def
 }

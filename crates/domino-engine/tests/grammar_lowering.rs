@@ -349,10 +349,10 @@ fn a_terminal_spans_a_member(g: &Grammar) -> bool {
     })
 }
 
-/// A key set whose DFA is its names' trie (marked `standalone` by the JSON Schema front end)
-/// stays a terminal of its own: the members of a map of strings are not promoted into one
-/// terminal around it, as they are when the mark is taken away. The language is the same
-/// either way.
+/// A key set kept as its names (`Rule::is_standalone`: its DFA is the names' trie) stays a
+/// terminal of its own: the members of a map of strings are not promoted into one terminal
+/// around it, as they are when the same language is given as a built HIR. The language is
+/// the same either way.
 #[test]
 fn standalone_key_sets_stay_terminals_of_their_own() {
     use domino_engine::grammar::expr::Expr;
@@ -366,12 +366,13 @@ fn standalone_key_sets_stay_terminals_of_their_own() {
     let key = def
         .rules
         .iter()
-        .position(|r| r.standalone)
-        .expect("the key set is marked standalone");
-    let Expr::Regex(key_hir) = &def.rules[key].expr else {
-        panic!("a key set is a regex");
-    };
+        .position(|r| r.is_standalone())
+        .expect("the key set is standalone");
+    // The terminals that are the key rule's own language, alone.
     let lower = |def: &GrammarDef| {
+        let Expr::Regex(key_hir) = &def.rules[key].expr else {
+            panic!("a key set is a regex");
+        };
         let g = domino_engine::grammar::lower::lower(def).unwrap();
         check_invariants(&g);
         let alone = g
@@ -385,12 +386,16 @@ fn standalone_key_sets_stay_terminals_of_their_own() {
     assert_eq!(alone, 1, "the key set is a terminal");
     assert!(!a_terminal_spans_a_member(&standalone));
     let mut inlined_def = def.clone();
-    inlined_def.rules[key].standalone = false;
+    let Expr::Regex(key_hir) = &def.rules[key].expr else {
+        panic!("a key set is a regex");
+    };
+    inlined_def.rules[key].expr = Expr::Regex(RegexHir::new(key_hir.hir().clone()));
+    assert!(!inlined_def.rules[key].is_standalone());
     let (inlined, alone) = lower(&inlined_def);
-    assert_eq!(alone, 0, "without the mark the key set is inlined");
+    assert_eq!(alone, 0, "as a built HIR the key set is inlined");
     assert!(
         a_terminal_spans_a_member(&inlined),
-        "without the mark, a bigger terminal holds the key set (else this test checks nothing)"
+        "as a built HIR, a bigger terminal holds the key set (else this test checks nothing)"
     );
     let a = ReferenceRecognizer::new(&standalone).unwrap();
     let b = ReferenceRecognizer::new(&inlined).unwrap();

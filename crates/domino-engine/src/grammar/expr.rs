@@ -94,13 +94,18 @@ pub struct Rule {
     /// Shared: every rule compiled from one subschema holds the same pointer (a deep
     /// Kubernetes definition's is 150 bytes, copied for each of thousands of rules before).
     pub pointer: Option<std::sync::Arc<str>>,
-    /// A lexical rule that stays a terminal of its own: lowering does not inline it into a
+}
+
+impl Rule {
+    /// Whether the rule stays a terminal of its own: lowering does not inline it into a
     /// bigger terminal (a promoted rule or a regular piece that refers to it is lowered as
-    /// structure instead). The JSON Schema front end marks the key sets whose DFA comes from
-    /// their names' trie (`crate::grammar::key_set_dfa`): inlined, the bigger terminal's DFA
-    /// would be determinised from the key set's HIR again (on JSONSchemaBench's slowest
-    /// schemas, a fifth of lowering).
-    pub standalone: bool,
+    /// structure instead). So is a key set kept as its names ([`RegexHir::key_set`]): its DFA
+    /// is its names' trie (`crate::grammar::key_set_dfa`), while a bigger terminal's DFA
+    /// would be determinised from the key set's HIR, built for it (on JSONSchemaBench's
+    /// slowest schemas, a fifth of lowering).
+    pub fn is_standalone(&self) -> bool {
+        matches!(&self.expr, Expr::Regex(h) if h.is_key_set())
+    }
 }
 
 /// A grammar as the front ends produce it.

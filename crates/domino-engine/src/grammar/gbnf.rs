@@ -618,7 +618,6 @@ impl<'a> Parser<'a> {
                     kind: RuleKind::Syntactic,
                     span,
                     pointer: None,
-                    standalone: false,
                 }
             })
             .collect();

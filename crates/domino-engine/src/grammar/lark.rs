@@ -757,7 +757,6 @@ impl<'a> Parser<'a> {
                     kind,
                     span,
                     pointer: None,
-                    standalone: false,
                 }
             })
             .collect();

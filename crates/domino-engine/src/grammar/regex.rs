@@ -25,7 +25,6 @@ pub fn parse(pattern: &str) -> Result<GrammarDef, GrammarError> {
             kind: RuleKind::Lexical,
             span: Span { line: 1, column: 1 },
             pointer: None,
-            standalone: false,
         }],
         start: RuleId(0),
         ignore: Vec::new(),

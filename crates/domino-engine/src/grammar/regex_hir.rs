@@ -9,7 +9,7 @@
 //! JSONSchemaBench schemas that was a third of the front end and about a tenth of the time
 //! to first mask, yet a normal compile no longer reads that HIR: the terminal's DFA is the
 //! names' trie ([`crate::grammar::key_set_dfa`]) and lowering keeps the key set a terminal of
-//! its own ([`crate::grammar::expr::Rule::standalone`]). So a key set is kept as its names,
+//! its own ([`crate::grammar::expr::Rule::is_standalone`]). So a key set is kept as its names,
 //! and the HIR is built on first use.
 //!
 //! # What reads what

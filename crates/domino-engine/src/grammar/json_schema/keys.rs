@@ -40,11 +40,9 @@ impl Compiler<'_> {
         }
         keys.sort();
         keys.dedup();
+        // (A key set kept as its names stays a terminal of its own: `Rule::is_standalone`.)
         let hir = shared_except_hir(&cache_key, keys);
-        // A lazy key set's DFA is the names' trie: lowering keeps it a terminal of its own.
-        let standalone = hir.is_key_set();
         let id = self.add_rule("key", Expr::Regex(hir), RuleKind::Lexical)?;
-        self.rules[id.0 as usize].standalone = standalone;
         self.lexical.insert(cache_key, id);
         Ok(Expr::Ref(id))
     }

@@ -407,7 +407,6 @@ impl<'a> Compiler<'a> {
             kind,
             span: Span::default(),
             pointer: Some(std::sync::Arc::clone(&self.pointer)),
-            standalone: false,
         });
         Ok(id)
     }

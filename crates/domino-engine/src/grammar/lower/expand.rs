@@ -262,7 +262,7 @@ impl<'a> Builder<'a> {
         // A standalone rule is a terminal of its own, never part of a bigger one.
         let shared = |id: RuleId| {
             let i = id.0 as usize;
-            if self.promoted[i] && !self.def.rules[i].standalone {
+            if self.promoted[i] && !self.def.rules[i].is_standalone() {
                 self.rule_hir[i].clone()
             } else {
                 None

@@ -17,7 +17,7 @@
 //!      `number`, `ws`, `identifier`, `[0-9]+` become one terminal each, while a fixed
 //!      record like `"{" ws "\"name\":" ws string "}"` stays a sequence at the parser level
 //!      (keywords and punctuation are the natural token boundaries). A rule that refers to a
-//!      [`standalone`](super::expr::Rule::standalone) rule (a JSON Schema key set whose DFA
+//!      [standalone](super::expr::Rule::is_standalone) rule (a JSON Schema key set whose DFA
 //!      is its names' trie) is not token-like: the standalone rule stays a terminal of its
 //!      own, and so does it in step 3.
 //! 3. **Pieces.** Inside the remaining (syntactic) rules, sequences are split into their

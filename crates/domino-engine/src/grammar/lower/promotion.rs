@@ -104,7 +104,7 @@ pub(super) fn promote(
         let candidate = rule.kind != RuleKind::Lexical
             && opts.promote
             && token_like(&rule.expr, &all_refs[r], r, &promoted)
-            && !all_refs[r].iter().any(|&x| def.rules[x].standalone);
+            && !all_refs[r].iter().any(|&x| def.rules[x].is_standalone());
         if !candidate && !lexical_reach[r] {
             continue;
         }
