@@ -438,13 +438,12 @@ fn multi_byte_targets(dfa: &TerminalDfa, s: u32) -> (u32, u64) {
             best = e;
         }
     }
-    // Bytes that lead no well-formed character (0xC0, 0xC1, 0xF5..) constrain nothing: a
-    // clean subtree never holds them.
-    let no_character = MULTI_BYTE.iter().fold(u64::MAX, |m, &(lo, hi, _)| {
-        (lo..=hi).fold(m, |m, b| m & !super::trie::lead_bit(b))
-    });
-    (best.0, best.1 | no_character)
+    (best.0, best.1 | NO_CHARACTER_LEADS)
 }
+
+/// The [`super::trie::lead_bit`]s of the bytes that lead no well-formed character (`0xC0`,
+/// `0xC1`, `0xF5..`): they constrain nothing, a clean subtree never holds them.
+const NO_CHARACTER_LEADS: u64 = !(((1u64 << (0xF5 - 0xC0)) - 1) & !0b11);
 
 /// One byte per byte class of a continuation range (the classes are the DFA's: bytes of one
 /// class step alike from every state), per range asked, computed once per DFA query.
@@ -653,5 +652,13 @@ mod tests {
         }
         assert_eq!(run(&d, body, "\u{2028}"), DEAD);
         assert_eq!(run(&d, body, "–"), body);
+    }
+
+    #[test]
+    fn no_character_leads_are_the_bytes_outside_the_utf8_table() {
+        let leads = MULTI_BYTE.iter().fold(0u64, |m, &(lo, hi, _)| {
+            (lo..=hi).fold(m, |m, b| m | super::super::trie::lead_bit(b))
+        });
+        assert_eq!(NO_CHARACTER_LEADS, !leads);
     }
 }

@@ -431,4 +431,4 @@ impl KeySetDfa {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -206,13 +206,7 @@ impl std::fmt::Debug for RegexHir {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(list: &[&str]) -> Vec<Vec<char>> {
-        let mut v: Vec<Vec<char>> = list.iter().map(|n| n.chars().collect()).collect();
-        v.sort();
-        v.dedup();
-        v
-    }
+    use crate::grammar::key_set_dfa::tests::sorted as names;
 
     #[test]
     fn a_key_set_is_built_only_when_read() {

@@ -34,7 +34,8 @@ fn assert_same_language(names: &[Vec<char>]) {
     assert!(dfa.num_classes() <= 256);
 }
 
-fn sorted(names: &[&str]) -> Vec<Vec<char>> {
+/// `names` as a key set takes them: characters, sorted, deduplicated.
+pub(crate) fn sorted(names: &[&str]) -> Vec<Vec<char>> {
     let mut v: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
     v.sort();
     v.dedup();
