@@ -67,7 +67,15 @@ impl Follow {
                     ir::Symbol::Terminal(t) => {
                         sets[l * words + t.0 as usize / 64] |= 1 << (t.0 % 64);
                     }
-                    ir::Symbol::Nonterminal(x) => edges[x.0 as usize].push(l as u32),
+                    // (Once per left-hand side in a row: the productions of one
+                    // nonterminal are consecutive, and an any-order object's member states
+                    // each end N of theirs with the same whitespace.)
+                    ir::Symbol::Nonterminal(x) => {
+                        let e = &mut edges[x.0 as usize];
+                        if e.last() != Some(&(l as u32)) {
+                            e.push(l as u32);
+                        }
+                    }
                 };
                 if from_end {
                     for s in p.rhs.iter().rev() {
