@@ -5,7 +5,7 @@ use super::super::dfa::dfa_fits;
 use super::hir::{alternation, concat, expr_to_hir, is_fail, repetition, shared_hir};
 use super::{
     LowerOptions, MAX_INLINE_DEPTH, MAX_INLINE_HIR, PROMOTION_DFA_LIMIT, PROMOTION_STATE_ESTIMATE,
-    collect_refs,
+    RuleRefs, collect_refs,
 };
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
 use crate::grammar::hir_key::{HirFacts, hir_facts};
@@ -32,36 +32,60 @@ pub(super) fn promote(
     def: &GrammarDef,
     opts: &LowerOptions,
     reachable: &[bool],
-    all_refs: &[Vec<usize>],
+    all_refs: &RuleRefs,
     warnings: &mut Vec<String>,
 ) -> Result<Promotion, GrammarError> {
     let n = def.rules.len();
     // 1. Regular rules in topological order (Kahn over "references").
-    let mut refs: Vec<Vec<usize>> = all_refs.to_vec();
     // Right-linear self recursion (`ws ::= ([ \t\n] ws)?`, `digits ::= [0-9] digits | [0-9]`)
     // is still regular: R = α₁ R | … | β₁ | … has the language (α₁|…)* (β₁|…).
     // (Decided here without building the split: most such rules — a JSON object's member
     // chain — never need their HIR, and the split copies the whole body.)
     let mut tail_rec = vec![false; n];
     for (i, rule) in def.rules.iter().enumerate() {
-        if refs[i].binary_search(&i).is_ok() && is_tail_split(&rule.expr, RuleId(i as u32)) {
+        if all_refs.row(i).binary_search(&(i as u32)).is_ok()
+            && is_tail_split(&rule.expr, RuleId(i as u32))
+        {
             tail_rec[i] = true;
-            refs[i].retain(|&r| r != i);
         }
     }
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut pending: Vec<usize> = refs.iter().map(|r| r.len()).collect();
-    for (i, rs) in refs.iter().enumerate() {
-        for &r in rs {
-            users[r].push(i);
+    // The references the order waits on: a right-linear self reference does not count.
+    let tail_rec = &tail_rec;
+    let refs = |i: usize| {
+        all_refs
+            .row(i)
+            .iter()
+            .map(|&r| r as usize)
+            .filter(move |&r| !(tail_rec[i] && r == i))
+    };
+    // Who refers to each rule (the relation transposed, rows of one array).
+    let mut user_start = vec![0u32; n + 1];
+    let mut pending: Vec<usize> = vec![0; n];
+    for i in 0..n {
+        for r in refs(i) {
+            user_start[r + 1] += 1;
+            pending[i] += 1;
         }
     }
+    for i in 0..n {
+        user_start[i + 1] += user_start[i];
+    }
+    let mut fill = user_start.clone();
+    let mut users = vec![0u32; user_start[n] as usize];
+    for i in 0..n {
+        for r in refs(i) {
+            users[fill[r] as usize] = i as u32;
+            fill[r] += 1;
+        }
+    }
+    drop(fill);
     let mut order: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
     let mut k = 0;
     while k < order.len() {
         let r = order[k];
         k += 1;
-        for &u in &users[r] {
+        for &u in &users[user_start[r] as usize..user_start[r + 1] as usize] {
+            let u = u as usize;
             pending[u] -= 1;
             if pending[u] == 0 {
                 order.push(u);
@@ -94,7 +118,7 @@ pub(super) fn promote(
             .collect();
         while let Some(r) = stack.pop() {
             if !std::mem::replace(&mut lexical_reach[r], true) {
-                stack.extend(refs[r].iter().copied());
+                stack.extend(refs(r));
             }
         }
     }
@@ -103,8 +127,11 @@ pub(super) fn promote(
         let rule = &def.rules[r];
         let candidate = rule.kind != RuleKind::Lexical
             && opts.promote
-            && token_like(&rule.expr, &all_refs[r], r, &promoted)
-            && !all_refs[r].iter().any(|&x| def.rules[x].is_standalone());
+            && token_like(&rule.expr, all_refs.row(r), r, &promoted)
+            && !all_refs
+                .row(r)
+                .iter()
+                .any(|&x| def.rules[x as usize].is_standalone());
         if !candidate && !lexical_reach[r] {
             continue;
         }
@@ -340,9 +367,11 @@ fn expr_depth(e: &Expr, depths: &[usize], facts: &mut HashMap<*const Hir, HirFac
 /// more bytes sits at a *structural* position (reachable from the top through sequences,
 /// alternatives, groups and `?`, but not through `*`/`+`/counted repetition, where literals
 /// such as `"\\u"` are part of a token's spelling).
-fn token_like(body: &Expr, refs: &[usize], me: usize, promoted: &[bool]) -> bool {
+fn token_like(body: &Expr, refs: &[u32], me: usize, promoted: &[bool]) -> bool {
     // Self references are right-linear here (the rule is regular), so they are fine.
-    refs.iter().all(|&r| r == me || promoted[r]) && !has_structural_keyword(body)
+    refs.iter()
+        .all(|&r| r as usize == me || promoted[r as usize])
+        && !has_structural_keyword(body)
 }
 
 fn has_structural_keyword(e: &Expr) -> bool {
