@@ -65,6 +65,23 @@ impl Fnv1a {
         self
     }
 
+    /// Feed `bytes` eight at a time, one [`Fnv1a::write_word`] step per word (the last one
+    /// zero-padded), then their length: a hash of the bytes for in-process tables, several
+    /// times faster than [`Fnv1a::write`] on long strings and not the same value.
+    pub fn write_words(&mut self, bytes: &[u8]) -> &mut Self {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.write_word(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.write_word(u64::from_le_bytes(w));
+        }
+        self.write_word(bytes.len() as u64)
+    }
+
     /// The hash of everything fed so far.
     pub fn finish(&self) -> u64 {
         self.state

@@ -2,7 +2,7 @@
 //! of the parser that tree builds prune splits with (module `tree`, "Pruning"), also handed
 //! to the scanner ([`crate::lexer::Scanner::followed_by`]).
 
-use crate::grammar::fixpoint::least_fixpoint;
+use crate::grammar::fixpoint::{Csr, least_fixpoint};
 use crate::grammar::ir::{self, TerminalId};
 
 /// Above this many terminals [`Follow::new`] does not build the `n × n` matrix.
@@ -60,7 +60,11 @@ impl Follow {
         // first, then the union along edges `Y ⊆ X` until nothing changes.
         let propagate = |from_end: bool| -> Vec<u64> {
             let mut sets = vec![0u64; nt * words];
-            let mut edges: Vec<Vec<u32>> = vec![Vec::new(); nt];
+            // Edges `x → l` (set of x flows into set of l), gathered in one array and then
+            // grouped by `x` (a vector per nonterminal was tens of thousands of small
+            // allocations on a big schema).
+            let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(2 * g.productions.len());
+            let mut last_from = vec![u32::MAX; nt];
             for p in &g.productions {
                 let l = p.lhs.0 as usize;
                 let mut visit = |s: &ir::Symbol| match s {
@@ -71,9 +75,9 @@ impl Follow {
                     // nonterminal are consecutive, and an any-order object's member states
                     // each end N of theirs with the same whitespace.)
                     ir::Symbol::Nonterminal(x) => {
-                        let e = &mut edges[x.0 as usize];
-                        if e.last() != Some(&(l as u32)) {
-                            e.push(l as u32);
+                        if last_from[x.0 as usize] != l as u32 {
+                            last_from[x.0 as usize] = l as u32;
+                            pairs.push((x.0, l as u32));
                         }
                     }
                 };
@@ -93,6 +97,8 @@ impl Follow {
                     }
                 }
             }
+            let edges = Csr::new(nt, pairs.iter().map(|&(x, l)| (x as usize, l)));
+            drop(pairs);
             let mut queued = vec![true; nt];
             let mut queue: Vec<usize> = (0..nt).collect();
             while let Some(x) = queue.pop() {
@@ -100,7 +106,7 @@ impl Follow {
                     break;
                 }
                 queued[x] = false;
-                for &y in &edges[x] {
+                for &y in edges.row(x) {
                     let y = y as usize;
                     if y == x {
                         continue;

@@ -65,7 +65,7 @@ impl CopyIndex {
                     h.write(b"{");
                     let mut nodes = 1;
                     for ((k, _), (ch, n)) in m.iter().zip(&kids) {
-                        h.write(k.as_bytes()).write_u8(0).write_word(*ch);
+                        h.write_words(k.as_bytes()).write_word(*ch);
                         nodes += n;
                     }
                     let h = h.finish();
@@ -86,11 +86,26 @@ impl CopyIndex {
                     }
                     done.push((h.finish(), nodes));
                 }
+                // Scalars hashed as they are (serializing each one, descriptions included,
+                // and hashing its text a byte at a time was most of indexing a big schema).
+                // Equal values hash alike: a number by its kind and bits.
                 scalar => {
-                    let h = Fnv1a::new()
-                        .write(serde_json::to_string(scalar).unwrap_or_default().as_bytes())
-                        .finish();
-                    done.push((h, 1));
+                    let mut h = Fnv1a::new();
+                    match scalar {
+                        Value::Null => h.write_u8(0),
+                        Value::Bool(b) => h.write_u8(1).write_u8(u8::from(*b)),
+                        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                            (Some(u), _) => h.write_u8(2).write_word(u),
+                            (None, Some(i)) => h.write_u8(3).write_word(i as u64),
+                            _ => h
+                                .write_u8(4)
+                                .write_word(n.as_f64().unwrap_or(0.0).to_bits()),
+                        },
+                        Value::String(s) => h.write_u8(5).write_words(s.as_bytes()),
+                        // (Containers are the arms above.)
+                        Value::Array(_) | Value::Object(_) => h.write_u8(6),
+                    };
+                    done.push((h.finish(), 1));
                 }
             }
         }

@@ -104,7 +104,7 @@ fn shared_except_hir(cache_key: &str, keys: Vec<Vec<char>>) -> RegexHir {
 pub(crate) fn except_hir(keys: &[Vec<char>]) -> Hir {
     static UNIT: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
     static COMMON: std::sync::OnceLock<Hir> = std::sync::OnceLock::new();
-    let unit = UNIT.get_or_init(|| lexical::hir(&lexical::string_unit_pattern()));
+    let unit = UNIT.get_or_init(|| lexical::hir(lexical::string_unit_pattern()));
     let common = COMMON.get_or_init(common_deviation);
     let any = Hir::repetition(Repetition {
         min: 0,

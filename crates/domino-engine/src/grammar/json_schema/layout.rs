@@ -9,6 +9,14 @@ use super::{Compiler, MAX_PRETTY_DEPTH, lexical};
 use crate::grammar::expr::{Expr, RuleKind};
 use crate::grammar::{GrammarError, WhitespacePolicy};
 
+/// The flexible layout's rules, made on first use ([`Compiler::ws`], `sep`, `colon`).
+#[derive(Default)]
+pub(super) struct LayoutMemo {
+    ws: Option<Expr>,
+    sep: Option<Expr>,
+    colon: Option<Expr>,
+}
+
 /// Layout of structural characters at one nesting depth.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Style {
@@ -36,8 +44,15 @@ impl Compiler<'_> {
     }
 
     pub(super) fn ws(&mut self) -> Expr {
+        // (The flexible layout's pieces are the same at every depth: made once, not per
+        // object and array, each a pattern formatted and hashed to find its rule.)
+        if let Some(e) = &self.layout_memo.ws {
+            return e.clone();
+        }
         let pattern = lexical::whitespace_pattern(self.opts.max_whitespace);
-        self.lex("ws", pattern).unwrap_or(Expr::Empty)
+        let e = self.lex("ws", pattern).unwrap_or(Expr::Empty);
+        self.layout_memo.ws = Some(e.clone());
+        e
     }
 
     fn newline(d: u32) -> Expr {
@@ -60,9 +75,15 @@ impl Compiler<'_> {
     pub(super) fn sep(&mut self, d: u32) -> Expr {
         match self.style(d) {
             Style::Flexible => {
+                if let Some(e) = &self.layout_memo.sep {
+                    return e.clone();
+                }
                 let ws = lexical::whitespace_pattern(self.opts.max_whitespace);
-                self.lex("comma", format!(",{ws}"))
-                    .unwrap_or_else(|_| Expr::Seq(vec![Expr::Bytes(b",".to_vec()), self.ws()]))
+                let e = self
+                    .lex("comma", format!(",{ws}"))
+                    .unwrap_or_else(|_| Expr::Seq(vec![Expr::Bytes(b",".to_vec()), self.ws()]));
+                self.layout_memo.sep = Some(e.clone());
+                e
             }
             Style::Compact => Expr::Bytes(b",".to_vec()),
             Style::Pretty(d) => {
@@ -91,10 +112,15 @@ impl Compiler<'_> {
     pub(super) fn colon(&mut self, d: u32) -> Expr {
         match self.style(d) {
             Style::Flexible => {
+                if let Some(e) = &self.layout_memo.colon {
+                    return e.clone();
+                }
                 let ws = lexical::whitespace_pattern(self.opts.max_whitespace);
-                self.lex("colon", format!("{ws}:{ws}")).unwrap_or_else(|_| {
+                let e = self.lex("colon", format!("{ws}:{ws}")).unwrap_or_else(|_| {
                     Expr::Seq(vec![self.ws(), Expr::Bytes(b":".to_vec()), self.ws()])
-                })
+                });
+                self.layout_memo.colon = Some(e.clone());
+                e
             }
             Style::Compact => Expr::Bytes(b":".to_vec()),
             Style::Pretty(_) => Expr::Bytes(b": ".to_vec()),

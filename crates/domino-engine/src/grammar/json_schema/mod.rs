@@ -275,6 +275,8 @@ pub(crate) struct Compiler<'a> {
     /// Lexical rules by their regex text (dedup).
     lexical: HashMap<String, RuleId>,
     any_rules: HashMap<u32, RuleId>,
+    /// The flexible layout's rules, once made (module `layout`).
+    layout_memo: layout::LayoutMemo,
     nest: usize,
     /// The JSON pointer of the schema being compiled (rules record it: errors about a rule
     /// name where it came from).
@@ -375,6 +377,7 @@ impl<'a> Compiler<'a> {
             pending: Vec::new(),
             lexical: HashMap::new(),
             any_rules: HashMap::new(),
+            layout_memo: Default::default(),
             nest: 0,
             pointer: "".into(),
             merge_steps: 0,

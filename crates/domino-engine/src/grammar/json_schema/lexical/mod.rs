@@ -156,11 +156,15 @@ pub const HIR_CACHE_PATTERN_BYTES: usize = 4096;
 const HEX: &str = "[0-9a-fA-F]";
 
 /// One JSON string character as written in the source (raw or escaped), any escape allowed.
-pub fn string_unit_pattern() -> String {
-    // Non-surrogate \u escapes: first hex digit not d/D, or d followed by 0-7.
-    let non_surrogate = format!("(?:[0-9a-cA-CeEfF]{HEX}{{3}}|[dD][0-7]{HEX}{{2}})");
-    let pair = format!("[dD][89abAB]{HEX}{{2}}\\\\u[dD][c-fC-F]{HEX}{{2}}");
-    format!(r#"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:{non_surrogate}|{pair}))"#)
+pub fn string_unit_pattern() -> &'static str {
+    // (Built once: every string schema's pattern starts from it.)
+    static UNIT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        // Non-surrogate \u escapes: first hex digit not d/D, or d followed by 0-7.
+        let non_surrogate = format!("(?:[0-9a-cA-CeEfF]{HEX}{{3}}|[dD][0-7]{HEX}{{2}})");
+        let pair = format!("[dD][89abAB]{HEX}{{2}}\\\\u[dD][c-fC-F]{HEX}{{2}}");
+        format!(r#"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:{non_surrogate}|{pair}))"#)
+    });
+    &UNIT
 }
 
 /// A JSON string with `min..=max` characters (Unicode scalar values, as JSON Schema counts).
