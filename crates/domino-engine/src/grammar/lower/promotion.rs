@@ -60,12 +60,14 @@ pub(super) fn promote(
     };
     // Who refers to each rule (the relation transposed, rows of one array).
     let mut user_start = vec![0u32; n + 1];
-    let mut pending: Vec<usize> = vec![0; n];
+    let mut pending: Vec<usize> = Vec::with_capacity(n);
     for i in 0..n {
+        let mut waits = 0;
         for r in refs(i) {
             user_start[r + 1] += 1;
-            pending[i] += 1;
+            waits += 1;
         }
+        pending.push(waits);
     }
     for i in 0..n {
         user_start[i + 1] += user_start[i];
