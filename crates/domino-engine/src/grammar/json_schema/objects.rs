@@ -841,7 +841,7 @@ impl Compiler<'_> {
         };
         for &st in &order {
             let (_, c, _, _) = states[st];
-            let mut alts = Vec::new();
+            let mut alts = Vec::with_capacity(steps_of(st).len());
             for &step in steps_of(st) {
                 let live = |t: u32| productive[t as usize];
                 match step {

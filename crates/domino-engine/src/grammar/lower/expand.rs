@@ -59,6 +59,11 @@ pub(super) struct Builder<'a> {
     /// sequence that refers to it), and the rules being lowered so (a self reference falls
     /// back to the rule's nonterminal).
     inline_syms: Vec<Option<Vec<Symbol>>>,
+    /// Per rule: an [`RuleKind::Inline`] rule that is not promoted (what [`Builder::inline_symbols`]
+    /// splices), one byte each: asking `def.rules[r].kind` for every reference of every
+    /// production was a cache miss each (a rule is a hundred bytes, a big schema has tens of
+    /// thousands, and a member state refers to a different one in each alternative).
+    inline: Vec<bool>,
     inlining: Vec<usize>,
 }
 
@@ -90,6 +95,12 @@ impl<'a> Builder<'a> {
             ref_piece: vec![None; n],
             piece_memo: HashMap::new(),
             inline_syms: vec![None; def.rules.len()],
+            inline: def
+                .rules
+                .iter()
+                .zip(promoted)
+                .map(|(rule, &p)| rule.kind == RuleKind::Inline && !p)
+                .collect(),
             inlining: Vec::new(),
         }
     }
@@ -324,7 +335,9 @@ impl<'a> Builder<'a> {
         let hint: usize = items
             .iter()
             .map(|item| match item {
-                Expr::Ref(r) => self.inline_syms[r.0 as usize].as_ref().map_or(1, Vec::len),
+                Expr::Ref(r) if self.inline[r.0 as usize] => {
+                    self.inline_syms[r.0 as usize].as_ref().map_or(1, Vec::len)
+                }
                 Expr::Seq(v) => v.len(),
                 _ => 1,
             })
@@ -362,10 +375,7 @@ impl<'a> Builder<'a> {
             return Ok(None);
         };
         let r = r.0 as usize;
-        if self.def.rules[r].kind != RuleKind::Inline
-            || self.promoted[r]
-            || self.inlining.contains(&r)
-        {
+        if !self.inline[r] || self.inlining.contains(&r) {
             return Ok(None);
         }
         if self.inline_syms[r].is_some() {
