@@ -316,6 +316,13 @@ fn enter(base: &str, m: &serde_json::Map<String, Value>) -> String {
     }
 }
 
+/// One step of a JSON pointer kept as a parent chain ([`UriIndex::build`]).
+enum PathToken<'v> {
+    Root,
+    Key(&'v str),
+    Index(usize),
+}
+
 fn strip_fragment(u: &str) -> &str {
     u.split_once('#').map_or(u, |(a, _)| a)
 }
@@ -328,11 +335,35 @@ impl UriIndex {
     }
 
     pub(crate) fn build(root: &Value) -> UriIndex {
+        use std::rc::Rc;
         let mut ix = UriIndex::default();
         ix.ids.insert(String::new(), String::new());
-        let mut stack: Vec<(String, &Value, String)> = vec![(String::new(), root, String::new())];
+        // Each visited node's JSON pointer is kept as its parent's entry and one token, and
+        // written out only for the nodes that need it (an `$id` or an anchor); the base URI is
+        // shared between a node and its children. (A pointer string and a base string per
+        // node were most of indexing a big schema, which nearly never has either.)
+        let mut path: Vec<(u32, PathToken)> = vec![(u32::MAX, PathToken::Root)];
+        let pointer = |path: &[(u32, PathToken)], mut at: u32| -> String {
+            let mut tokens = Vec::new();
+            while at != 0 {
+                let (parent, token) = &path[at as usize];
+                tokens.push(token);
+                at = *parent;
+            }
+            let mut p = String::new();
+            for token in tokens.into_iter().rev() {
+                p = match token {
+                    PathToken::Root => p,
+                    PathToken::Key(k) => join_ptr(&p, k),
+                    PathToken::Index(i) => join_ptr(&p, &i.to_string()),
+                };
+            }
+            p
+        };
+        let root_base: Rc<str> = Rc::from("");
+        let mut stack: Vec<(u32, &Value, Rc<str>)> = vec![(0, root, root_base)];
         let mut visited = 0usize;
-        while let Some((p, v, base)) = stack.pop() {
+        while let Some((at, v, base)) = stack.pop() {
             visited += 1;
             if visited > 200_000 {
                 break;
@@ -342,45 +373,49 @@ impl UriIndex {
                     if let Some(Value::String(r)) = m.get("$ref") {
                         ix.root_referenced |= r.is_empty() || r.ends_with('#');
                     }
-                    let here = enter(&base, m);
-                    if here != base {
-                        ix.ids.entry(here.clone()).or_insert_with(|| p.clone());
-                    }
+                    let entered = enter(&base, m);
+                    let here: Rc<str> = if *entered == *base {
+                        base
+                    } else {
+                        let p = pointer(&path, at);
+                        ix.ids.entry(entered.clone()).or_insert(p);
+                        Rc::from(entered)
+                    };
                     if let Some(name) = id_of(m).and_then(|id| id.strip_prefix('#')) {
                         if !name.is_empty() && !name.starts_with('/') {
-                            ix.anchors
-                                .entry(format!("{here}#{name}"))
-                                .or_insert_with(|| p.clone());
+                            let p = pointer(&path, at);
+                            ix.anchors.entry(format!("{here}#{name}")).or_insert(p);
                         }
                     }
                     for k in ["$anchor", "$dynamicAnchor"] {
                         if let Some(name) = m.get(k).and_then(Value::as_str) {
-                            ix.anchors
-                                .entry(format!("{here}#{name}"))
-                                .or_insert_with(|| p.clone());
+                            let p = pointer(&path, at);
+                            ix.anchors.entry(format!("{here}#{name}")).or_insert(p);
                         }
                     }
                     // Only where the specification puts subschemas: an `$id` inside an
                     // unknown keyword (or `enum`, `const`, `default`, ...) is data, not an
                     // identifier.
-                    // (The pointer of a key is built only for subschema keywords: most keys
-                    // of a schema are not one.)
                     for (k, c) in m {
                         if SCHEMA_MAPS.contains(&k.as_str()) {
                             if let Value::Object(subs) = c {
-                                let at = join_ptr(&p, k);
+                                path.push((at, PathToken::Key(k)));
+                                let map_at = (path.len() - 1) as u32;
                                 for (name, sub) in subs {
-                                    stack.push((join_ptr(&at, name), sub, here.clone()));
+                                    path.push((map_at, PathToken::Key(name)));
+                                    stack.push(((path.len() - 1) as u32, sub, here.clone()));
                                 }
                             }
                         } else if SCHEMA_KEYWORDS.contains(&k.as_str()) {
-                            stack.push((join_ptr(&p, k), c, here.clone()));
+                            path.push((at, PathToken::Key(k)));
+                            stack.push(((path.len() - 1) as u32, c, here.clone()));
                         }
                     }
                 }
                 Value::Array(a) => {
                     for (i, c) in a.iter().enumerate() {
-                        stack.push((join_ptr(&p, &i.to_string()), c, base.clone()));
+                        path.push((at, PathToken::Index(i)));
+                        stack.push(((path.len() - 1) as u32, c, base.clone()));
                     }
                 }
                 _ => {}
