@@ -135,6 +135,29 @@ pub type WordHashSet<K> = std::collections::HashSet<K, WordHashBuilder>;
 
 #[cfg(test)]
 mod tests {
+
+    /// Word-wise hashing is a function of the bytes: equal slices hash alike wherever they
+    /// start, and trailing zero bytes (the padding of the last word) still tell slices apart.
+    #[test]
+    fn write_words_tells_lengths_and_contents_apart() {
+        let h = |b: &[u8]| Fnv1a::new().write_words(b).finish();
+        let text = b"properties/containers/items/0";
+        assert_eq!(h(&text[3..20]), h(&text.to_vec()[3..20]));
+        let mut seen = std::collections::HashSet::new();
+        for b in [
+            &b""[..],
+            b"a",
+            b"a\0",
+            b"a\0\0\0\0\0\0\0",
+            b"a\0\0\0\0\0\0\0\0",
+            b"abcdefgh",
+            b"abcdefghi",
+            b"b",
+        ] {
+            assert!(seen.insert(h(b)), "{b:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -533,3 +533,48 @@ fn remove_dot_segments(path: &str) -> String {
     }
     format!("{}{tail}", out.join("/"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Identifiers and anchors map to the JSON pointers of the subschemas that carry them,
+    /// through maps, keywords and arrays, escaped as pointers are (`~1` for `/`); a base
+    /// changes only below an `$id`, and `$id` inside data (`const`) is not an identifier.
+    #[test]
+    fn the_uri_index_finds_identifiers_and_anchors_where_they_are() {
+        let doc = serde_json::json!({
+            "$id": "https://example.com/root.json",
+            "definitions": {
+                "a/b": {"$id": "a.json", "properties": {"x": {"$anchor": "ex"}}},
+                "c": {"allOf": [{"type": "object"}, {"$id": "https://other.org/c.json", "$anchor": "top"}]}
+            },
+            "properties": {"k": {"const": {"$id": "data.json"}, "items": {"$id": "#frag"}}}
+        });
+        let ix = UriIndex::build(&doc);
+        let id = |u: &str| ix.ids.get(u).map(String::as_str);
+        let anchor = |u: &str| ix.anchors.get(u).map(String::as_str);
+        assert_eq!(id(""), Some(""));
+        assert_eq!(id("https://example.com/root.json"), Some(""));
+        assert_eq!(id("https://example.com/a.json"), Some("/definitions/a~1b"));
+        assert_eq!(
+            id("https://other.org/c.json"),
+            Some("/definitions/c/allOf/1")
+        );
+        assert_eq!(
+            anchor("https://example.com/a.json#ex"),
+            Some("/definitions/a~1b/properties/x")
+        );
+        assert_eq!(
+            anchor("https://other.org/c.json#top"),
+            Some("/definitions/c/allOf/1")
+        );
+        assert_eq!(
+            anchor("https://example.com/root.json#frag"),
+            Some("/properties/k/items")
+        );
+        assert_eq!(id("https://example.com/data.json"), None);
+        assert_eq!(ix.ids.len(), 4);
+        assert_eq!(ix.anchors.len(), 3);
+    }
+}
