@@ -46,38 +46,21 @@ where
 {
     // One pass over the rules (each pass ran their filters over every right-hand side
     // again: three of them were 8 % of compiling the slowest schemas, four fixpoints a
-    // compile): each rule's left-hand side and how many nonterminals it waits on, and
-    // every use, in rule order, counted per nonterminal.
+    // compile): each rule's left-hand side, how many nonterminals it waits on, and every
+    // use as (nonterminal, rule), grouped by nonterminal afterwards.
     // (Sized from the rule count: growing these was a quarter of the cost.)
     let rules_hint = rules.size_hint().0;
     let mut lhs_of: Vec<u32> = Vec::with_capacity(rules_hint);
     let mut waiting: Vec<u32> = Vec::with_capacity(rules_hint);
-    let mut used: Vec<u32> = Vec::with_capacity(2 * rules_hint);
-    let mut start = vec![0u32; n + 1];
-    for (lhs, nts) in rules {
+    let mut used: Vec<(u32, u32)> = Vec::with_capacity(2 * rules_hint);
+    for (r, (lhs, nts)) in rules.enumerate() {
         let before = used.len();
-        for b in nts {
-            start[b as usize + 1] += 1;
-            used.push(b);
-        }
+        used.extend(nts.map(|b| (b, r as u32)));
         lhs_of.push(lhs);
         waiting.push((used.len() - before) as u32);
     }
-    // The rules that use each nonterminal (compressed rows, as `Csr`).
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut uses = vec![0u32; used.len()];
-    let mut k = 0;
-    for (r, &w) in waiting.iter().enumerate() {
-        for &b in &used[k..k + w as usize] {
-            uses[fill[b as usize] as usize] = r as u32;
-            fill[b as usize] += 1;
-        }
-        k += w as usize;
-    }
-    drop((used, fill));
+    let uses = Csr::new(n, used.iter().map(|&(b, r)| (b as usize, r)));
+    drop(used);
     let mut marked = vec![false; n];
     let mut work = Vec::new();
     for (r, &lhs) in lhs_of.iter().enumerate() {
@@ -87,8 +70,7 @@ where
         }
     }
     while let Some(b) = work.pop() {
-        let b = b as usize;
-        for &r in &uses[start[b] as usize..start[b + 1] as usize] {
+        for &r in uses.row(b as usize) {
             waiting[r as usize] -= 1;
             let lhs = lhs_of[r as usize] as usize;
             if waiting[r as usize] == 0 && !marked[lhs] {

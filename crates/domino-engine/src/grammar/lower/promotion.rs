@@ -8,6 +8,7 @@ use super::{
     RuleRefs, collect_refs,
 };
 use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
+use crate::grammar::fixpoint::Csr;
 use crate::grammar::hir_key::{HirFacts, hir_facts};
 use crate::grammar::regex_hir::RegexHir;
 use crate::grammar::{ErrorKind, GrammarError};
@@ -59,34 +60,14 @@ pub(super) fn promote(
             .filter(move |&r| !(tail_rec[i] && r == i))
     };
     // Who refers to each rule (the relation transposed, rows of one array).
-    let mut user_start = vec![0u32; n + 1];
-    let mut pending: Vec<usize> = Vec::with_capacity(n);
-    for i in 0..n {
-        let mut waits = 0;
-        for r in refs(i) {
-            user_start[r + 1] += 1;
-            waits += 1;
-        }
-        pending.push(waits);
-    }
-    for i in 0..n {
-        user_start[i + 1] += user_start[i];
-    }
-    let mut fill = user_start.clone();
-    let mut users = vec![0u32; user_start[n] as usize];
-    for i in 0..n {
-        for r in refs(i) {
-            users[fill[r] as usize] = i as u32;
-            fill[r] += 1;
-        }
-    }
-    drop(fill);
+    let users = Csr::new(n, (0..n).flat_map(|i| refs(i).map(move |r| (r, i as u32))));
+    let mut pending: Vec<usize> = (0..n).map(|i| refs(i).count()).collect();
     let mut order: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
     let mut k = 0;
     while k < order.len() {
         let r = order[k];
         k += 1;
-        for &u in &users[user_start[r] as usize..user_start[r + 1] as usize] {
+        for &u in users.row(r) {
             let u = u as usize;
             pending[u] -= 1;
             if pending[u] == 0 {
