@@ -382,6 +382,7 @@ fn shift_refs(e: &mut Expr, offset: u32) {
         Expr::Ref(id) => id.0 += offset,
         Expr::Seq(v) | Expr::Alt(v) => v.iter_mut().for_each(|x| shift_refs(x, offset)),
         Expr::Repeat { expr, .. } => shift_refs(expr, offset),
+        Expr::RefPairs(pairs) => pairs.iter_mut().flatten().for_each(|id| id.0 += offset),
         Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Constrained { .. } => {}
     }
 }

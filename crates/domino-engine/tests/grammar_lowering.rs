@@ -250,6 +250,7 @@ fn reference_over_lowered_grammar_matches_a_direct_oracle() {
                 .iter()
                 .fold(1u64 << i, |cur, x| step(x, cur, n, text, table)),
             Expr::Alt(v) => v.iter().fold(0, |acc, x| acc | spans(x, i, text, table)),
+            Expr::RefPairs(pairs) => spans(&Expr::ref_pairs_expanded(pairs), i, text, table),
             Expr::Repeat { expr, min, max } => {
                 let mut cur = 1u64 << i;
                 let mut result = if *min == 0 { cur } else { 0 };

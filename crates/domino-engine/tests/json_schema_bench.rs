@@ -208,15 +208,20 @@ fn sample_def(
         Expr::Ref(r) => sample_def(def, g, &def.rules[r.0 as usize].expr, depth + 1, out),
         Expr::Seq(parts) => parts.iter().all(|p| sample_def(def, g, p, depth + 1, out)),
         Expr::Alt(alts) => {
-            if alts.is_empty() {
+            let n = common::alternative_count(alts);
+            if n == 0 {
                 return false;
             }
             let i = if depth > 40 {
                 0
             } else {
-                g.range(0, alts.len() as u64 - 1) as usize
+                g.range(0, n as u64 - 1) as usize
             };
-            sample_def(def, g, &alts[i], depth + 1, out)
+            sample_def(def, g, &common::alternative(alts, i), depth + 1, out)
+        }
+        Expr::RefPairs(pairs) => {
+            let alts = [Expr::RefPairs(pairs.clone())];
+            sample_def(def, g, &Expr::Alt(alts.to_vec()), depth, out)
         }
         Expr::Repeat { expr, min, max } => {
             let hi = max.unwrap_or(min + 2).min(min + 2);

@@ -80,6 +80,28 @@ pub enum Expr {
         min: u32,
         max: Option<u32>,
     },
+    /// Alternatives, each two referenced rules in sequence: the language of
+    /// `Alt([Seq([Ref(a), Ref(b)]), …])` ([`Expr::ref_pairs_expanded`]), stored flat.
+    ///
+    /// The JSON Schema front end's member states are this shape (a member, then the next
+    /// state), `N·2^(N-1)` alternatives over the states of an object of N members in any
+    /// order. As nested vectors each alternative was an allocation to build, to walk in
+    /// every pass of lowering, and to free: on the slowest schemas, a large part of the
+    /// first request. Never empty (an empty alternation is `Alt(vec![])`).
+    RefPairs(Box<[[RuleId; 2]]>),
+}
+
+impl Expr {
+    /// The same language as [`Expr::RefPairs`]`(pairs)` in nested form, for the walks where
+    /// its size does not matter (printing, regular expressions of small rules).
+    pub fn ref_pairs_expanded(pairs: &[[RuleId; 2]]) -> Expr {
+        Expr::Alt(
+            pairs
+                .iter()
+                .map(|&[a, b]| Expr::Seq(vec![Expr::Ref(a), Expr::Ref(b)]))
+                .collect(),
+        )
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -139,6 +139,12 @@ pub fn expr_hash(e: &crate::grammar::expr::Expr) -> u64 {
                 h.write_u8(6).write_word(v.len() as u64);
                 stack.extend(v.iter().rev());
             }
+            Expr::RefPairs(pairs) => {
+                h.write_u8(8).write_word(pairs.len() as u64);
+                for &[a, b] in pairs.iter() {
+                    h.write_word(u64::from(a.0) << 32 | u64::from(b.0));
+                }
+            }
             Expr::Repeat { expr, min, max } => {
                 h.write_u8(7)
                     .write_word(*min as u64)

@@ -231,18 +231,37 @@ fn print_expr(e: &Expr, names: &[String], out: &mut String, ctx: Prec) -> Result
             }
         }
         Expr::Alt(v) => {
-            let paren = ctx > Prec::Alt && v.len() > 1;
+            let count: usize = v
+                .iter()
+                .map(|x| match x {
+                    Expr::RefPairs(pairs) => pairs.len(),
+                    _ => 1,
+                })
+                .sum();
+            let paren = ctx > Prec::Alt && count > 1;
             if paren {
                 out.push('(');
             }
             if v.is_empty() {
                 out.push_str("[^\\x00-\\U0010FFFF]"); // matches nothing
             }
-            for (i, x) in v.iter().enumerate() {
+            // (Pairs among the alternatives read as alternatives of their own.)
+            let alts = v.iter().flat_map(|x| match x {
+                Expr::RefPairs(pairs) => pairs.iter().map(|&[a, b]| Err([a, b])).collect(),
+                x => vec![Ok(x)],
+            });
+            for (i, x) in alts.enumerate() {
                 if i > 0 {
                     out.push_str(" | ");
                 }
-                print_expr(x, names, out, Prec::Seq)?;
+                match x {
+                    Ok(x) => print_expr(x, names, out, Prec::Seq)?,
+                    Err([a, b]) => {
+                        print_expr(&Expr::Ref(a), names, out, Prec::Atom)?;
+                        out.push(' ');
+                        print_expr(&Expr::Ref(b), names, out, Prec::Atom)?;
+                    }
+                }
             }
             if paren {
                 out.push(')');
@@ -252,6 +271,7 @@ fn print_expr(e: &Expr, names: &[String], out: &mut String, ctx: Prec) -> Result
             print_expr(expr, names, out, Prec::Atom)?;
             print_repeat(*min, *max, out);
         }
+        Expr::RefPairs(pairs) => print_expr(&Expr::ref_pairs_expanded(pairs), names, out, ctx)?,
     }
     Ok(())
 }

@@ -143,3 +143,46 @@ pub fn sample_constrained(
         .map(|_| generator.sample(hir))
         .find(|x| constrained_match(hir, constraints, x.as_bytes()))
 }
+
+/// The number of alternatives of `alts` as a grammar lists them: an [`Expr::RefPairs`] counts
+/// each of its pairs (so a sampler picking uniformly among them draws as it did from the
+/// nested form).
+///
+/// [`Expr::RefPairs`]: domino_engine::grammar::expr::Expr::RefPairs
+#[allow(dead_code)]
+pub fn alternative_count(alts: &[domino_engine::grammar::expr::Expr]) -> usize {
+    use domino_engine::grammar::expr::Expr;
+    alts.iter()
+        .map(|a| match a {
+            Expr::RefPairs(pairs) => pairs.len(),
+            _ => 1,
+        })
+        .sum()
+}
+
+/// Alternative `i` of `alts` counted as [`alternative_count`] does (a pair as its sequence).
+#[allow(dead_code)]
+pub fn alternative(
+    alts: &[domino_engine::grammar::expr::Expr],
+    mut i: usize,
+) -> std::borrow::Cow<'_, domino_engine::grammar::expr::Expr> {
+    use domino_engine::grammar::expr::Expr;
+    use std::borrow::Cow;
+    for a in alts {
+        let n = match a {
+            Expr::RefPairs(pairs) => pairs.len(),
+            _ => 1,
+        };
+        if i < n {
+            return match a {
+                Expr::RefPairs(pairs) => {
+                    let [x, y] = pairs[i];
+                    Cow::Owned(Expr::Seq(vec![Expr::Ref(x), Expr::Ref(y)]))
+                }
+                a => Cow::Borrowed(a),
+            };
+        }
+        i -= n;
+    }
+    panic!("alternative {i} past the end")
+}

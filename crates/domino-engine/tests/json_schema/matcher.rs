@@ -120,6 +120,7 @@ impl<'g> Matcher<'g> {
                 }
                 out
             }
+            Expr::RefPairs(pairs) => self.expr(&Expr::ref_pairs_expanded(pairs), input, pos, memo),
             Expr::Repeat { expr, min, max } => {
                 let mut out = BTreeSet::new();
                 let mut cur = BTreeSet::from([pos]);

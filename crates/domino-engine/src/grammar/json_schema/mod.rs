@@ -507,6 +507,9 @@ impl<'a> Compiler<'a> {
             match e {
                 Expr::Alt(v) => v.iter().all(|x| go(c, x, depth)),
                 Expr::Seq(v) => v.iter().any(|x| go(c, x, depth)),
+                Expr::RefPairs(pairs) => pairs
+                    .iter()
+                    .all(|&[a, b]| go(c, &Expr::Ref(a), depth) || go(c, &Expr::Ref(b), depth)),
                 Expr::Ref(r) => {
                     depth < 8
                         && c.rules

@@ -841,14 +841,25 @@ impl Compiler<'_> {
         };
         for &st in &order {
             let (_, c, _, _) = states[st];
-            let mut alts = Vec::with_capacity(steps_of(st).len());
+            // The named members' alternatives first (the steps list them first), as one
+            // `RefPairs`: `member next` each, no allocation per alternative.
+            let steps = steps_of(st);
+            let named = steps
+                .iter()
+                .filter(|x| matches!(x, Step::Member(..)))
+                .count();
+            let mut pairs: Vec<[RuleId; 2]> = Vec::with_capacity(named);
+            let mut alts = Vec::with_capacity(steps.len() - named + 1);
             for &step in steps_of(st) {
                 let live = |t: u32| productive[t as usize];
                 match step {
-                    Step::Member(k, t) if live(t) => alts.push(Expr::Seq(vec![
-                        member_rule(self, Some(k), c == 0)?,
-                        Expr::Ref(ids[t as usize]),
-                    ])),
+                    Step::Member(k, t) if live(t) => {
+                        debug_assert!(alts.is_empty(), "member steps come first");
+                        let Expr::Ref(m) = member_rule(self, Some(k), c == 0)? else {
+                            unreachable!("a member rule is a reference")
+                        };
+                        pairs.push([m, ids[t as usize]]);
+                    }
                     Step::Skip(t) if live(t) => alts.push(Expr::Ref(ids[t as usize])),
                     Step::Extra(t) if live(t) => alts.push(Expr::Seq(vec![
                         member_rule(self, None, c == 0)?,
@@ -857,6 +868,9 @@ impl Compiler<'_> {
                     Step::End => alts.push(if c == 0 { empty.clone() } else { trail.clone() }),
                     _ => {}
                 }
+            }
+            if !pairs.is_empty() {
+                alts.insert(0, Expr::RefPairs(pairs.into()));
             }
             self.rules[ids[st].0 as usize].expr = if alts.len() == 1 {
                 alts.pop().unwrap()

@@ -317,8 +317,44 @@ impl<'a> Builder<'a> {
             return Ok(());
         }
         for alt in alts {
+            if let Expr::RefPairs(pairs) = alt {
+                self.lower_ref_pairs(nt, pairs)?;
+                continue;
+            }
             let rhs = self.lower_seq(alt, rule)?;
             self.productions.push(Production { lhs: nt, rhs });
+        }
+        Ok(())
+    }
+
+    /// The productions `nt → a b` of [`Expr::RefPairs`] (each as [`Builder::lower_seq`]
+    /// lowers `Seq([Ref(a), Ref(b)])`: an inline rule's symbols spliced in).
+    fn lower_ref_pairs(
+        &mut self,
+        nt: NonterminalId,
+        pairs: &[[RuleId; 2]],
+    ) -> Result<(), GrammarError> {
+        for &[a, b] in pairs {
+            let len = |r: RuleId| match &self.inline_syms[r.0 as usize] {
+                Some(syms) if self.inline[r.0 as usize] => syms.len(),
+                _ => 1,
+            };
+            let mut rhs = Vec::with_capacity(len(a) + len(b));
+            self.push_ref(a, &mut rhs)?;
+            self.push_ref(b, &mut rhs)?;
+            self.productions.push(Production { lhs: nt, rhs });
+        }
+        Ok(())
+    }
+
+    /// The symbols of `Ref(r)` as an item of a sequence, appended to `out` (what
+    /// [`Builder::lower_seq_into`] does with it).
+    fn push_ref(&mut self, r: RuleId, out: &mut Vec<Symbol>) -> Result<(), GrammarError> {
+        if let Some(i) = self.inline_symbols_of(r)? {
+            let syms = self.inline_syms[i].as_deref();
+            out.extend_from_slice(syms.expect("inline_symbols lowered the rule"));
+        } else if let Some(s) = self.ref_symbol(r)? {
+            out.push(s);
         }
         Ok(())
     }
@@ -374,6 +410,11 @@ impl<'a> Builder<'a> {
         let Expr::Ref(r) = e else {
             return Ok(None);
         };
+        self.inline_symbols_of(*r)
+    }
+
+    /// [`Builder::inline_symbols`] of `Ref(r)`.
+    fn inline_symbols_of(&mut self, r: RuleId) -> Result<Option<usize>, GrammarError> {
         let r = r.0 as usize;
         if !self.inline[r] || self.inlining.contains(&r) {
             return Ok(None);
@@ -390,27 +431,31 @@ impl<'a> Builder<'a> {
     }
 
     /// One item as a symbol (`None` = ε).
+    /// The symbol of `Ref(r)` as an item (`None` = ε): the rule's nonterminal, or the
+    /// terminal of a promoted rule.
+    fn ref_symbol(&mut self, r: RuleId) -> Result<Option<Symbol>, GrammarError> {
+        if !self.promoted[r.0 as usize] {
+            return Ok(Some(Symbol::Nonterminal(
+                self.rule_nt[r.0 as usize].expect("reachable rule has a nonterminal"),
+            )));
+        }
+        if let Some(sym) = self.ref_piece[r.0 as usize] {
+            return Ok(sym);
+        }
+        let hir = self.rule_hir[r.0 as usize]
+            .clone()
+            .expect("promoted rules have HIR");
+        let name = self.def.rules[r.0 as usize].name.clone();
+        let sym = self.piece(hir, &name, false);
+        self.ref_piece[r.0 as usize] = Some(sym);
+        Ok(sym)
+    }
+
     fn lower_item(&mut self, e: &'a Expr, rule: usize) -> Result<Option<Symbol>, GrammarError> {
         match e {
             Expr::Empty => return Ok(None),
             Expr::Bytes(b) if b.is_empty() => return Ok(None),
-            Expr::Ref(r) if !self.promoted[r.0 as usize] => {
-                return Ok(Some(Symbol::Nonterminal(
-                    self.rule_nt[r.0 as usize].expect("reachable rule has a nonterminal"),
-                )));
-            }
-            Expr::Ref(r) => {
-                if let Some(sym) = self.ref_piece[r.0 as usize] {
-                    return Ok(sym);
-                }
-                let hir = self.rule_hir[r.0 as usize]
-                    .clone()
-                    .expect("promoted rules have HIR");
-                let name = self.def.rules[r.0 as usize].name.clone();
-                let sym = self.piece(hir, &name, false);
-                self.ref_piece[r.0 as usize] = Some(sym);
-                return Ok(sym);
-            }
+            Expr::Ref(r) => return self.ref_symbol(*r),
             Expr::Constrained { hir, constraints } => {
                 let name = self.helper_name(rule, "t");
                 return Ok(Some(Symbol::Terminal(self.intern_constrained(
@@ -461,9 +506,19 @@ impl<'a> Builder<'a> {
                 let name = self.helper_name(rule, "alt");
                 let nt = self.new_nt(name);
                 for alt in v {
+                    if let Expr::RefPairs(pairs) = alt {
+                        self.lower_ref_pairs(nt, pairs)?;
+                        continue;
+                    }
                     let rhs = self.lower_seq(alt, rule)?;
                     self.productions.push(Production { lhs: nt, rhs });
                 }
+                Ok(Some(Symbol::Nonterminal(nt)))
+            }
+            Expr::RefPairs(pairs) => {
+                let name = self.helper_name(rule, "alt");
+                let nt = self.new_nt(name);
+                self.lower_ref_pairs(nt, pairs)?;
                 Ok(Some(Symbol::Nonterminal(nt)))
             }
             Expr::Repeat { expr, min, max } => {

@@ -29,6 +29,7 @@ pub(super) fn expr_to_hir(e: &Expr, lookup: &impl Fn(RuleId) -> Option<Hir>) -> 
                 .collect::<Option<Vec<_>>>()?,
         ),
         Expr::Repeat { expr, min, max } => repetition(expr_to_hir(expr, lookup)?, *min, *max),
+        Expr::RefPairs(pairs) => expr_to_hir(&Expr::ref_pairs_expanded(pairs), lookup)?,
     })
 }
 

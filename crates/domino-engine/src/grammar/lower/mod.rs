@@ -334,6 +334,7 @@ fn collect_refs(e: &Expr, f: &mut impl FnMut(RuleId)) {
     match e {
         Expr::Ref(r) => f(*r),
         Expr::Seq(v) | Expr::Alt(v) => v.iter().for_each(|x| collect_refs(x, f)),
+        Expr::RefPairs(pairs) => pairs.iter().flatten().for_each(|&r| f(r)),
         Expr::Repeat { expr, .. } => collect_refs(expr, f),
         Expr::Empty | Expr::Bytes(_) | Expr::Regex(_) | Expr::Constrained { .. } => {}
     }
@@ -486,5 +487,109 @@ ws ::= [ \t\n]*"#,
         }
         let g = lower(&def).unwrap();
         assert!(g.warnings.is_empty(), "{:?}", g.warnings);
+    }
+
+    /// Every alternation of two-reference sequences in `e` as [`Expr::RefPairs`] (the
+    /// alternatives that are pairs, the others kept around them).
+    fn to_ref_pairs(e: &mut Expr) {
+        match e {
+            Expr::Alt(v) => {
+                v.iter_mut().for_each(to_ref_pairs);
+                let pair = |x: &Expr| match x {
+                    Expr::Seq(s) => match s.as_slice() {
+                        [Expr::Ref(a), Expr::Ref(b)] => Some([*a, *b]),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let pairs: Vec<[RuleId; 2]> = v.iter().filter_map(pair).collect();
+                if pairs.is_empty() {
+                    return;
+                }
+                let rest: Vec<Expr> = v.drain(..).filter(|x| pair(x).is_none()).collect();
+                let refs = Expr::RefPairs(pairs.into());
+                *e = if rest.is_empty() {
+                    refs
+                } else {
+                    Expr::Alt(std::iter::once(refs).chain(rest).collect())
+                };
+            }
+            Expr::Seq(v) => v.iter_mut().for_each(to_ref_pairs),
+            Expr::Repeat { expr, .. } => to_ref_pairs(expr),
+            _ => {}
+        }
+    }
+
+    /// The IR with everything that tells two lowerings apart: productions, names, terminals.
+    fn ir_text(g: &Grammar) -> String {
+        let terminals: Vec<_> = g
+            .terminals
+            .iter()
+            .map(|t| (&t.name, t.hir.to_string(), &t.literal))
+            .collect();
+        format!(
+            "{:?} {:?} {:?} {:?}",
+            g.productions, g.nonterminals, terminals, g.start
+        )
+    }
+
+    #[test]
+    fn ref_pairs_lower_exactly_as_their_alternation() {
+        // Pairs as a rule body, beside other alternatives, nested in a sequence and in a
+        // repetition, with inline, syntactic and promoted (regular) references, and a
+        // right-recursive pair (promoted as `(a b)* c`).
+        let text = r#"root ::= s1 | "[" (x y | y x) "]" | ("<" (x z | z z) ">")* | tail
+s1 ::= m1 s2 | m2 s2 | "e"
+s2 ::= m2 end | m1 end
+end ::= "}"
+m1 ::= "\"a\":" x
+m2 ::= "\"b\":" y
+x ::= "1" | "2" root
+y ::= [0-9]+
+z ::= [a-z]
+tail ::= y tail | z tail | "."
+"#;
+        let base = gbnf::parse(text, "root").unwrap();
+        for inline in [false, true] {
+            let mut def = base.clone();
+            if inline {
+                for r in &mut def.rules {
+                    if r.name.starts_with('m') {
+                        r.kind = crate::grammar::expr::RuleKind::Inline;
+                    }
+                }
+            }
+            let want = lower(&def).unwrap();
+            let mut compact = def.clone();
+            compact
+                .rules
+                .iter_mut()
+                .for_each(|r| to_ref_pairs(&mut r.expr));
+            let used = compact
+                .rules
+                .iter()
+                .filter(|r| {
+                    let mut found = false;
+                    let mut stack = vec![&r.expr];
+                    while let Some(e) = stack.pop() {
+                        match e {
+                            Expr::RefPairs(_) => found = true,
+                            Expr::Seq(v) | Expr::Alt(v) => stack.extend(v),
+                            Expr::Repeat { expr, .. } => stack.push(expr),
+                            _ => {}
+                        }
+                    }
+                    found
+                })
+                .count();
+            assert_eq!(used, 4, "rules with pairs: root, s1, s2, tail");
+            let got = lower(&compact).unwrap();
+            assert_eq!(ir_text(&got), ir_text(&want), "inline members: {inline}");
+            // And the printed grammar reads the same.
+            assert_eq!(
+                crate::grammar::print::to_gbnf(&compact).ok(),
+                crate::grammar::print::to_gbnf(&def).ok()
+            );
+        }
     }
 }

@@ -221,6 +221,8 @@ fn is_tail_split(e: &Expr, me: RuleId) -> bool {
     match e {
         Expr::Ref(r) => *r == me,
         Expr::Alt(v) => v.iter().all(|x| is_tail_split(x, me)),
+        // Each alternative `a b`: `me` only as `b`.
+        Expr::RefPairs(pairs) => pairs.iter().all(|&[a, _]| a != me),
         Expr::Seq(v) => match v.split_last() {
             Some((last, init)) => !init.iter().any(mentions) && is_tail_split(last, me),
             None => false,
@@ -273,6 +275,7 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
                 lb.into_iter().map(prefix).collect(),
             ))
         }
+        Expr::RefPairs(pairs) => tail_split(&Expr::ref_pairs_expanded(pairs), me),
         Expr::Repeat {
             expr,
             min: 0,
@@ -302,6 +305,12 @@ fn expr_size(e: &Expr, sizes: &[usize], facts: &mut HashMap<*const Hir, HirFacts
             acc.saturating_add(expr_size(x, sizes, facts))
         }),
         Expr::Repeat { expr, .. } => expr_size(expr, sizes, facts).saturating_add(1),
+        // As `Alt([Seq([Ref(a), Ref(b)]), …])`.
+        Expr::RefPairs(pairs) => pairs.iter().fold(1usize, |acc, &[a, b]| {
+            acc.saturating_add(1)
+                .saturating_add(sizes[a.0 as usize])
+                .saturating_add(sizes[b.0 as usize])
+        }),
     }
 }
 
@@ -343,6 +352,12 @@ fn expr_depth(e: &Expr, depths: &[usize], facts: &mut HashMap<*const Hir, HirFac
             .unwrap_or(0)
             .saturating_add(1),
         Expr::Repeat { expr, .. } => expr_depth(expr, depths, facts).saturating_add(1),
+        Expr::RefPairs(pairs) => pairs
+            .iter()
+            .map(|&[a, b]| depths[a.0 as usize].max(depths[b.0 as usize]))
+            .max()
+            .unwrap_or(0)
+            .saturating_add(2),
     }
 }
 
@@ -368,6 +383,7 @@ fn has_structural_keyword(e: &Expr) -> bool {
         | Expr::Empty
         | Expr::Regex(_)
         | Expr::Constrained { .. }
-        | Expr::Ref(_) => false,
+        | Expr::Ref(_)
+        | Expr::RefPairs(_) => false,
     }
 }
