@@ -444,6 +444,31 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_object_behind_another_grammar_keeps_its_member_states() {
+        // The second grammar's rules move by the first's count, the member states'
+        // reference pairs (`Expr::RefPairs`) with them.
+        let o = CompileOptions::default();
+        let a = GrammarSource::Regex("[0-9]+".into()).parse(&o).unwrap();
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}, "c": {"const": 1}},
+            "required": ["a"],
+            "additionalProperties": false
+        });
+        let b = GrammarSource::JsonSchema(schema).parse(&o).unwrap();
+        let def = alternatives(vec![a, b]);
+        let ir = crate::grammar::lower::lower(&def).unwrap();
+        let r = ReferenceRecognizer::new(&ir).unwrap();
+        assert!(accepts(&r, b"12"));
+        assert!(accepts(&r, br#"{"a":1}"#));
+        assert!(accepts(&r, br#"{"c":1,"b":true,"a":2}"#));
+        assert!(accepts(&r, br#"{"b":false,"a":2}"#));
+        assert!(!accepts(&r, br#"{"b":false}"#));
+        assert!(!accepts(&r, br#"{"a":1,"a":2}"#));
+        assert!(!accepts(&r, br#"{"a":1,"c":2}"#));
+    }
+
+    #[test]
     fn tags_specs_parse_and_bad_ones_name_the_entry() {
         let v = serde_json::json!([
             {"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"},
