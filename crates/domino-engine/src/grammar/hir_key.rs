@@ -113,8 +113,11 @@ fn hash_node(h: &mut Fnv1a, x: &Hir) {
 pub fn expr_hash(e: &crate::grammar::expr::Expr) -> u64 {
     use crate::grammar::expr::Expr;
     let mut h = Fnv1a::new();
-    let mut stack = vec![e];
-    while let Some(x) = stack.pop() {
+    // (The stack allocates only below a sequence, alternation or repetition: most items
+    // hashed are leaves, a literal or a regex, and lowering hashes every distinct one.)
+    let mut stack = Vec::new();
+    let mut next = Some(e);
+    while let Some(x) = next.take().or_else(|| stack.pop()) {
         match x {
             Expr::Empty => {
                 h.write_u8(0);
