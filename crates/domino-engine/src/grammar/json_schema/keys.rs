@@ -483,7 +483,18 @@ pub(super) fn match_all_kind(p: &str) -> Option<bool> {
 
 /// Whether a pattern (searched, as JSON Schema does) matches every string: it has no end
 /// anchor and, after an optional start anchor, matches the empty string.
+///
+/// Memoised process-wide by pattern, as [`lexical::name_matcher`] is and with its bounds:
+/// each `patternProperties` pattern is asked once per object that has it, and a family of
+/// schemas repeats its few patterns hundreds of times (the answer parsed the pattern and
+/// built its searched HIR each time: 1 % of compiling the slowest schemas).
 pub(super) fn search_matches_everything(p: &str) -> bool {
+    static ANSWERS: lexical::SharedCache<bool> =
+        lexical::SharedCache::new(lexical::NAME_MATCHER_ENTRIES, lexical::NAME_MATCHER_BYTES);
+    ANSWERS.get_or_build(p, || search_matches_everything_uncached(p))
+}
+
+fn search_matches_everything_uncached(p: &str) -> bool {
     let Ok(t) = lexical::translate_ecma(p) else {
         return false;
     };

@@ -41,7 +41,8 @@ pub use numbers::{
     multiple_of_patterns, number_pattern, number_range_pattern,
 };
 pub use patterns::{
-    anchor_search, has_look, name_matcher, split_leading_negative_lookahead, translate_ecma,
+    NAME_MATCHER_BYTES, NAME_MATCHER_ENTRIES, anchor_search, has_look, name_matcher,
+    split_leading_negative_lookahead, translate_ecma,
 };
 
 /// How deep this module's patterns nest groups: the "none of these keys" pattern nests about
