@@ -431,13 +431,29 @@ impl<'a> Builder<'a> {
     }
 
     /// One item as a symbol (`None` = ε).
+    /// Whether rule `i` is an [`RuleKind::Inline`] rule that is not promoted: spliced into
+    /// the sequences that refer to it, with a nonterminal of its own only when something
+    /// refers to it otherwise ([`Builder::ref_symbol`] makes it then).
+    pub(super) fn is_spliced(&self, i: usize) -> bool {
+        self.inline[i]
+    }
+
     /// The symbol of `Ref(r)` as an item (`None` = ε): the rule's nonterminal, or the
     /// terminal of a promoted rule.
     fn ref_symbol(&mut self, r: RuleId) -> Result<Option<Symbol>, GrammarError> {
         if !self.promoted[r.0 as usize] {
-            return Ok(Some(Symbol::Nonterminal(
-                self.rule_nt[r.0 as usize].expect("reachable rule has a nonterminal"),
-            )));
+            if let Some(nt) = self.rule_nt[r.0 as usize] {
+                return Ok(Some(Symbol::Nonterminal(nt)));
+            }
+            // An inline rule used as a nonterminal (not spliced): its nonterminal and
+            // productions, made now (set first, so that its body may refer to it).
+            let i = r.0 as usize;
+            assert!(self.inline[i], "reachable rule has a nonterminal");
+            let def = self.def;
+            let nt = self.new_nt(def.rules[i].name.clone());
+            self.rule_nt[i] = Some(nt);
+            self.lower_rule_body(nt, &def.rules[i].expr, i)?;
+            return Ok(Some(Symbol::Nonterminal(nt)));
         }
         if let Some(sym) = self.ref_piece[r.0 as usize] {
             return Ok(sym);

@@ -166,8 +166,12 @@ pub fn lower_with(def: &GrammarDef, opts: &LowerOptions) -> Result<Grammar, Gram
     let mut b = Builder::new(def, opts, &rule_hir, &promoted);
     // Nonterminals for the user's non-promoted reachable rules (in definition order, so the
     // IR's names follow the source).
+    // (An inline rule gets one only if something refers to it other than by splicing it into
+    // a sequence: `Builder::ref_symbol` makes it then. A JSON Schema object's members are
+    // inline rules, two per member, always spliced: their own nonterminals and productions
+    // were built only for cleanup to drop them.)
     for (i, rule) in def.rules.iter().enumerate() {
-        if reachable[i] && !promoted[i] {
+        if reachable[i] && !promoted[i] && (!b.is_spliced(i) || i == def.start.0 as usize) {
             b.rule_nt[i] = Some(b.new_nt(rule.name.clone()));
         }
     }
@@ -590,6 +594,42 @@ tail ::= y tail | z tail | "."
                 crate::grammar::print::to_gbnf(&compact).ok(),
                 crate::grammar::print::to_gbnf(&def).ok()
             );
+        }
+    }
+
+    #[test]
+    fn an_inline_rule_used_as_a_nonterminal_gets_one_on_demand() {
+        // `m` is spliced into sequences and alternatives, and used as a whole under a
+        // repetition (`m*`: its nonterminal is made then, its body lowered then).
+        let mut def = gbnf::parse(
+            "root ::= m \"-\" n* \"-\" k m*\nn ::= m | \"z\"\nk ::= \"(\" m \")\" k | \"!\"\nm ::= \"a\" root? \"b\" | \"c\"",
+            "root",
+        )
+        .unwrap();
+        for r in &mut def.rules {
+            if r.name == "m" {
+                r.kind = crate::grammar::expr::RuleKind::Inline;
+            }
+        }
+        let g = lower(&def).unwrap();
+        let r = ReferenceRecognizer::new(&g).unwrap();
+        for (text, want) in [
+            ("c--!", true),
+            ("ab--(c)!", true),
+            ("ab-", false),
+            ("ac--!b--!", true),
+            ("c-zcz-(c)(c)!", true),
+            ("c-zacb-!", false),
+            ("c-a c-- ! b-!", false),
+            ("c-ac--!b-!", true),
+            ("c--(ac--!b)!", true),
+            ("c--(a)!", false),
+            ("c--!cabc", true),
+            ("c--!ac--!b", true),
+            ("c--!ab--!b", false),
+            ("c--!a", false),
+        ] {
+            assert_eq!(r.accepts(text.as_bytes()), want, "{text}");
         }
     }
 }
