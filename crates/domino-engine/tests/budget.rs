@@ -70,11 +70,11 @@ fn the_scanner_stops() {
 }
 
 #[test]
-fn the_engine_grammar_stops_at_follow_sets() {
+fn the_engine_grammar_stops_at_the_parser_tables() {
     let ir = lower::lower(&gbnf::parse(&grammar_text(), "root").unwrap()).unwrap();
     let _b = ZERO.enter();
     match CompiledGrammar::new(ir) {
-        Err(EngineError::Budget(e)) => assert_time_limit(&e, "follow sets"),
+        Err(EngineError::Budget(e)) => assert_time_limit(&e, "the parser tables"),
         other => panic!("expected a budget error, got {:?}", other.err()),
     }
 }

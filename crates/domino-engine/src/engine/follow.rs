@@ -28,17 +28,9 @@ impl Follow {
     /// literal terminals: 1.25 GB), so everything may follow everything ([`Follow::all`]:
     /// less pruning, same masks).
     pub fn new(g: &ir::Grammar) -> Self {
-        let nt = g.nonterminals.len();
-        let n = g.terminals.len();
-        if n > FOLLOW_MAX_TERMINALS
-            || crate::budget::would_exceed(((3 * nt + n) * n.div_ceil(64) * 8) as u64)
-        {
-            return Follow::all(n);
-        }
-        let words = n.div_ceil(64).max(1);
         // Nullable: the least fixpoint over the productions without a terminal.
         let nullable = least_fixpoint(
-            nt,
+            g.nonterminals.len(),
             g.productions
                 .iter()
                 .filter(|p| {
@@ -54,6 +46,21 @@ impl Follow {
                     (p.lhs.0, nts)
                 }),
         );
+        Self::with_nullable(g, &nullable)
+    }
+
+    /// [`Follow::new`] with the grammar's nullable nonterminals already known (`nullable[a]`
+    /// for every nonterminal `a`; more entries are ignored), as the parser tables know them.
+    pub(crate) fn with_nullable(g: &ir::Grammar, nullable: &[bool]) -> Self {
+        let nt = g.nonterminals.len();
+        let n = g.terminals.len();
+        assert!(nullable.len() >= nt, "a nullable flag per nonterminal");
+        if n > FOLLOW_MAX_TERMINALS
+            || crate::budget::would_exceed(((3 * nt + n) * n.div_ceil(64) * 8) as u64)
+        {
+            return Follow::all(n);
+        }
+        let words = n.div_ceil(64).max(1);
         let is_nullable =
             |s: &ir::Symbol| matches!(s, ir::Symbol::Nonterminal(x) if nullable[x.0 as usize]);
         // FIRST / LAST sets of nonterminals as bitsets over terminals: direct terminals

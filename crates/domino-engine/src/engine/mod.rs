@@ -161,20 +161,21 @@ impl std::fmt::Debug for CompiledGrammar {
 }
 
 impl CompiledGrammar {
-    /// Build the scanner, follow sets and parser tables, under the thread's armed
+    /// Build the parser tables, follow sets and scanner, under the thread's armed
     /// [`budget`] (if any): over it, [`EngineError::Budget`] names the stage.
     pub fn new(g: ir::Grammar) -> Result<Arc<Self>, EngineError> {
-        budget::check("follow sets")?;
-        let follow = Follow::new(&g);
+        budget::check("the parser tables")?;
+        let tables = Arc::new(ParserTables::new(&g));
+        budget::check("the parser tables")?;
+        // (With the tables' nullable nonterminals: the same least fixpoint, computed once.)
+        let follow = Follow::with_nullable(&g, tables.nullable());
         budget::status()?;
         // The scanner keeps, per live set, which terminals it may follow: tree walks prune
         // pieces that could never become a terminal allowed after the one just ended.
         // (No relation when everything may follow everything: the scanner then keeps no
         // per-terminal rows, which would be quadratic in the terminals.)
         let scanner = Scanner::with_follow(&g, follow.preceders())?;
-        budget::check("the parser tables")?;
-        let tables = Arc::new(ParserTables::new(&g));
-        budget::check("the parser tables")?;
+        budget::check("the scanner")?;
         Ok(Arc::new(CompiledGrammar {
             grammar: g,
             scanner,

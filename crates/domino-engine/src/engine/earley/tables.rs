@@ -247,6 +247,12 @@ impl ParserTables {
         self.dots.len()
     }
 
+    /// Per nonterminal of the grammar (then the synthetic start): whether it derives the
+    /// empty string.
+    pub(crate) fn nullable(&self) -> &[bool] {
+        &self.nullable
+    }
+
     /// Whether the grammar's nonterminal `a` derives the empty string.
     pub fn is_nullable(&self, a: ir::NonterminalId) -> bool {
         self.nullable.get(a.0 as usize).copied().unwrap_or(false)
