@@ -106,8 +106,35 @@ impl Follow {
             }
             let edges = Csr::new(nt, pairs.iter().map(|&(x, l)| (x as usize, l)));
             drop(pairs);
+            // The worklist in an order where a set is final before it flows on, cycles aside:
+            // a depth-first postorder of the edges, popped last first (every node after the
+            // nodes flowing into it). In nonterminal order, a member's value (numbered before
+            // its object's member states) was finished after the states ending with it, and
+            // sent each of them round again.
+            let mut queue: Vec<usize> = Vec::with_capacity(nt);
+            {
+                let mut seen = vec![false; nt];
+                let mut stack: Vec<(usize, usize)> = Vec::new();
+                for root in 0..nt {
+                    if std::mem::replace(&mut seen[root], true) {
+                        continue;
+                    }
+                    stack.push((root, 0));
+                    while let Some((x, i)) = stack.last_mut() {
+                        let (x, row) = (*x, edges.row(*x));
+                        if let Some(&y) = row.get(*i) {
+                            *i += 1;
+                            if !std::mem::replace(&mut seen[y as usize], true) {
+                                stack.push((y as usize, 0));
+                            }
+                        } else {
+                            stack.pop();
+                            queue.push(x);
+                        }
+                    }
+                }
+            }
             let mut queued = vec![true; nt];
-            let mut queue: Vec<usize> = (0..nt).collect();
             while let Some(x) = queue.pop() {
                 if crate::budget::over("follow sets") {
                     break;
@@ -364,5 +391,63 @@ mod tests {
             }
             assert!(some > 0);
         }
+    }
+
+    /// The definition on real schemas: the JSONSchemaBench development subset (`../shared/data`
+    /// beside the repository, as the integration tests find it), every schema whose grammar is
+    /// small enough for [`naive`], in any order and in schema order (member states make long
+    /// chains of nonterminals flowing into each other, which the worklist's order is for).
+    #[test]
+    fn follow_sets_are_the_definition_on_bench_schemas() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = root
+            .ancestors()
+            .map(|a| a.join("shared/data/jsonschemabench"))
+            .find(|p| p.is_dir())
+            .expect("../shared/data/jsonschemabench beside the repository");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        files.sort();
+        let (mut checked, mut with_objects) = (0, 0);
+        for file in files {
+            // Every fourth line: a spread over each file, in test time.
+            for line in std::fs::read_to_string(&file).unwrap().lines().step_by(4) {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                for order in [
+                    crate::grammar::PropertyOrder::Any,
+                    crate::grammar::PropertyOrder::Schema,
+                ] {
+                    let opts = CompileOptions {
+                        property_order: order,
+                        ..Default::default()
+                    };
+                    let Ok(g) = GrammarSource::JsonSchema(v["schema"].clone()).compile(&opts)
+                    else {
+                        continue;
+                    };
+                    if g.terminals.len() > 120 || g.productions.len() > 1_500 {
+                        continue;
+                    }
+                    let f = Follow::new(&g);
+                    let rel = naive(&g);
+                    for (a, row) in rel.iter().enumerate() {
+                        for (b, &want) in row.iter().enumerate() {
+                            let fast = f.can_follow(TerminalId(a as u32), TerminalId(b as u32));
+                            assert_eq!(fast, want, "{}: terminal {a} then {b}", v["id"]);
+                        }
+                    }
+                    checked += 1;
+                    with_objects +=
+                        usize::from(g.nonterminals.iter().any(|n| n.starts_with("members")));
+                }
+            }
+        }
+        assert!(
+            checked > 200 && with_objects > 100,
+            "{checked} grammars, {with_objects} with member states"
+        );
     }
 }
