@@ -850,7 +850,7 @@ impl Compiler<'_> {
                 .count();
             let mut pairs: Vec<[RuleId; 2]> = Vec::with_capacity(named);
             let mut alts = Vec::with_capacity(steps.len() - named + 1);
-            for &step in steps_of(st) {
+            for &step in steps {
                 let live = |t: u32| productive[t as usize];
                 match step {
                     Step::Member(k, t) if live(t) => {

@@ -317,13 +317,24 @@ impl<'a> Builder<'a> {
             return Ok(());
         }
         for alt in alts {
-            if let Expr::RefPairs(pairs) = alt {
-                self.lower_ref_pairs(nt, pairs)?;
-                continue;
-            }
-            let rhs = self.lower_seq(alt, rule)?;
-            self.productions.push(Production { lhs: nt, rhs });
+            self.lower_alternative(nt, alt, rule)?;
         }
+        Ok(())
+    }
+
+    /// The productions of `nt` for one alternative: one, or one per pair of an
+    /// [`Expr::RefPairs`].
+    fn lower_alternative(
+        &mut self,
+        nt: NonterminalId,
+        alt: &'a Expr,
+        rule: usize,
+    ) -> Result<(), GrammarError> {
+        if let Expr::RefPairs(pairs) = alt {
+            return self.lower_ref_pairs(nt, pairs);
+        }
+        let rhs = self.lower_seq(alt, rule)?;
+        self.productions.push(Production { lhs: nt, rhs });
         Ok(())
     }
 
@@ -347,8 +358,8 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// The symbols of `Ref(r)` as an item of a sequence, appended to `out` (what
-    /// [`Builder::lower_seq_into`] does with it).
+    /// The symbols of `Ref(r)` as an item of a sequence, appended to `out`: an inline rule's
+    /// symbols (copied from the memo straight into the sequence), else its symbol.
     fn push_ref(&mut self, r: RuleId, out: &mut Vec<Symbol>) -> Result<(), GrammarError> {
         if let Some(i) = self.inline_symbols_of(r)? {
             let syms = self.inline_syms[i].as_deref();
@@ -391,29 +402,17 @@ impl<'a> Builder<'a> {
         out: &mut Vec<Symbol>,
     ) -> Result<(), GrammarError> {
         for item in items {
-            if let Expr::Seq(v) = item {
-                self.lower_seq_into(v, rule, out)?;
-            } else if let Some(r) = self.inline_symbols(item)? {
-                // Copied from the memo straight into the sequence (no copy per use).
-                let syms = self.inline_syms[r].as_deref();
-                out.extend_from_slice(syms.expect("inline_symbols lowered the rule"));
-            } else if let Some(s) = self.lower_item(item, rule)? {
-                out.push(s);
+            match item {
+                Expr::Seq(v) => self.lower_seq_into(v, rule, out)?,
+                Expr::Ref(r) => self.push_ref(*r, out)?,
+                _ => out.extend(self.lower_item(item, rule)?),
             }
         }
         Ok(())
     }
 
-    /// When `e` refers to an [`RuleKind::Inline`] rule: the rule, its body's symbols lowered
-    /// into `inline_syms` (once, then copied by each use); `None` for anything else.
-    fn inline_symbols(&mut self, e: &Expr) -> Result<Option<usize>, GrammarError> {
-        let Expr::Ref(r) = e else {
-            return Ok(None);
-        };
-        self.inline_symbols_of(*r)
-    }
-
-    /// [`Builder::inline_symbols`] of `Ref(r)`.
+    /// When `r` is an [`RuleKind::Inline`] rule: the rule, its body's symbols lowered into
+    /// `inline_syms` (once, then copied by each use); `None` for any other rule.
     fn inline_symbols_of(&mut self, r: RuleId) -> Result<Option<usize>, GrammarError> {
         let r = r.0 as usize;
         if !self.inline[r] || self.inlining.contains(&r) {
@@ -430,7 +429,6 @@ impl<'a> Builder<'a> {
         Ok(Some(r))
     }
 
-    /// One item as a symbol (`None` = ε).
     /// Whether rule `i` is an [`RuleKind::Inline`] rule that is not promoted: spliced into
     /// the sequences that refer to it, with a nonterminal of its own only when something
     /// refers to it otherwise ([`Builder::ref_symbol`] makes it then).
@@ -467,6 +465,7 @@ impl<'a> Builder<'a> {
         Ok(sym)
     }
 
+    /// One item as a symbol (`None` = ε).
     fn lower_item(&mut self, e: &'a Expr, rule: usize) -> Result<Option<Symbol>, GrammarError> {
         match e {
             Expr::Empty => return Ok(None),
@@ -522,12 +521,7 @@ impl<'a> Builder<'a> {
                 let name = self.helper_name(rule, "alt");
                 let nt = self.new_nt(name);
                 for alt in v {
-                    if let Expr::RefPairs(pairs) = alt {
-                        self.lower_ref_pairs(nt, pairs)?;
-                        continue;
-                    }
-                    let rhs = self.lower_seq(alt, rule)?;
-                    self.productions.push(Production { lhs: nt, rhs });
+                    self.lower_alternative(nt, alt, rule)?;
                 }
                 Ok(Some(Symbol::Nonterminal(nt)))
             }
