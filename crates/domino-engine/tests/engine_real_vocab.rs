@@ -308,6 +308,44 @@ fn searched_pattern_masks_equal_the_oracle_over_all_tokens() {
     check_schema_walks_both(&schema, &docs, 3, 40);
 }
 
+/// Inside a searched `pattern` every token moves the partial match to a new state, so every
+/// mask builds a tree over nearly the whole vocabulary; the walks below a character that
+/// breaks the partial match start from the few states of no progress, and later builds take
+/// them from the ones that walked them first (`tree::BuildMemo`'s remembered subtrees). On
+/// walks through such strings (and a counted one, whose walks are never taken again), masks
+/// equal the oracle's over every Gemma 3 token, and remembered subtrees were taken.
+#[test]
+fn remembered_subtree_walks_keep_masks_equal_to_the_oracle() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "img": {"type": "string", "pattern": "data:image/png;base64,"},
+            "id": {"type": "string", "pattern": "[a-fA-F0-9]{8}-[a-fA-F0-9]{4}"},
+            "key": {"type": "string", "pattern": "^[0-9A-Za-z]{6}-[0-9A-Za-z]{4}$"}
+        },
+        "required": ["img", "id"]
+    });
+    let docs = [
+        "{\"img\": \"see data:image/png;base64,iVBOR\", \"id\": \"x 5Dfbde4A-fFC8 y\", \"key\": \"A0L8w4-H7L8\"}",
+        "{\"id\": \"été dead-beef 0123abcd-ABCD\", \"img\": \"data:imag data:image/png;base64,\\n\"}",
+    ];
+    let vocab = gemma();
+    let grammar = check_walks_vocab(
+        vocab.clone(),
+        GrammarSource::JsonSchema(schema),
+        &docs,
+        2,
+        36,
+    );
+    let stats = grammar
+        .tree_cache(&vocab, Options::default().mask_cache_bytes)
+        .stats();
+    assert!(
+        stats.remembered_subtree_hits > 0 && stats.remembered_subtrees > 0,
+        "no remembered subtree was taken: {stats:?}"
+    );
+}
+
 /// Patterns whose `.` refuses line terminators (ECMAScript: `\n`, `\r`, U+2028, U+2029) or
 /// that exclude a few non-ASCII characters: the characters of one lead byte (`0xE2`, `0xC3`)
 /// no longer all step alike, so tree builds take the subtrees without that lead byte at once

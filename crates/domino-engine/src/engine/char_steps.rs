@@ -89,6 +89,8 @@ struct StateSteps {
     loops: Option<[u64; 2]>,
     /// `(bytes as subtree bits, target)`; targets distinct, never [`DEAD`].
     classes: Vec<([u64; 2], u32)>,
+    /// The union of the classes' bytes: the known bits that live.
+    live: [u64; 2],
 }
 
 /// The indices of the set bits of a subtree byte set, lowest first.
@@ -134,7 +136,24 @@ type Page = [Option<Box<StateSteps>>; PAGE];
 
 impl CharSteps {
     /// State `s`'s memo, created on first use.
+    #[inline]
     fn state(&mut self, s: u32) -> &mut StateSteps {
+        let (p, i) = (s as usize / PAGE, s as usize % PAGE);
+        // (Two lookups, as the borrow checker wants them: the memo is there on almost every
+        // call, and this is asked several times per trie node a chain tries.)
+        if matches!(self.pages.get(p), Some(Some(page)) if page[i].is_some()) {
+            return (self.pages[p]
+                .as_mut()
+                .and_then(|page| page[i].as_deref_mut()))
+            .expect("checked just above");
+        }
+        self.new_state(s)
+    }
+
+    /// [`CharSteps::state`] when `s` has no memo yet (or its page none).
+    #[cold]
+    #[inline(never)]
+    fn new_state(&mut self, s: u32) -> &mut StateSteps {
         let (p, i) = (s as usize / PAGE, s as usize % PAGE);
         if self.pages.len() <= p {
             self.pages.resize_with(p + 1, || None);
@@ -233,7 +252,17 @@ impl CharSteps {
     #[inline(never)]
     pub(super) fn all_die(&mut self, dfa: &TerminalDfa, s: u32, sub: [u64; 2]) -> bool {
         let steps = self.state(s);
-        bit_indices(sub).all(|bit| match bit {
+        // A known bit that lives answers at once (bit 127's class is not the question here).
+        let asked = [sub[0], sub[1] & !(1 << (OTHER_BIT % 64))];
+        if (asked[0] & steps.live[0]) | (asked[1] & steps.live[1]) != 0 {
+            return false;
+        }
+        // Known bits left are dead: only the unknown ones, and bit 127, remain.
+        let rest = [
+            sub[0] & !steps.known[0],
+            (sub[1] & !steps.known[1]) | (sub[1] & 1 << (OTHER_BIT % 64)),
+        ];
+        bit_indices(rest).all(|bit| match bit {
             // A multi-byte character dies at its lead byte or later; all die at the lead
             // byte exactly when no lead byte of a well-formed one lives (memoised).
             OTHER_BIT => {
@@ -376,6 +405,7 @@ impl StateSteps {
             }
         };
         self.classes[c].0[w] |= b;
+        self.live[w] |= b;
         // At most 128 bits, so at most 128 classes: an index fits in a byte below NO_CLASS.
         c as u8
     }

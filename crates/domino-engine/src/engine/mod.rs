@@ -84,6 +84,7 @@
 //! assert!(!c.is_accepting());
 //! ```
 
+mod build_memo;
 mod char_steps;
 pub mod drafts;
 pub mod earley;
@@ -253,9 +254,9 @@ pub struct TreeCache {
     states: std::sync::RwLock<HashMap<ScanState, Arc<SubterminalTree>>>,
     masks: Mutex<MaskCache>,
     /// What component builds have learnt about the grammar's scanner and DFAs
-    /// ([`tree::BuildMemo`]), lent to each build: a second build running at the same time
+    /// ([`build_memo::BuildMemo`]), lent to each build: a second build running at the same time
     /// starts a memo of its own, and the first one returned is kept.
-    build_memo: Mutex<Option<Box<tree::BuildMemo>>>,
+    build_memo: Mutex<Option<Box<build_memo::BuildMemo>>>,
 }
 
 /// Totals over the trees built so far.
@@ -266,10 +267,14 @@ pub struct TreeStats {
     pub tree_nodes: usize,
     pub groups: usize,
     /// Bytes of the trees (nodes, edges, token lists) and of what their builds remember
-    /// (`tree::BuildMemo`).
+    /// (`build_memo::BuildMemo`).
     pub memory_bytes: usize,
     /// Bytes of the vocabulary trie (one per vocabulary, shared by every grammar).
     pub trie_bytes: usize,
+    /// Subtree walks remembered for later builds, and the times a build took one instead of
+    /// walking it (`build_memo::BuildMemo`: the states a searched `pattern` keeps returning to).
+    pub remembered_subtrees: usize,
+    pub remembered_subtree_hits: u64,
 }
 
 impl TreeCache {
@@ -452,7 +457,10 @@ impl TreeCache {
             s.memory_bytes += t.memory_bytes();
         }
         let memo = self.build_memo.lock().unwrap_or_else(|e| e.into_inner());
-        s.memory_bytes += memo.as_ref().map_or(0, |m| m.memory_bytes());
+        if let Some(m) = memo.as_ref() {
+            s.memory_bytes += m.memory_bytes();
+            (s.remembered_subtrees, s.remembered_subtree_hits) = m.quiet_counts();
+        }
         s
     }
 

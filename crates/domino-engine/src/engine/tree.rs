@@ -74,6 +74,25 @@
 //! gaps between the ranges (`IdBuf::add_trie_ranges`) — so a string body costs a 32 KB copy and
 //! a few thousand cleared bits instead of a quarter of a million set one by one (0.5 → 0.34 ms).
 //!
+//! # Remembered subtrees
+//! Inside a searched `pattern` (`data:image/png;base64,` anywhere in a string) each token
+//! moves the partial match to a new DFA state, so each mask needs a new component tree over
+//! nearly the whole vocabulary, and neither a loop nor a chain takes the mixed subtrees where
+//! letters advance the match and other characters restart it (Gemma 3: 4.5 ms a mask for that
+//! pattern, 9–21 ms for a searched UUID). But below the first character that breaks the
+//! partial match the walk starts again from the few states of no progress, and that walk is
+//! one an earlier build made. So a component walk that enters a subtree of at least
+//! `MIN_QUIET_SUBTREE` (128) nodes with the root thread alone, where no fast path took it, and
+//! records no boundary below it, is remembered in the grammar's `build_memo::BuildMemo` by (terminal,
+//! trie node, state): its root-group token ranges and end states. A later build reaching the
+//! same node in the same state takes them at once (about 0.5 ms a mask for `data:image`, 2 ms
+//! for the UUID, the first build of each aside). A counted pattern never reaches a node in
+//! the same state twice, so storing its walks is for nothing (an anchored UUID's masks took
+//! half as long again): a terminal whose build stored subtrees and found none stops storing
+//! (about 2 % then). The memo holds at most `MAX_QUIET_ITEMS` ranges and end states (8 MB).
+//! Test `remembered_subtree_walks_keep_masks_equal_to_the_oracle` walks such strings against
+//! the oracle over Gemma's tokens.
+//!
 //! # Work limit
 //! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
 //! beyond it the tree is marked overflowed and the engine reports an error naming the grammar
@@ -98,7 +117,9 @@
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
 //! - Token ids in a group are distinct; special tokens never appear.
 
-pub(crate) use super::char_steps::CharSteps;
+use super::build_memo::{
+    BuildMemo, MAX_FRUITLESS_BUILDS, MAX_QUIET_ITEMS, MIN_QUIET_SUBTREE, remember_quiet,
+};
 use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
 use super::token_list::IdBuf;
@@ -179,85 +200,6 @@ pub struct SubterminalTree {
     overflowed: bool,
 }
 
-/// Whether a terminal may start after terminal `t` with byte `b`: δ(START, b) has a live
-/// terminal that can follow `t`. Memoised per `(t, b)` and computed on first use: a tree
-/// build asks it only for the terminals that accept where a walk reaches, while computing it
-/// for every `(t, b)` up front cost `256 × terminals × live terminals` per tree — with
-/// hundreds or thousands of terminals (key literals, enum members) that was most of a cold
-/// tree build.
-#[derive(Default)]
-struct StartOk {
-    /// Per terminal asked about, per byte: 0 unknown, 1 no, 2 yes. A row per terminal, made
-    /// on first use: the memo lives as long as the grammar's trees ([`BuildMemo`]), and most
-    /// terminals are never asked about.
-    memo: Vec<Option<Box<[u8; 256]>>>,
-    /// Rows made (for [`BuildMemo::memory_bytes`]).
-    rows: usize,
-}
-
-impl StartOk {
-    /// Room for `num_terminals` terminals.
-    fn reserve(&mut self, num_terminals: usize) {
-        if self.memo.len() < num_terminals {
-            self.memo.resize(num_terminals, None);
-        }
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.memo.capacity() * 8 + self.rows * 256
-    }
-
-    /// Whether the walk may record a boundary after `t` before byte `b`: a terminal live in
-    /// `fresh` = δ(START, b) (not [`DEAD`]) can follow `t` (memoised), and the scanner's state
-    /// allows `t` before it.
-    #[inline]
-    fn may_start(
-        &mut self,
-        scanner: &Scanner,
-        follow: &Follow,
-        t: TerminalId,
-        b: u8,
-        fresh: u32,
-    ) -> bool {
-        let row = &mut self.memo[t.0 as usize];
-        if row.is_none() {
-            self.rows += 1;
-        }
-        let slot = &mut row.get_or_insert_with(|| Box::new([0; 256]))[b as usize];
-        if *slot == 0 {
-            let live = scanner.live_terminals(scanner.live_set(ScanState(fresh)));
-            let ok = live.iter().any(|&u| follow.can_follow(t, u));
-            *slot = 1 + ok as u8;
-        }
-        *slot == 2 && scanner.followed_by(t, ScanState(fresh))
-    }
-}
-
-/// What component builds of one grammar learn that holds for every later build: the
-/// scanner's start transitions, [`StartOk`]'s answers and each terminal's [`CharSteps`]. The
-/// tree cache keeps one and lends it to each build (a counted string or a big object builds
-/// a tree at nearly every token, and each build used to start these over).
-#[derive(Default)]
-pub(crate) struct BuildMemo {
-    /// δ(START, b) for every byte, once computed.
-    fresh_of: Option<Box<[u32; 256]>>,
-    start_ok: StartOk,
-    char_steps: std::collections::HashMap<TerminalId, CharSteps>,
-}
-
-impl BuildMemo {
-    /// Bytes held.
-    pub(crate) fn memory_bytes(&self) -> usize {
-        self.fresh_of.as_ref().map_or(0, |_| 1024)
-            + self.start_ok.memory_bytes()
-            + self
-                .char_steps
-                .values()
-                .map(CharSteps::memory_bytes)
-                .sum::<usize>()
-    }
-}
-
 /// Build-time node.
 struct BuildNode {
     terminal: TerminalId,
@@ -267,9 +209,12 @@ struct BuildNode {
     groups: Vec<(LiveSetId, IdBuf)>,
 }
 
-/// Add `x` to a short list of distinct values.
-fn push_new(v: &mut Vec<u32>, x: u32) {
-    if !v.contains(&x) {
+/// Add `x` to a list deduplicated at the end of the build (sorted then): only a repeat of
+/// the last value is skipped here. (A linear `contains` was a tenth of a counted pattern's
+/// build: a UUID's walk ends tokens in some forty states, a hundred thousand times.)
+#[inline]
+fn push_end(v: &mut Vec<u32>, x: u32) {
+    if v.last() != Some(&x) {
         v.push(x);
     }
 }
@@ -366,6 +311,10 @@ impl SubterminalTree {
             fresh_of,
             start_ok,
             char_steps,
+            quiet,
+            quiet_items,
+            quiet_fruitless,
+            quiet_hits: total_quiet_hits,
         } = memo;
         let fresh_of: &[u32; 256] = fresh_of.get_or_insert_with(|| {
             let mut f = Box::new([DEAD; 256]);
@@ -398,8 +347,30 @@ impl SubterminalTree {
         // Bytes (subtree bits) that may start a terminal after `t0` ends (component trees):
         // (bits decided so far, bits that may), decided as chains meet them.
         let mut boundary_bytes: ([u64; 2], [u64; 2]) = ([0; 2], [0; 2]);
+        // Boundaries recorded so far, and the subtrees being walked that may be remembered:
+        // (end node, trie node, state, root ranges and end states before it, boundaries).
+        let mut boundaries = 0u64;
+        let mut open: Vec<(u32, u32, u32, usize, usize, u64)> = Vec::new();
+        let quiet_ok = literal.is_none() && !state_root;
+        let fruitless = quiet_fruitless.entry(t0).or_default();
+        let store_ok = quiet_ok && *fruitless < MAX_FRUITLESS_BUILDS;
+        let (mut quiet_hits, quiet_before) = (0u32, quiet.len());
         let mut i = 0usize;
         while i < trie.nodes.len() {
+            while open.last().is_some_and(|o| o.0 as usize <= i) {
+                if let Some(o) = open.pop() {
+                    remember_quiet(
+                        quiet,
+                        quiet_items,
+                        trie,
+                        t0,
+                        o,
+                        boundaries,
+                        &root_ranges,
+                        &end_dfa_states,
+                    );
+                }
+            }
             let tn = trie.nodes[i];
             let d = tn.depth as usize;
             // Drop deeper levels left from the previous path.
@@ -438,7 +409,7 @@ impl SubterminalTree {
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
                     let r = trie.subtree_range(i);
                     if !r.is_empty() {
-                        push_new(&mut end_dfa_states, s);
+                        push_end(&mut end_dfa_states, s);
                         push_range(&mut root_ranges, r.start, r.end);
                     }
                     i = tn.next as usize;
@@ -614,13 +585,13 @@ impl SubterminalTree {
                             DEAD
                         };
                         for &e in &chain_ends {
-                            push_new(&mut end_dfa_states, e);
+                            push_end(&mut end_dfa_states, e);
                         }
                         // The tokens below, and the node's own (one byte from `s`) when they
                         // stay inside `t0`: contiguous in the trie's token array.
                         let mut start = tn.tok_end;
                         if own_end != DEAD {
-                            push_new(&mut end_dfa_states, own_end);
+                            push_end(&mut end_dfa_states, own_end);
                             start = tn.tok_start;
                         }
                         let end = trie.subtree_range(i).end;
@@ -654,6 +625,31 @@ impl SubterminalTree {
                         i = tn.next as usize;
                         continue;
                     }
+                }
+            }
+            // A subtree entered with the root thread alone, where no fast path took it: an
+            // earlier build may have walked it from this state already, or this walk may
+            // be remembered for a later one (`BuildMemo::quiet`).
+            if quiet_ok
+                && p1 - p0 == 1
+                && threads[p0].1 == 0
+                && tn.next - i as u32 >= MIN_QUIET_SUBTREE
+            {
+                let s = threads[p0].0;
+                if let Some(q) = quiet.get(&(t0, i as u32, s)) {
+                    for &(a, b) in q.ranges.iter() {
+                        push_range(&mut root_ranges, a, b);
+                    }
+                    for &e in q.ends.iter() {
+                        push_end(&mut end_dfa_states, e);
+                    }
+                    quiet_hits += 1;
+                    i = tn.next as usize;
+                    continue;
+                }
+                if store_ok && *quiet_items < MAX_QUIET_ITEMS {
+                    let at = (root_ranges.len(), end_dfa_states.len());
+                    open.push((tn.next, i as u32, s, at.0, at.1, boundaries));
                 }
             }
             let fresh = fresh_of[b as usize];
@@ -699,6 +695,7 @@ impl SubterminalTree {
                         continue;
                     }
                     let label = (t.0 << 1) | (pos == 0) as u32;
+                    boundaries += 1;
                     let child = match nodes[n as usize].children.iter().find(|c| c.0 == label) {
                         Some(c) => c.1,
                         None => {
@@ -730,7 +727,7 @@ impl SubterminalTree {
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
                     let live = if n == 0 && !state_root {
-                        push_new(&mut end_dfa_states, s);
+                        push_end(&mut end_dfa_states, s);
                         // With the subtree ranges (preorder keeps them increasing; a level
                         // has at most one root thread: `t0`'s DFA is deterministic).
                         push_range(&mut root_ranges, tn.tok_start, tn.tok_end);
@@ -765,6 +762,26 @@ impl SubterminalTree {
             level_start.push(threads.len());
             i += 1;
         }
+        if !overflowed {
+            while let Some(o) = open.pop() {
+                remember_quiet(
+                    quiet,
+                    quiet_items,
+                    trie,
+                    t0,
+                    o,
+                    boundaries,
+                    &root_ranges,
+                    &end_dfa_states,
+                );
+            }
+        }
+        *total_quiet_hits += quiet_hits as u64;
+        if quiet_hits > 0 {
+            *fruitless = 0;
+        } else if quiet.len() > quiet_before {
+            *fruitless += 1;
+        }
         if !root_ranges.is_empty() {
             let groups = &mut nodes[0].groups;
             let g = group_index(groups, root_live);
@@ -792,6 +809,8 @@ impl SubterminalTree {
             });
         }
         end_states.sort_unstable();
+        end_dfa_states.sort_unstable();
+        end_dfa_states.dedup();
         let mut end_components: Vec<ComponentId> = end_dfa_states
             .iter()
             .filter_map(|&s| scanner.component_id(t0, s))
