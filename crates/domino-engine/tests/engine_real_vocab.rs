@@ -311,9 +311,10 @@ fn searched_pattern_masks_equal_the_oracle_over_all_tokens() {
 /// Inside a searched `pattern` every token moves the partial match to a new state, so every
 /// mask builds a tree over nearly the whole vocabulary; the walks below a character that
 /// breaks the partial match start from the few states of no progress, and later builds take
-/// them from the ones that walked them first (`tree::BuildMemo`'s remembered subtrees). On
-/// walks through such strings (and a counted one, whose walks are never taken again), masks
-/// equal the oracle's over every Gemma 3 token, and remembered subtrees were taken.
+/// them from the ones that walked them first (`tree::BuildMemo`'s remembered subtrees). Along
+/// documents through such strings (and a counted one, whose walks are never taken again),
+/// then on random walks, masks equal the oracle's over every Gemma 3 token, and remembered
+/// subtrees were taken.
 #[test]
 fn remembered_subtree_walks_keep_masks_equal_to_the_oracle() {
     let schema = serde_json::json!({
@@ -326,17 +327,33 @@ fn remembered_subtree_walks_keep_masks_equal_to_the_oracle() {
         "required": ["img", "id"]
     });
     let docs = [
-        "{\"img\": \"see data:image/png;base64,iVBOR\", \"id\": \"x 5Dfbde4A-fFC8 y\", \"key\": \"A0L8w4-H7L8\"}",
-        "{\"id\": \"été dead-beef 0123abcd-ABCD\", \"img\": \"data:imag data:image/png;base64,\\n\"}",
+        "{\"img\": \"see the data: image data:image/png;base64,iVBOR\", \"id\": \"x 5Dfbde4A-fFC8 y\", \"key\": \"A0L8w4-H7L8\"}",
+        "{\"id\": \"été dead-beef, feed a cafe: 0123abcd-ABCD\", \"img\": \"data:imag data:image/png;base64,\\n\"}",
     ];
     let vocab = gemma();
-    let grammar = check_walks_vocab(
-        vocab.clone(),
-        GrammarSource::JsonSchema(schema),
-        &docs,
-        2,
-        36,
-    );
+    let trie = VocabTrie::new(&vocab);
+    let source = GrammarSource::JsonSchema(schema);
+    let grammar = CompiledGrammar::new(source.compile(&Default::default()).unwrap()).unwrap();
+    let r = ReferenceRecognizer::new(grammar.grammar()).unwrap();
+    let mut mask = TokenSet::new(vocab.len());
+    // Each document token by token, as a model writing it would.
+    for doc in docs {
+        let mut c = Constraint::new(&grammar, &vocab, Options::default()).unwrap();
+        let mut state = r.start();
+        for t in vocab.tokenize(doc).unwrap() {
+            c.compute_mask(&mut mask);
+            let want = oracle_mask(&r, &state, &vocab, &trie);
+            assert!(
+                mask == want,
+                "masks differ before {:?} in {doc}",
+                String::from_utf8_lossy(vocab.bytes(t))
+            );
+            c.commit(t).unwrap();
+            for &b in vocab.bytes(t) {
+                state = r.feed(&state, b).unwrap();
+            }
+        }
+    }
     let stats = grammar
         .tree_cache(&vocab, Options::default().mask_cache_bytes)
         .stats();
@@ -344,6 +361,8 @@ fn remembered_subtree_walks_keep_masks_equal_to_the_oracle() {
         stats.remembered_subtree_hits > 0 && stats.remembered_subtrees > 0,
         "no remembered subtree was taken: {stats:?}"
     );
+    // Random walks too (on a grammar of their own).
+    check_walks_vocab(vocab, source, &docs, 2, 36);
 }
 
 /// Patterns whose `.` refuses line terminators (ECMAScript: `\n`, `\r`, U+2028, U+2029) or

@@ -76,18 +76,48 @@ pub(crate) struct BuildMemo {
     /// Whole subtrees walked without an event (see [`QuietSubtree`]), by (terminal, trie
     /// node, DFA state before the node's byte).
     pub(super) quiet: crate::hash::WordHashMap<(TerminalId, u32, u32), QuietSubtree>,
-    /// Ranges and end states [`BuildMemo::quiet`] holds (bounded by [`MAX_QUIET_ITEMS`]).
-    pub(super) quiet_items: usize,
-    /// Per terminal, the builds in a row that stored subtrees and found none stored before:
-    /// at [`MAX_FRUITLESS_BUILDS`] its walks stop storing. (A counted pattern never reaches a
-    /// node again in the same state: a UUID's walk stored for nothing slowed it by half.)
-    pub(super) quiet_fruitless: std::collections::HashMap<TerminalId, u8>,
+    /// Bytes [`BuildMemo::quiet`] holds (bounded by [`MAX_QUIET_BYTES`]).
+    pub(super) quiet_bytes: usize,
+    /// Per terminal, what its builds found in [`BuildMemo::quiet`] (see [`QuietHistory`]).
+    pub(super) quiet_history: std::collections::HashMap<TerminalId, QuietHistory>,
     /// Subtrees taken from [`BuildMemo::quiet`] so far.
     pub(super) quiet_hits: u64,
 }
 
-/// See [`BuildMemo::quiet_fruitless`].
-pub(super) const MAX_FRUITLESS_BUILDS: u8 = 1;
+/// Whether a terminal's walks are worth storing, from its builds so far. Its first build
+/// stores nothing: storing pays only when a later build of the same terminal comes, and a
+/// terminal's first build is on some request's path (the first mask's, or the first one that
+/// reaches the terminal). Then a build that stored
+/// subtrees and took none stops the storing ([`MAX_FRUITLESS_BUILDS`] in a row): a counted
+/// pattern never reaches a node again in the same state, and storing its walks for nothing
+/// made an anchored UUID's masks half as slow again.
+#[derive(Clone, Copy, Default)]
+pub(super) struct QuietHistory {
+    /// Builds of the terminal's components so far (saturating).
+    pub(super) builds: u8,
+    /// Builds in a row that stored subtrees and took none.
+    pub(super) fruitless: u8,
+}
+
+impl QuietHistory {
+    /// Whether the next build should store its quiet subtrees.
+    pub(super) fn stores(self) -> bool {
+        self.builds >= 1 && self.fruitless < MAX_FRUITLESS_BUILDS
+    }
+
+    /// Count a build that took `hits` subtrees and stored `stored`.
+    pub(super) fn record(&mut self, hits: u32, stored: usize) {
+        self.builds = self.builds.saturating_add(1);
+        if hits > 0 {
+            self.fruitless = 0;
+        } else if stored > 0 {
+            self.fruitless += 1;
+        }
+    }
+}
+
+/// See [`QuietHistory`].
+const MAX_FRUITLESS_BUILDS: u8 = 1;
 
 /// What a component walk found below one trie node entered with the root thread alone, when
 /// it recorded no boundary there: the subtree's tokens that stay inside the terminal (ranges
@@ -104,9 +134,13 @@ pub(super) struct QuietSubtree {
     pub(super) ends: Box<[u32]>,
 }
 
-/// Most ranges and end states [`BuildMemo::quiet`] may hold over all its subtrees (8 MB of
-/// ranges): past it, walks are no longer remembered.
-pub(super) const MAX_QUIET_ITEMS: usize = 1 << 20;
+/// Most bytes [`BuildMemo::quiet`] may hold (its entries, their ranges and end states): past
+/// it, walks are no longer remembered.
+pub(super) const MAX_QUIET_BYTES: usize = 8 << 20;
+
+/// Bytes counted for one remembered subtree besides its ranges and end states (the map's
+/// slot and two allocations).
+const QUIET_ENTRY_BYTES: usize = 64;
 
 /// Smallest trie subtree (in nodes) remembered in [`BuildMemo::quiet`]: a smaller one costs
 /// less to walk again than to look up and store.
@@ -130,8 +164,7 @@ impl BuildMemo {
                 .values()
                 .map(CharSteps::memory_bytes)
                 .sum::<usize>()
-            + self.quiet.capacity() * 48
-            + self.quiet_items * 8
+            + self.quiet_bytes
     }
 }
 
@@ -143,7 +176,7 @@ impl BuildMemo {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn remember_quiet(
     quiet: &mut crate::hash::WordHashMap<(TerminalId, u32, u32), QuietSubtree>,
-    quiet_items: &mut usize,
+    quiet_bytes: &mut usize,
     trie: &VocabTrie,
     t0: TerminalId,
     o: (u32, u32, u32, usize, usize, u64),
@@ -152,7 +185,7 @@ pub(super) fn remember_quiet(
     end_dfa_states: &[u32],
 ) {
     let (_, node, state, ranges_at, ends_at, boundaries_at) = o;
-    if boundaries != boundaries_at || *quiet_items >= MAX_QUIET_ITEMS {
+    if boundaries != boundaries_at || *quiet_bytes >= MAX_QUIET_BYTES {
         return;
     }
     let r = trie.subtree_range(node as usize);
@@ -167,7 +200,7 @@ pub(super) fn remember_quiet(
     if ends.len() > MAX_QUIET_ENDS {
         return;
     }
-    *quiet_items += ranges.len() + ends.len();
+    *quiet_bytes += QUIET_ENTRY_BYTES + ranges.len() * 8 + ends.len() * 4;
     quiet.insert(
         (t0, node, state),
         QuietSubtree {

@@ -4,6 +4,15 @@ use crate::vocab::TokenSet;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A mask computed faster than this is not cached. Recomputing it costs about what copying
+/// it out of the cache does (a 32 KB copy for Gemma 3's vocabulary), while caching it costs
+/// an allocation of that size, and fresh memory is what made first visits slow: with
+/// transparent huge pages the first write to each new 2 MB took 4–5 ms on the development
+/// machine, so one cached mask in about sixty paid that. A long document of JSONSchemaBench's
+/// `o21185` had 28 first-visit masks over 1 ms this way, each computed in under 40 µs. The
+/// masks that take longer (a tree walked, a large parser state) are the ones worth keeping.
+pub(super) const MIN_CACHED_MASK_TIME: std::time::Duration = std::time::Duration::from_micros(10);
+
 /// A bounded map (scanner state, parser fingerprint, k) → finished mask, approximating LRU
 /// with two generations: lookups promote from the old generation; when the young one is
 /// full the old one is dropped.

@@ -124,7 +124,9 @@ pub struct Options {
     /// module doc); `None` = ∞ (minimally invasive).
     pub lookahead: Option<u32>,
     /// Budget for the shared finished-mask cache of a (grammar, vocabulary) pair, in bytes.
-    /// The cache is created by the first constraint of that pair; 0 disables it.
+    /// The cache is created by the first constraint of that pair; 0 disables it. Masks
+    /// computed in under 10 µs are not cached (recomputing one costs about what the copy out
+    /// of the cache does).
     pub mask_cache_bytes: usize,
 }
 
@@ -584,8 +586,11 @@ impl Constraint {
                 return;
             }
         }
+        let started = std::time::Instant::now();
         self.compute_mask_uncached(out);
-        if let Some(key) = key {
+        if let Some(key) = key
+            && started.elapsed() >= mask_cache::MIN_CACHED_MASK_TIME
+        {
             self.cache
                 .masks
                 .lock()

@@ -89,7 +89,7 @@
 //! for the UUID, the first build of each aside). A counted pattern never reaches a node in
 //! the same state twice, so storing its walks is for nothing (an anchored UUID's masks took
 //! half as long again): a terminal whose build stored subtrees and found none stops storing
-//! (about 2 % then). The memo holds at most `MAX_QUIET_ITEMS` ranges and end states (8 MB).
+//! (about 2 % then). The memo holds at most `MAX_QUIET_BYTES` (8 MB).
 //! Test `remembered_subtree_walks_keep_masks_equal_to_the_oracle` walks such strings against
 //! the oracle over Gemma's tokens.
 //!
@@ -117,9 +117,7 @@
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
 //! - Token ids in a group are distinct; special tokens never appear.
 
-use super::build_memo::{
-    BuildMemo, MAX_FRUITLESS_BUILDS, MAX_QUIET_ITEMS, MIN_QUIET_SUBTREE, remember_quiet,
-};
+use super::build_memo::{BuildMemo, MAX_QUIET_BYTES, MIN_QUIET_SUBTREE, remember_quiet};
 use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
 use super::token_list::IdBuf;
@@ -312,8 +310,8 @@ impl SubterminalTree {
             start_ok,
             char_steps,
             quiet,
-            quiet_items,
-            quiet_fruitless,
+            quiet_bytes,
+            quiet_history,
             quiet_hits: total_quiet_hits,
         } = memo;
         let fresh_of: &[u32; 256] = fresh_of.get_or_insert_with(|| {
@@ -352,8 +350,8 @@ impl SubterminalTree {
         let mut boundaries = 0u64;
         let mut open: Vec<(u32, u32, u32, usize, usize, u64)> = Vec::new();
         let quiet_ok = literal.is_none() && !state_root;
-        let fruitless = quiet_fruitless.entry(t0).or_default();
-        let store_ok = quiet_ok && *fruitless < MAX_FRUITLESS_BUILDS;
+        let history = quiet_history.entry(t0).or_default();
+        let store_ok = quiet_ok && history.stores();
         let (mut quiet_hits, quiet_before) = (0u32, quiet.len());
         let mut i = 0usize;
         while i < trie.nodes.len() {
@@ -361,7 +359,7 @@ impl SubterminalTree {
                 if let Some(o) = open.pop() {
                     remember_quiet(
                         quiet,
-                        quiet_items,
+                        quiet_bytes,
                         trie,
                         t0,
                         o,
@@ -647,7 +645,7 @@ impl SubterminalTree {
                     i = tn.next as usize;
                     continue;
                 }
-                if store_ok && *quiet_items < MAX_QUIET_ITEMS {
+                if store_ok && *quiet_bytes < MAX_QUIET_BYTES {
                     let at = (root_ranges.len(), end_dfa_states.len());
                     open.push((tn.next, i as u32, s, at.0, at.1, boundaries));
                 }
@@ -766,7 +764,7 @@ impl SubterminalTree {
             while let Some(o) = open.pop() {
                 remember_quiet(
                     quiet,
-                    quiet_items,
+                    quiet_bytes,
                     trie,
                     t0,
                     o,
@@ -777,11 +775,7 @@ impl SubterminalTree {
             }
         }
         *total_quiet_hits += quiet_hits as u64;
-        if quiet_hits > 0 {
-            *fruitless = 0;
-        } else if quiet.len() > quiet_before {
-            *fruitless += 1;
-        }
+        history.record(quiet_hits, quiet.len() - quiet_before);
         if !root_ranges.is_empty() {
             let groups = &mut nodes[0].groups;
             let g = group_index(groups, root_live);
