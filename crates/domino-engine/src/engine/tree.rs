@@ -354,8 +354,12 @@ impl SubterminalTree {
         let store_ok = quiet_ok && history.stores();
         let (mut quiet_hits, quiet_before) = (0u32, quiet.len());
         let mut i = 0usize;
-        while i < trie.nodes.len() {
-            while open.last().is_some_and(|o| o.0 as usize <= i) {
+        loop {
+            // Subtrees the walk has left: at the end of the trie, all of them (an overflowed
+            // walk leaves the loop below instead, storing nothing).
+            let at_end = i >= trie.nodes.len();
+            let left = if at_end { usize::MAX } else { i };
+            while open.last().is_some_and(|o| o.0 as usize <= left) {
                 if let Some(o) = open.pop() {
                     remember_quiet(
                         quiet,
@@ -368,6 +372,9 @@ impl SubterminalTree {
                         &end_dfa_states,
                     );
                 }
+            }
+            if at_end {
+                break;
             }
             let tn = trie.nodes[i];
             let d = tn.depth as usize;
@@ -759,20 +766,6 @@ impl SubterminalTree {
             }
             level_start.push(threads.len());
             i += 1;
-        }
-        if !overflowed {
-            while let Some(o) = open.pop() {
-                remember_quiet(
-                    quiet,
-                    quiet_bytes,
-                    trie,
-                    t0,
-                    o,
-                    boundaries,
-                    &root_ranges,
-                    &end_dfa_states,
-                );
-            }
         }
         *total_quiet_hits += quiet_hits as u64;
         history.record(quiet_hits, quiet.len() - quiet_before);
