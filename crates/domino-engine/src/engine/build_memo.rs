@@ -64,9 +64,10 @@ impl StartOk {
 }
 
 /// What component builds of one grammar learn that holds for every later build: the
-/// scanner's start transitions, [`StartOk`]'s answers and each terminal's [`CharSteps`]. The
-/// tree cache keeps one and lends it to each build (a counted string or a big object builds
-/// a tree at nearly every token, and each build used to start these over).
+/// scanner's start transitions, [`StartOk`]'s answers, each terminal's [`CharSteps`] and the
+/// subtree walks a later build may take whole ([`QuietSubtree`]). The tree cache keeps one
+/// and lends it to each build (a counted string or a big object builds a tree at nearly every
+/// token, and each build used to start these over).
 #[derive(Default)]
 pub(crate) struct BuildMemo {
     /// δ(START, b) for every byte, once computed.
@@ -87,27 +88,27 @@ pub(crate) struct BuildMemo {
 /// Whether a terminal's walks are worth storing, from its builds so far. Its first build
 /// stores nothing: storing pays only when a later build of the same terminal comes, and a
 /// terminal's first build is on some request's path (the first mask's, or the first one that
-/// reaches the terminal). Then a build that stored
-/// subtrees and took none stops the storing ([`MAX_FRUITLESS_BUILDS`] in a row): a counted
-/// pattern never reaches a node again in the same state, and storing its walks for nothing
-/// made an anchored UUID's masks half as slow again.
+/// reaches the terminal). Then a build that stored subtrees and took none stops the storing
+/// ([`MAX_FRUITLESS_BUILDS`] in a row): a counted pattern never reaches a node again in the
+/// same state, and storing its walks for nothing made an anchored UUID's masks take half as
+/// long again.
 #[derive(Clone, Copy, Default)]
 pub(super) struct QuietHistory {
-    /// Builds of the terminal's components so far (saturating).
-    pub(super) builds: u8,
+    /// Whether a component of the terminal was built before.
+    built: bool,
     /// Builds in a row that stored subtrees and took none.
-    pub(super) fruitless: u8,
+    fruitless: u8,
 }
 
 impl QuietHistory {
     /// Whether the next build should store its quiet subtrees.
     pub(super) fn stores(self) -> bool {
-        self.builds >= 1 && self.fruitless < MAX_FRUITLESS_BUILDS
+        self.built && self.fruitless < MAX_FRUITLESS_BUILDS
     }
 
     /// Count a build that took `hits` subtrees and stored `stored`.
     pub(super) fn record(&mut self, hits: u32, stored: usize) {
-        self.builds = self.builds.saturating_add(1);
+        self.built = true;
         if hits > 0 {
             self.fruitless = 0;
         } else if stored > 0 {
@@ -118,6 +119,20 @@ impl QuietHistory {
 
 /// See [`QuietHistory`].
 const MAX_FRUITLESS_BUILDS: u8 = 1;
+
+/// A subtree a walk has entered and may remember when it leaves it (`SubterminalTree::build`):
+/// where it ends, its key, and what the walk had recorded when it entered it.
+pub(super) struct OpenSubtree {
+    /// The trie node one past the subtree.
+    pub(super) end: u32,
+    pub(super) node: u32,
+    /// The DFA state before the node's byte.
+    pub(super) state: u32,
+    /// Root ranges, end states and boundaries recorded before it.
+    pub(super) ranges_at: usize,
+    pub(super) ends_at: usize,
+    pub(super) boundaries_at: u64,
+}
 
 /// What a component walk found below one trie node entered with the root thread alone, when
 /// it recorded no boundary there: the subtree's tokens that stay inside the terminal (ranges
@@ -179,12 +194,19 @@ pub(super) fn remember_quiet(
     quiet_bytes: &mut usize,
     trie: &VocabTrie,
     t0: TerminalId,
-    o: (u32, u32, u32, usize, usize, u64),
+    o: OpenSubtree,
     boundaries: u64,
     root_ranges: &[(u32, u32)],
     end_dfa_states: &[u32],
 ) {
-    let (_, node, state, ranges_at, ends_at, boundaries_at) = o;
+    let OpenSubtree {
+        node,
+        state,
+        ranges_at,
+        ends_at,
+        boundaries_at,
+        ..
+    } = o;
     if boundaries != boundaries_at || *quiet_bytes >= MAX_QUIET_BYTES {
         return;
     }

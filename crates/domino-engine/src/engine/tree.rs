@@ -83,13 +83,14 @@
 //! partial match the walk starts again from the few states of no progress, and that walk is
 //! one an earlier build made. So a component walk that enters a subtree of at least
 //! `MIN_QUIET_SUBTREE` (128) nodes with the root thread alone, where no fast path took it, and
-//! records no boundary below it, is remembered in the grammar's `build_memo::BuildMemo` by (terminal,
-//! trie node, state): its root-group token ranges and end states. A later build reaching the
-//! same node in the same state takes them at once (about 0.5 ms a mask for `data:image`, 2 ms
-//! for the UUID, the first build of each aside). A counted pattern never reaches a node in
-//! the same state twice, so storing its walks is for nothing (an anchored UUID's masks took
-//! half as long again): a terminal whose build stored subtrees and found none stops storing
-//! (about 2 % then). The memo holds at most `MAX_QUIET_BYTES` (8 MB).
+//! records no boundary below it, is remembered in the grammar's `build_memo::BuildMemo` by
+//! (terminal, trie node, state): its root-group token ranges and end states. A later build
+//! reaching the same node in the same state takes them at once (0.56–1.1 ms a mask for
+//! `data:image`, 1.3–2.3 ms for the UUID, from the third build on). Storing costs the build
+//! that stores, so a terminal's first build stores nothing (it is on some request's path),
+//! and a terminal whose storing build took nothing stops storing: a counted pattern never
+//! reaches a node in the same state twice (`build_memo::QuietHistory`). The memo holds at
+//! most `MAX_QUIET_BYTES` (8 MB).
 //! Test `remembered_subtree_walks_keep_masks_equal_to_the_oracle` walks such strings against
 //! the oracle over Gemma's tokens.
 //!
@@ -117,7 +118,9 @@
 //! - Node 0 is the root (no events); children of a node have distinct edge labels.
 //! - Token ids in a group are distinct; special tokens never appear.
 
-use super::build_memo::{BuildMemo, MAX_QUIET_BYTES, MIN_QUIET_SUBTREE, remember_quiet};
+use super::build_memo::{
+    BuildMemo, MAX_QUIET_BYTES, MIN_QUIET_SUBTREE, OpenSubtree, remember_quiet,
+};
 use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
 use super::token_list::IdBuf;
@@ -345,10 +348,9 @@ impl SubterminalTree {
         // Bytes (subtree bits) that may start a terminal after `t0` ends (component trees):
         // (bits decided so far, bits that may), decided as chains meet them.
         let mut boundary_bytes: ([u64; 2], [u64; 2]) = ([0; 2], [0; 2]);
-        // Boundaries recorded so far, and the subtrees being walked that may be remembered:
-        // (end node, trie node, state, root ranges and end states before it, boundaries).
+        // Boundaries recorded so far, and the subtrees being walked that may be remembered.
         let mut boundaries = 0u64;
-        let mut open: Vec<(u32, u32, u32, usize, usize, u64)> = Vec::new();
+        let mut open: Vec<OpenSubtree> = Vec::new();
         let quiet_ok = literal.is_none() && !state_root;
         let history = quiet_history.entry(t0).or_default();
         let store_ok = quiet_ok && history.stores();
@@ -359,19 +361,18 @@ impl SubterminalTree {
             // walk leaves the loop below instead, storing nothing).
             let at_end = i >= trie.nodes.len();
             let left = if at_end { usize::MAX } else { i };
-            while open.last().is_some_and(|o| o.0 as usize <= left) {
-                if let Some(o) = open.pop() {
-                    remember_quiet(
-                        quiet,
-                        quiet_bytes,
-                        trie,
-                        t0,
-                        o,
-                        boundaries,
-                        &root_ranges,
-                        &end_dfa_states,
-                    );
-                }
+            while open.last().is_some_and(|o| o.end as usize <= left) {
+                let Some(o) = open.pop() else { break };
+                remember_quiet(
+                    quiet,
+                    quiet_bytes,
+                    trie,
+                    t0,
+                    o,
+                    boundaries,
+                    &root_ranges,
+                    &end_dfa_states,
+                );
             }
             if at_end {
                 break;
@@ -653,8 +654,14 @@ impl SubterminalTree {
                     continue;
                 }
                 if store_ok && *quiet_bytes < MAX_QUIET_BYTES {
-                    let at = (root_ranges.len(), end_dfa_states.len());
-                    open.push((tn.next, i as u32, s, at.0, at.1, boundaries));
+                    open.push(OpenSubtree {
+                        end: tn.next,
+                        node: i as u32,
+                        state: s,
+                        ranges_at: root_ranges.len(),
+                        ends_at: end_dfa_states.len(),
+                        boundaries_at: boundaries,
+                    });
                 }
             }
             let fresh = fresh_of[b as usize];
