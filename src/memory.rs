@@ -27,7 +27,38 @@ use std::cell::Cell;
 mod inner {
     use libmimalloc_sys as mi;
     use std::alloc::Layout;
-    use std::ffi::c_void;
+    use std::ffi::{c_int, c_long, c_void};
+
+    // mimalloc's option calls (in the library the -sys crate builds, which declares them
+    // only under its `extended` feature, with v2's option numbers).
+    unsafe extern "C" {
+        fn mi_option_get(option: c_int) -> c_long;
+        fn mi_option_set(option: c_int, value: c_long);
+    }
+
+    /// `mi_option_purge_delay` in the mimalloc v3 that libmimalloc-sys 0.1.49 builds
+    /// (`include/mimalloc.h`); its default is 1,000 ms, which [`keep_freed_memory`] checks
+    /// before writing, so a renumbered option is left alone.
+    const PURGE_DELAY: c_int = 15;
+    const PURGE_DELAY_DEFAULT: c_long = 1_000;
+
+    /// Stop mimalloc from returning freed memory to the OS (`purge_delay = -1`) unless
+    /// `MIMALLOC_PURGE_DELAY` says otherwise. Whether the delay is now "never".
+    pub(super) fn keep_freed_memory() -> bool {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return false;
+        }
+        // SAFETY: plain FFI calls on mimalloc's option table, safe from any thread.
+        unsafe {
+            match mi_option_get(PURGE_DELAY) {
+                -1 => return true,
+                PURGE_DELAY_DEFAULT => {}
+                _ => return false,
+            }
+            mi_option_set(PURGE_DELAY, -1);
+            mi_option_get(PURGE_DELAY) == -1
+        }
+    }
 
     /// Every mimalloc block is aligned to at least this: up to it the plain calls serve.
     const WORD: usize = 8;
@@ -120,10 +151,26 @@ pub fn thread_net_bytes() -> i64 {
     NET.try_with(Cell::get).unwrap_or(0)
 }
 
-/// Give the engine's compile budget [`thread_net_bytes`] as its memory probe. Call it only
-/// where [`CountingAllocator`] is the global allocator (the `domino` binary does).
+/// Give the engine's compile budget [`thread_net_bytes`] as its memory probe, and keep freed
+/// memory in the process ([`keep_freed_memory`]). Call it only where [`CountingAllocator`] is
+/// the global allocator (the `domino` binary does).
 pub fn install() {
     crate::engine::budget::set_memory_probe(thread_net_bytes);
+    keep_freed_memory();
+}
+
+/// Keep the memory a dropped grammar, tree or request freed for the next one instead of
+/// returning it to the OS: mimalloc's `purge_delay` set to "never" (its default returns freed
+/// pages after 1 s). Returned pages come back zeroed by the kernel on their next touch, one
+/// fault per page, and with transparent huge pages a fault zeroes 2 MiB: on the 2-core
+/// development machine that was 38,500 page faults and 1.4 s of system time in a 14 s
+/// `bench masks` run on Gemma 3 (886 faults and 0.55 s without purging), landing inside
+/// compiles and first masks (time to first mask p99 10.4–11.7 → 9.7–10.6 ms, three pairs; see
+/// `eval/bench/breadth.md`, twenty-first pass). The cost is a resident size that stays at its
+/// high-water mark (peak 529 → 583 MB in that run). `MIMALLOC_PURGE_DELAY` in the environment
+/// (milliseconds; `1000` is mimalloc's default) wins over this. Whether it took effect.
+pub fn keep_freed_memory() -> bool {
+    inner::keep_freed_memory()
 }
 
 #[cfg(test)]
@@ -134,6 +181,17 @@ static TEST_ALLOCATOR: CountingAllocator = CountingAllocator;
 mod tests {
     use super::*;
     use crate::engine::budget::{self, Budget, Limit};
+
+    #[test]
+    fn freed_memory_is_kept_unless_the_environment_says_otherwise() {
+        // Option 15 holding mimalloc's purge-delay default (1,000 ms, no other option has
+        // it) before the write is what makes it `purge_delay`: a libmimalloc-sys update
+        // that renumbers the options fails here instead of setting another option.
+        let set = keep_freed_memory();
+        assert_eq!(set, std::env::var_os("MIMALLOC_PURGE_DELAY").is_none());
+        // Idempotent: a second call finds "never" already set.
+        assert_eq!(keep_freed_memory(), set);
+    }
 
     #[test]
     fn the_counter_sees_this_threads_allocations() {
