@@ -15,7 +15,9 @@ use crate::grammar::hir_key::{constrained_hash_of, expr_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use crate::grammar::regex_hir::RegexHir;
 use regex_syntax::hir::{Hir, HirKind};
-use std::collections::HashMap;
+// Keys are integers, pointers and id slices: the word hasher, not SipHash (5 % of
+// compiling the slowest schemas went to SipHash).
+use crate::hash::WordHashMap as HashMap;
 
 /// What [`Builder::lower_item`] found for an item: `Some(symbol)` when it was lowered as one
 /// regular piece (`Some(None)`: ε only), `None` when it is lowered structurally.
@@ -82,18 +84,18 @@ impl<'a> Builder<'a> {
             rule_hir,
             promoted,
             terminals: Vec::new(),
-            terminal_index: HashMap::new(),
-            interned_at: HashMap::new(),
+            terminal_index: HashMap::default(),
+            interned_at: HashMap::default(),
             nonterminals: Vec::new(),
             productions: Vec::new(),
             rule_nt: vec![None; n],
-            opt_cache: HashMap::new(),
-            star_cache: HashMap::new(),
-            pair_cache: HashMap::new(),
+            opt_cache: HashMap::default(),
+            star_cache: HashMap::default(),
+            pair_cache: HashMap::default(),
             fail_nt: None,
             piece_counter: vec![0; n],
             ref_piece: vec![None; n],
-            piece_memo: HashMap::new(),
+            piece_memo: HashMap::default(),
             inline_syms: vec![None; def.rules.len()],
             inline: def
                 .rules
@@ -567,7 +569,7 @@ impl<'a> Builder<'a> {
                         rhs.extend(tail);
                     }
                     Some(max) => {
-                        let mut memo = HashMap::new();
+                        let mut memo = HashMap::default();
                         rhs.extend(self.up_to(inner, max - min, &name, &mut memo));
                     }
                 }

@@ -13,7 +13,9 @@ use crate::grammar::hir_key::{HirFacts, hir_facts};
 use crate::grammar::regex_hir::RegexHir;
 use crate::grammar::{ErrorKind, GrammarError};
 use regex_syntax::hir::{Hir, HirKind};
-use std::collections::HashMap;
+// Keys are integers, pointers and id slices: the word hasher, not SipHash (5 % of
+// compiling the slowest schemas went to SipHash).
+use crate::hash::WordHashMap as HashMap;
 
 /// What promotion decided, per rule of the [`GrammarDef`].
 pub(super) struct Promotion {
@@ -90,7 +92,7 @@ pub(super) fn promote(
     // regex leaf keeps its own: `RegexHir::facts`). A big leaf (a format) is referenced by
     // many rules' bodies, and walking it again for each was a sixth of lowering a big schema.
     // (The HIRs live in `def`, so their addresses are stable and distinct here.)
-    let mut facts: HashMap<*const Hir, HirFacts> = HashMap::new();
+    let mut facts: HashMap<*const Hir, HirFacts> = HashMap::default();
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
     // regular rule would be wasted on big fixed records that stay syntactic.
