@@ -165,7 +165,7 @@ pub fn install() {
 /// fault per page, and with transparent huge pages a fault zeroes 2 MiB: on the 2-core
 /// development machine that was 38,500 page faults and 1.4 s of system time in a 14 s
 /// `bench masks` run on Gemma 3 (886 faults and 0.55 s without purging), landing inside
-/// compiles and first masks (time to first mask p99 10.4–11.7 → 9.7–10.6 ms, three pairs; see
+/// compiles and first masks (time to first mask p99 10.4–11.7 → 9.7–11.3 ms, three pairs; see
 /// `eval/bench/breadth.md`, twenty-first pass). The cost is a resident size that stays at its
 /// high-water mark (peak 529 → 583 MB in that run). `MIMALLOC_PURGE_DELAY` in the environment
 /// (milliseconds; `1000` is mimalloc's default) wins over this. Whether it took effect.

@@ -112,7 +112,8 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
     }
     // (The set of rule names only when something is unproductive: hashing 13,000 generated
     // names was a visible part of cleaning up a big schema.)
-    let user_rule: std::collections::HashSet<&str> = if productive.iter().all(|&p| p) {
+    let all_productive = productive.iter().all(|&p| p);
+    let user_rule: std::collections::HashSet<&str> = if all_productive {
         Default::default()
     } else {
         def.rules.iter().map(|r| r.name.as_str()).collect()
@@ -124,16 +125,21 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
             ));
         }
     }
-    let kept: Vec<Production> = productions
-        .into_iter()
-        .filter(|p| {
-            productive[p.lhs.0 as usize]
-                && p.rhs.iter().all(|s| match s {
-                    Symbol::Terminal(_) => true,
-                    Symbol::Nonterminal(n) => productive[n.0 as usize],
-                })
-        })
-        .collect();
+    // Every nonterminal productive (the usual case): every production is kept, unread.
+    let kept: Vec<Production> = if all_productive {
+        productions
+    } else {
+        productions
+            .into_iter()
+            .filter(|p| {
+                productive[p.lhs.0 as usize]
+                    && p.rhs.iter().all(|s| match s {
+                        Symbol::Terminal(_) => true,
+                        Symbol::Nonterminal(n) => productive[n.0 as usize],
+                    })
+            })
+            .collect()
+    };
     // Reachable from start.
     let by_lhs = Csr::new(
         nn,
@@ -156,6 +162,17 @@ pub(super) fn cleanup(g: Grammar, def: &GrammarDef) -> Result<Grammar, GrammarEr
                 }
             }
         }
+    }
+    // Everything reached and every terminal used: the numbering stays as it is.
+    if reach.iter().all(|&r| r) && term_used.iter().all(|&u| u) {
+        return Ok(Grammar {
+            terminals,
+            nonterminals,
+            productions: kept,
+            start,
+            warnings,
+            lexing,
+        });
     }
     let mut nt_map = vec![u32::MAX; nn];
     let mut new_nts = Vec::new();
