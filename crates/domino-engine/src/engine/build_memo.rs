@@ -80,7 +80,7 @@ pub(crate) struct BuildMemo {
     /// Bytes [`BuildMemo::quiet`] holds (bounded by [`MAX_QUIET_BYTES`]).
     pub(super) quiet_bytes: usize,
     /// Per terminal, what its builds found in [`BuildMemo::quiet`] (see [`QuietHistory`]).
-    pub(super) quiet_history: std::collections::HashMap<TerminalId, QuietHistory>,
+    pub(super) quiet_history: crate::hash::WordHashMap<TerminalId, QuietHistory>,
     /// Subtrees taken from [`BuildMemo::quiet`] so far.
     pub(super) quiet_hits: u64,
 }

@@ -586,9 +586,10 @@ impl Constraint {
                 return;
             }
         }
-        let started = std::time::Instant::now();
+        // (Timed only when the mask could be cached.)
+        let started = key.is_some().then(std::time::Instant::now);
         self.compute_mask_uncached(out);
-        if let Some(key) = key
+        if let (Some(key), Some(started)) = (key, started)
             && started.elapsed() >= mask_cache::MIN_CACHED_MASK_TIME
         {
             self.cache

@@ -46,10 +46,8 @@ pub mod greedy;
 pub use crate::grammar::dfa::DEAD;
 use crate::grammar::dfa::{DfaError, TerminalDfa};
 use crate::grammar::ir;
+use crate::hash::WordHashMap;
 use crate::segmented::{Segmented, SlotRows};
-// Keys are integers, pointers and id slices: the word hasher, not SipHash (which these maps
-// spent 1 % of compiling the slowest schemas in).
-use crate::hash::WordHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -171,9 +169,9 @@ impl<T> Chunked<T> {
 #[derive(Debug, Default)]
 struct Builder {
     num_components: usize,
-    states: HashMap<Box<[ComponentId]>, u32>,
+    states: WordHashMap<Box<[ComponentId]>, u32>,
     num_states: usize,
-    live_sets: HashMap<Box<[ir::TerminalId]>, u32>,
+    live_sets: WordHashMap<Box<[ir::TerminalId]>, u32>,
     num_live_sets: usize,
 }
 

@@ -14,10 +14,8 @@ use crate::grammar::expr::{Expr, GrammarDef, RuleId, RuleKind};
 use crate::grammar::hir_key::{constrained_hash_of, expr_hash};
 use crate::grammar::ir::{Constraints, NonterminalId, Production, Symbol, Terminal, TerminalId};
 use crate::grammar::regex_hir::RegexHir;
+use crate::hash::WordHashMap;
 use regex_syntax::hir::{Hir, HirKind};
-// Keys are integers, pointers and id slices: the word hasher, not SipHash (which these maps
-// spent 1 % of compiling the slowest schemas in).
-use crate::hash::WordHashMap as HashMap;
 
 /// What [`Builder::lower_item`] found for an item: `Some(symbol)` when it was lowered as one
 /// regular piece (`Some(None)`: ε only), `None` when it is lowered structurally.
@@ -33,18 +31,18 @@ pub(super) struct Builder<'a> {
     pub(super) terminals: Vec<Terminal>,
     /// Hash of a terminal's HIR and constraints ([`constrained_hash`]) -> the terminals with
     /// it (deduplication; equal terminals compared in full).
-    terminal_index: HashMap<u64, Vec<TerminalId>>,
+    terminal_index: WordHashMap<u64, Vec<TerminalId>>,
     /// The terminal of a HIR already interned, by the shared HIR's address (the `RegexHir` is
     /// kept here, so the address is not reused): a shared leaf (a key set, a format, a
     /// promoted rule's expression) is interned again at every use, and comparing it again
     /// each time walked kilobytes of HIR per member state.
-    interned_at: HashMap<*const (), (RegexHir, TerminalId)>,
+    interned_at: WordHashMap<*const (), (RegexHir, TerminalId)>,
     pub(super) nonterminals: Vec<String>,
     pub(super) productions: Vec<Production>,
     pub(super) rule_nt: Vec<Option<NonterminalId>>,
-    opt_cache: HashMap<Symbol, Symbol>,
-    star_cache: HashMap<Symbol, NonterminalId>,
-    pair_cache: HashMap<Symbol, Symbol>,
+    opt_cache: WordHashMap<Symbol, Symbol>,
+    star_cache: WordHashMap<Symbol, NonterminalId>,
+    pair_cache: WordHashMap<Symbol, Symbol>,
     fail_nt: Option<NonterminalId>,
     piece_counter: Vec<u32>,
     /// A promoted rule's symbol where it is referenced (`Some(None)`: ε only), once known.
@@ -56,7 +54,7 @@ pub(super) struct Builder<'a> {
     /// (`"," ws`, `ws ":" ws`, a member) in hundreds of alternatives; the result of
     /// [`Builder::lower_item`] on a regular item depends only on the item, so each distinct
     /// one is turned into HIR and interned once.
-    piece_memo: HashMap<u64, Vec<(&'a Expr, PieceMemo)>>,
+    piece_memo: WordHashMap<u64, Vec<(&'a Expr, PieceMemo)>>,
     /// An [`RuleKind::Inline`] rule's body as symbols, once lowered (spliced into every
     /// sequence that refers to it), and the rules being lowered so (a self reference falls
     /// back to the rule's nonterminal).
@@ -84,18 +82,18 @@ impl<'a> Builder<'a> {
             rule_hir,
             promoted,
             terminals: Vec::new(),
-            terminal_index: HashMap::default(),
-            interned_at: HashMap::default(),
+            terminal_index: WordHashMap::default(),
+            interned_at: WordHashMap::default(),
             nonterminals: Vec::new(),
             productions: Vec::new(),
             rule_nt: vec![None; n],
-            opt_cache: HashMap::default(),
-            star_cache: HashMap::default(),
-            pair_cache: HashMap::default(),
+            opt_cache: WordHashMap::default(),
+            star_cache: WordHashMap::default(),
+            pair_cache: WordHashMap::default(),
             fail_nt: None,
             piece_counter: vec![0; n],
             ref_piece: vec![None; n],
-            piece_memo: HashMap::default(),
+            piece_memo: WordHashMap::default(),
             inline_syms: vec![None; def.rules.len()],
             inline: def
                 .rules
@@ -569,7 +567,7 @@ impl<'a> Builder<'a> {
                         rhs.extend(tail);
                     }
                     Some(max) => {
-                        let mut memo = HashMap::default();
+                        let mut memo = WordHashMap::default();
                         rhs.extend(self.up_to(inner, max - min, &name, &mut memo));
                     }
                 }
@@ -643,7 +641,7 @@ impl<'a> Builder<'a> {
         sym: Symbol,
         n: u32,
         name: &str,
-        memo: &mut HashMap<(Symbol, u32), Option<Symbol>>,
+        memo: &mut WordHashMap<(Symbol, u32), Option<Symbol>>,
     ) -> Option<Symbol> {
         if n == 0 {
             return None;

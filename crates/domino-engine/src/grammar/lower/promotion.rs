@@ -12,10 +12,8 @@ use crate::grammar::fixpoint::Csr;
 use crate::grammar::hir_key::{HirFacts, hir_facts};
 use crate::grammar::regex_hir::RegexHir;
 use crate::grammar::{ErrorKind, GrammarError};
+use crate::hash::WordHashMap;
 use regex_syntax::hir::{Hir, HirKind};
-// Keys are integers, pointers and id slices: the word hasher, not SipHash (which these maps
-// spent 1 % of compiling the slowest schemas in).
-use crate::hash::WordHashMap as HashMap;
 
 /// What promotion decided, per rule of the [`GrammarDef`].
 pub(super) struct Promotion {
@@ -92,7 +90,7 @@ pub(super) fn promote(
     // regex leaf keeps its own: `RegexHir::facts`). A big leaf (a format) is referenced by
     // many rules' bodies, and walking it again for each was a sixth of lowering a big schema.
     // (The HIRs live in `def`, so their addresses are stable and distinct here.)
-    let mut facts: HashMap<*const Hir, HirFacts> = HashMap::default();
+    let mut facts: WordHashMap<*const Hir, HirFacts> = WordHashMap::default();
     // Rules whose HIR a lexical rule needs (everything lexical rules reach). Other rules get
     // a HIR only when they are promotion candidates: building (and cloning) the HIR of every
     // regular rule would be wasted on big fixed records that stay syntactic.
@@ -292,12 +290,12 @@ fn tail_split(e: &Expr, me: RuleId) -> Option<(Vec<Expr>, Vec<Expr>)> {
 }
 
 /// The [`HirFacts`] of a constrained leaf of the [`GrammarDef`], walked once.
-fn leaf_facts(h: &Hir, facts: &mut HashMap<*const Hir, HirFacts>) -> HirFacts {
+fn leaf_facts(h: &Hir, facts: &mut WordHashMap<*const Hir, HirFacts>) -> HirFacts {
     *facts.entry(h as *const Hir).or_insert_with(|| hir_facts(h))
 }
 
 /// Estimated HIR size of `e` with references inlined (saturating).
-fn expr_size(e: &Expr, sizes: &[usize], facts: &mut HashMap<*const Hir, HirFacts>) -> usize {
+fn expr_size(e: &Expr, sizes: &[usize], facts: &mut WordHashMap<*const Hir, HirFacts>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
         Expr::Regex(h) => h.facts().size,
@@ -341,7 +339,7 @@ pub(super) fn may_blow_up(h: &Hir, est_size: usize) -> bool {
 }
 
 /// Estimated HIR nesting depth of `e` with references inlined (saturating).
-fn expr_depth(e: &Expr, depths: &[usize], facts: &mut HashMap<*const Hir, HirFacts>) -> usize {
+fn expr_depth(e: &Expr, depths: &[usize], facts: &mut WordHashMap<*const Hir, HirFacts>) -> usize {
     match e {
         Expr::Empty | Expr::Bytes(_) => 1,
         Expr::Regex(h) => h.facts().depth,
