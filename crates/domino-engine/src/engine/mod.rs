@@ -93,6 +93,7 @@ mod follow;
 pub mod healing;
 mod mask_cache;
 pub mod persist;
+pub(crate) mod root_walk;
 pub mod token_constraint;
 mod token_list;
 pub mod tree;
@@ -277,6 +278,13 @@ pub struct TreeStats {
     /// walking it (`build_memo::BuildMemo`: the states a searched `pattern` keeps returning to).
     pub remembered_subtrees: usize,
     pub remembered_subtree_hits: u64,
+    /// Root walks the vocabulary's component builds stored for other builds, the bytes they
+    /// hold, and the builds that replayed one so far (module `root_walk`): shared by every
+    /// grammar over the same vocabulary in the process, so these are the process's totals,
+    /// not this grammar's.
+    pub shared_root_walks: usize,
+    pub shared_root_walk_bytes: usize,
+    pub root_walk_replays: u64,
 }
 
 impl TreeCache {
@@ -463,6 +471,11 @@ impl TreeCache {
             s.memory_bytes += m.memory_bytes();
             (s.remembered_subtrees, s.remembered_subtree_hits) = m.quiet_counts();
         }
+        (
+            s.shared_root_walks,
+            s.shared_root_walk_bytes,
+            s.root_walk_replays,
+        ) = self.trie.root_walks.counts();
         s
     }
 

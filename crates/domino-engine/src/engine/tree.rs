@@ -123,6 +123,7 @@ use super::build_memo::{
 };
 use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
+use super::root_walk::{MIN_VISITS_PER_ACCEPT, RootEvent, RootWalk, StoredWalk};
 use super::token_list::IdBuf;
 pub use super::token_list::TokenList;
 use super::trie::{NO_NODE, VocabTrie};
@@ -220,6 +221,27 @@ fn push_end(v: &mut Vec<u32>, x: u32) {
     }
 }
 
+/// The child of build node `n` for a boundary ending terminal `t` at byte position `pos` of
+/// the token, created on first use.
+fn boundary_child(nodes: &mut Vec<BuildNode>, n: u32, t: TerminalId, pos: usize) -> u32 {
+    let label = (t.0 << 1) | (pos == 0) as u32;
+    match nodes[n as usize].children.iter().find(|c| c.0 == label) {
+        Some(c) => c.1,
+        None => {
+            let id = nodes.len() as u32;
+            let inside = nodes[n as usize].inside + (pos > 0) as u32;
+            nodes.push(BuildNode {
+                terminal: t,
+                inside,
+                children: vec![],
+                groups: vec![],
+            });
+            nodes[n as usize].children.push((label, id));
+            id
+        }
+    }
+}
+
 /// The index of the group with live set `live` among a node's `groups`, created on first use.
 fn group_index(groups: &mut Vec<(LiveSetId, IdBuf)>, live: LiveSetId) -> usize {
     match groups.iter().position(|g| g.0 == live) {
@@ -306,8 +328,32 @@ impl SubterminalTree {
         // threads are `threads[level_start[d]..level_start[d + 1]]` (no allocation per trie
         // node). At the root node (0) the state is a state of `t0`'s DFA; below it, a scanner
         // state.
-        let mut threads: Vec<(u32, u32)> = vec![(s0, 0)];
-        let mut level_start: Vec<usize> = vec![0, 1];
+        //
+        // A component tree of an automaton grammars share replays the root walk an earlier
+        // build of `(automaton, s0)` stored (module `root_walk`): the root thread is then not
+        // among the threads at all, its tokens and end states come from the stored walk, and
+        // its boundaries are made at the stored accepting nodes. Otherwise this build records
+        // its root walk, for the next grammar.
+        let literal = dfa.literal_bytes();
+        let walk_key = match (state_root, literal, dfa.shared_id()) {
+            (false, None, Some(id)) if !dfa.overflowed() => Some(id),
+            _ => None,
+        };
+        let (replay, mut recording) = match walk_key.map(|id| trie.root_walks.get(id, s0)) {
+            Some(StoredWalk::Walk(w)) => (Some(w), false),
+            Some(StoredWalk::Absent) => (None, true),
+            Some(StoredWalk::NotWorthIt) | None => (None, false),
+        };
+        let mut events: Vec<RootEvent> = Vec::new();
+        let mut next_event = 0usize;
+        // Replaying: (the node past the subtree walked again with the root thread, its depth).
+        let mut rewalk_end: Option<(usize, usize)> = None;
+        let mut visited = 0usize;
+        let mut threads: Vec<(u32, u32)> = match replay {
+            Some(_) => Vec::new(),
+            None => vec![(s0, 0)],
+        };
+        let mut level_start: Vec<usize> = vec![0, threads.len()];
         let BuildMemo {
             fresh_of,
             start_ok,
@@ -338,7 +384,6 @@ impl SubterminalTree {
             Some(last) if last.1 == a => last.1 = b,
             _ => ranges.push((a, b)),
         };
-        let literal = dfa.literal_bytes();
         let chain_ok = literal.is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
         // The chain's states after `j` characters and after `j + 1` (see below).
@@ -379,12 +424,54 @@ impl SubterminalTree {
             }
             let tn = trie.nodes[i];
             let d = tn.depth as usize;
+            visited += 1;
+            // A replay may jump below levels it never entered: they hold no thread.
+            if level_start.len() < d + 1 {
+                level_start.resize(d + 1, threads.len());
+            }
             // Drop deeper levels left from the previous path.
             level_start.truncate(d + 1);
             threads.truncate(level_start[d]);
-            let (p0, p1) = (level_start[d - 1], level_start[d]);
+            // Past a subtree walked again: its root thread leaves the parent level (the
+            // level's last thread) unless that level is gone too.
+            if let Some((end, depth)) = rewalk_end.filter(|&(end, _)| i >= end) {
+                debug_assert!(d <= depth && end <= i);
+                if d == depth {
+                    debug_assert_eq!(threads.last().map(|t| t.1), Some(0));
+                    threads.pop();
+                    level_start[d] -= 1;
+                }
+                rewalk_end = None;
+            }
+            let (p0, mut p1) = (level_start[d - 1], level_start[d]);
             let pos = d - 1;
             let b = tn.byte;
+            // Replaying: the stored root thread accepts before this node's byte, or a chain
+            // took this subtree across a state that accepts and the root thread walks it
+            // again, or no thread reaches the node and the walk goes on at the next event in
+            // the subtree (or past the subtree).
+            let mut root_accepts_here = None;
+            if let Some(w) = &replay {
+                let next = w.events.get(next_event);
+                match next {
+                    Some(e) if e.node as usize == i => {
+                        next_event += 1;
+                        if e.rewalk {
+                            threads.push((e.state, 0));
+                            p1 += 1;
+                            level_start[d] = p1;
+                            rewalk_end = Some((tn.next as usize, d));
+                        } else {
+                            root_accepts_here = Some(e.state);
+                        }
+                    }
+                    _ if p0 == p1 => {
+                        i = next.map_or(tn.next, |e| e.node.min(tn.next)) as usize;
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             // Fast path: the only thread is inside `t0` (tree root) in a state that does not
             // accept, and every byte of this trie subtree loops on that state. Then every
             // node below keeps exactly that thread and records no event, so all the subtree's
@@ -441,33 +528,40 @@ impl SubterminalTree {
                         0 => 0,
                         l => 63 - l.leading_zeros(),
                     };
+                    // (A chain that crosses a state that accepts, taken because no byte of
+                    // the subtree may start a terminal after `t0` in this grammar, is
+                    // recorded as a subtree a replay walks with the root thread again.)
+                    let met_accepting = std::cell::Cell::new(false);
                     let mut blocks = |accepting: bool| {
-                        accepting && {
-                            // Only the bits this subtree holds that are not known yet.
-                            let (known, bits) = &mut boundary_bytes;
-                            for w in 0..2 {
-                                let mut missing = sub[w] & !known[w];
-                                while missing != 0 {
-                                    let bit = w * 64 + missing.trailing_zeros() as usize;
-                                    missing &= missing - 1;
-                                    // Bit 127: DEL and every byte >= 0x80.
-                                    let bytes = if bit == 127 {
-                                        127..=255u8
-                                    } else {
-                                        bit as u8..=bit as u8
-                                    };
-                                    let starts = bytes.into_iter().any(|c| {
-                                        let f = fresh_of[c as usize];
-                                        f != DEAD && start_ok.may_start(scanner, follow, t0, c, f)
-                                    });
-                                    known[w] |= 1 << (bit % 64);
-                                    if starts {
-                                        bits[w] |= 1 << (bit % 64);
+                        met_accepting.set(met_accepting.get() | accepting);
+                        accepting
+                            && ({
+                                // Only the bits this subtree holds that are not known yet.
+                                let (known, bits) = &mut boundary_bytes;
+                                for w in 0..2 {
+                                    let mut missing = sub[w] & !known[w];
+                                    while missing != 0 {
+                                        let bit = w * 64 + missing.trailing_zeros() as usize;
+                                        missing &= missing - 1;
+                                        // Bit 127: DEL and every byte >= 0x80.
+                                        let bytes = if bit == 127 {
+                                            127..=255u8
+                                        } else {
+                                            bit as u8..=bit as u8
+                                        };
+                                        let starts = bytes.into_iter().any(|c| {
+                                            let f = fresh_of[c as usize];
+                                            f != DEAD
+                                                && start_ok.may_start(scanner, follow, t0, c, f)
+                                        });
+                                        known[w] |= 1 << (bit % 64);
+                                        if starts {
+                                            bits[w] |= 1 << (bit % 64);
+                                        }
                                     }
                                 }
-                            }
-                            sub[0] & bits[0] != 0 || sub[1] & bits[1] != 0
-                        }
+                                sub[0] & bits[0] != 0 || sub[1] & bits[1] != 0
+                            })
                     };
                     let mut complete = true;
                     // Set when the chain dies at character `j` for every character of the
@@ -585,6 +679,13 @@ impl SubterminalTree {
                         complete = !blocks(char_steps.accepting(dfa, s));
                     }
                     if complete {
+                        if recording && met_accepting.get() {
+                            events.push(RootEvent {
+                                node: i as u32,
+                                state: s,
+                                rewalk: true,
+                            });
+                        }
                         let own_end = if tn.tok_end > tn.tok_start {
                             dfa.next(s, b)
                         } else {
@@ -643,6 +744,8 @@ impl SubterminalTree {
             {
                 let s = threads[p0].0;
                 if let Some(q) = quiet.get(&(t0, i as u32, s)) {
+                    // (It may have passed states that accept: not a walk to share.)
+                    recording = false;
                     for &(a, b) in q.ranges.iter() {
                         push_range(&mut root_ranges, a, b);
                     }
@@ -665,6 +768,19 @@ impl SubterminalTree {
                 }
             }
             let fresh = fresh_of[b as usize];
+            if let Some(s) = root_accepts_here {
+                // The stored root thread's boundary: `t0` ends before `b` (its continuation
+                // is in the stored walk).
+                work += 1;
+                if fresh != DEAD && start_ok.may_start(scanner, follow, t0, b, fresh) {
+                    debug_assert!(dfa.is_accepting(s));
+                    boundaries += 1;
+                    let child = boundary_child(&mut nodes, 0, t0, pos);
+                    if !threads[p1..].contains(&(fresh, child)) {
+                        threads.push((fresh, child));
+                    }
+                }
+            }
             for ti in p0..p1 {
                 // Work: this thread, plus the duplicate scans over this level's new threads.
                 work += 1 + (threads.len() - p1) as u64;
@@ -676,6 +792,13 @@ impl SubterminalTree {
                 // The terminals that may end before this byte, and the continuation.
                 let (cont, accepting): (u32, &[TerminalId]) = if n == 0 && !state_root {
                     let acc: &[TerminalId] = if dfa.is_accepting(s) {
+                        if recording {
+                            events.push(RootEvent {
+                                node: i as u32,
+                                state: s,
+                                rewalk: false,
+                            });
+                        }
                         std::slice::from_ref(&t0)
                     } else {
                         &[]
@@ -706,23 +829,8 @@ impl SubterminalTree {
                     if state_root && !scanner.may_end(ScanState(s), t, Some(b)) {
                         continue;
                     }
-                    let label = (t.0 << 1) | (pos == 0) as u32;
                     boundaries += 1;
-                    let child = match nodes[n as usize].children.iter().find(|c| c.0 == label) {
-                        Some(c) => c.1,
-                        None => {
-                            let id = nodes.len() as u32;
-                            let inside = nodes[n as usize].inside + (pos > 0) as u32;
-                            nodes.push(BuildNode {
-                                terminal: t,
-                                inside,
-                                children: vec![],
-                                groups: vec![],
-                            });
-                            nodes[n as usize].children.push((label, id));
-                            id
-                        }
-                    };
+                    let child = boundary_child(&mut nodes, n, t, pos);
                     if !threads[p1..].contains(&(fresh, child)) {
                         threads.push((fresh, child));
                     }
@@ -732,7 +840,15 @@ impl SubterminalTree {
                 break;
             }
             if threads.len() == p1 {
-                i = tn.next as usize;
+                i = match &replay {
+                    // (The next accepting node may be inside the subtree.)
+                    Some(w) => w
+                        .events
+                        .get(next_event)
+                        .map_or(tn.next, |e| e.node.min(tn.next))
+                        as usize,
+                    None => tn.next as usize,
+                };
                 continue;
             }
             let toks = &trie.tokens[tn.tok_start as usize..tn.tok_end as usize];
@@ -776,6 +892,24 @@ impl SubterminalTree {
         }
         *total_quiet_hits += quiet_hits as u64;
         history.record(quiet_hits, quiet.len() - quiet_before);
+        if let Some(w) = &replay {
+            // The stored walk's tokens include those of the subtrees walked again.
+            if root_ranges.is_empty() {
+                root_ranges.extend_from_slice(&w.ranges);
+            } else {
+                root_ranges.extend_from_slice(&w.ranges);
+                root_ranges.sort_unstable();
+                let mut merged: Vec<(u32, u32)> = Vec::with_capacity(root_ranges.len());
+                for &(a, b) in &root_ranges {
+                    match merged.last_mut() {
+                        Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                        _ => merged.push((a, b)),
+                    }
+                }
+                root_ranges = merged;
+            }
+            end_dfa_states.extend_from_slice(&w.ends);
+        }
         if !root_ranges.is_empty() {
             let groups = &mut nodes[0].groups;
             let g = group_index(groups, root_live);
@@ -805,6 +939,14 @@ impl SubterminalTree {
         end_states.sort_unstable();
         end_dfa_states.sort_unstable();
         end_dfa_states.dedup();
+        if let (true, Some(id)) = (recording && !overflowed && !dfa.overflowed(), walk_key) {
+            let walk = (events.len() * MIN_VISITS_PER_ACCEPT <= visited).then(|| RootWalk {
+                ranges: root_ranges.into(),
+                ends: end_dfa_states.as_slice().into(),
+                events: events.into(),
+            });
+            trie.root_walks.insert(id, s0, walk);
+        }
         let mut end_components: Vec<ComponentId> = end_dfa_states
             .iter()
             .filter_map(|&s| scanner.component_id(t0, s))

@@ -73,6 +73,9 @@ pub struct VocabTrie {
     /// that take most of the vocabulary into one group start from it and clear what they
     /// did not take (see `SubterminalTree::build`'s root ranges).
     all_bits: Box<[u64]>,
+    /// The root walks of component builds over this vocabulary, shared by every grammar
+    /// (module `root_walk`).
+    pub(crate) root_walks: super::root_walk::RootWalks,
 }
 
 /// [`VocabTrie::char_start`] of a node whose subtree is not all well-formed UTF-8 from a
@@ -264,6 +267,7 @@ impl VocabTrie {
             token_len_chars: token_chars_of,
             root_child,
             all_bits: all_bits.into_boxed_slice(),
+            root_walks: Default::default(),
         }
     }
 

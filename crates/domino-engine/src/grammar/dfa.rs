@@ -285,6 +285,8 @@ enum Repr {
         next: Arc<[u32]>,
         /// Whether the bytes read so far form a match.
         accept: Arc<[bool]>,
+        /// See [`TerminalDfa::shared_id`].
+        id: u64,
     },
     Lazy(Arc<LazyDfa>),
     /// An object key that is none of a set of names, from the names' trie (module
@@ -301,6 +303,12 @@ enum Repr {
 /// First word of a key-set DFA state's [`TerminalDfa::state_key`]: never the first word of a
 /// lazy state's key (an ascending NFA set) nor a table state's (a single word).
 pub const KEY_SET_STATE: u32 = u32::MAX;
+
+/// The next number for [`TerminalDfa::shared_id`] (never reused in a process).
+pub(crate) fn next_automaton_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 /// The most states one lazily built terminal DFA may build (about 1 KB each at most).
 pub const MAX_LAZY_STATES: usize = 1 << 16;
@@ -364,6 +372,7 @@ impl TerminalDfa {
             repr: Repr::Table {
                 next: next.into(),
                 accept: accept.into(),
+                id: next_automaton_id(),
             },
         }
     }
@@ -746,6 +755,18 @@ impl TerminalDfa {
         }
     }
 
+    /// A number no other automaton of this process has, for a lazy DFA or a table (shared by
+    /// the clones of this one: every grammar with this terminal, through the DFA cache);
+    /// none for a literal or a key set (cheap to walk, and a key set is per grammar). Facts
+    /// about a state of this automaton hold in every grammar that has it.
+    pub fn shared_id(&self) -> Option<u64> {
+        match &self.repr {
+            Repr::Table { id, .. } => Some(*id),
+            Repr::Lazy(l) => Some(l.id()),
+            Repr::Literal(_) | Repr::KeySet(_) => None,
+        }
+    }
+
     /// Whether the DFA is built on demand.
     pub fn is_lazy(&self) -> bool {
         matches!(self.repr, Repr::Lazy(_))
@@ -816,7 +837,7 @@ impl TerminalDfa {
     /// Bytes held by the transition and accept tables (a lazy DFA: built so far, and its NFA).
     pub fn memory_bytes(&self) -> usize {
         match &self.repr {
-            Repr::Table { next, accept } => next.len() * 4 + accept.len(),
+            Repr::Table { next, accept, .. } => next.len() * 4 + accept.len(),
             Repr::Lazy(l) => l.memory_bytes(),
             Repr::KeySet(k) => k.memory_bytes(),
             Repr::Literal(lit) => lit.len(),

@@ -53,6 +53,8 @@ pub struct LazyDfa {
     max_states: usize,
     overflowed: AtomicBool,
     builder: Mutex<Builder>,
+    /// This automaton's number in the process ([`LazyDfa::id`]).
+    id: u64,
 }
 
 /// The writer's side: the NFA set of every state and the scratch of the subset step.
@@ -135,6 +137,7 @@ impl LazyDfa {
             }),
             live,
             nfa,
+            id: super::dfa::next_automaton_id(),
         };
         {
             let mut b = dfa.builder.lock().unwrap_or_else(|e| e.into_inner());
@@ -182,6 +185,12 @@ impl LazyDfa {
     /// States built so far.
     pub fn num_states(&self) -> usize {
         self.num_states.load(Ordering::Acquire) as usize
+    }
+
+    /// A number no other automaton of this process has (state numbers mean the same in every
+    /// grammar that shares this automaton, so walks over it may be shared under this key).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Whether a state was refused for the state limit (see the module doc).

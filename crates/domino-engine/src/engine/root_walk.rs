@@ -1,0 +1,309 @@
+//! Root walks shared between grammars ([`RootWalk`], kept per vocabulary in
+//! [`RootWalks`]; see `tree`'s "Root walks shared between grammars").
+//!
+//! A component tree build `(t, s)` walks the vocabulary trie with the *root thread* — `t`'s
+//! DFA from state `s`, no boundary yet — and with the threads that boundaries start. What the
+//! root thread does depends only on the automaton, the state and the vocabulary: which tokens
+//! stay inside `t` (the root group), the DFA states they end in, and the trie nodes before
+//! whose byte it accepts. Only at those nodes does the grammar come in (whether a boundary is
+//! recorded: which terminal may start there and follow `t`). Lazy terminal DFAs and constrained
+//! products are shared by every grammar through the process-wide DFA cache, so the same
+//! `(automaton, state)` comes back in grammar after grammar (a JSON string body, a slug
+//! pattern, a `maxLength` count); the first build records its root walk here and the later
+//! builds, in any grammar, replay it: the root group and end states are copied, and the walk
+//! runs only below the accepting nodes, with the threads their boundaries start.
+//!
+//! # Invariants
+//! - A walk is stored only when the build visited every node before which the root thread
+//!   accepts (no fast path took a subtree across an accepting state, no per-grammar
+//!   remembered subtree was taken) and did not overflow: then every grammar-dependent event
+//!   of any grammar's build is at one of [`RootWalk::accepts`].
+//! - The key's automaton number is never reused in a process (`TerminalDfa::shared_id`).
+
+use std::sync::{Arc, Mutex};
+
+use crate::hash::WordHashMap;
+
+/// What the root thread of one component build found over the whole trie.
+#[derive(Debug)]
+pub(crate) struct RootWalk {
+    /// The root group's tokens, as increasing ranges of the trie's token array.
+    pub(crate) ranges: Box<[(u32, u32)]>,
+    /// The DFA states root-group tokens end in (sorted, distinct; a superset where a chain of
+    /// state sets took a subtree, as the build itself records).
+    pub(crate) ends: Box<[u32]>,
+    /// In preorder (by node), where a replay must ask the grammar (see [`RootEvent`]).
+    pub(crate) events: Box<[RootEvent]>,
+}
+
+/// A trie node where a replay asks its grammar.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RootEvent {
+    pub(crate) node: u32,
+    /// The root thread's DFA state before the node's byte.
+    pub(crate) state: u32,
+    /// `false`: the state accepts, and the replay makes the boundary its grammar allows
+    /// before the node's byte. `true`: the recording build took the node's subtree at once
+    /// by a character chain across a state that accepts (its grammar let no byte of the
+    /// subtree start a terminal there), so the replay walks the subtree with the root thread
+    /// from this state, as a build without a stored walk does.
+    pub(crate) rewalk: bool,
+}
+
+impl RootWalk {
+    fn bytes(&self) -> usize {
+        ENTRY_BYTES
+            + self.ranges.len() * 8
+            + self.ends.len() * 4
+            + self.events.len() * std::mem::size_of::<RootEvent>()
+    }
+}
+
+/// Most bytes one vocabulary's [`RootWalks`] hold; past it the store is emptied and starts
+/// again (trees already built keep what they replayed).
+pub(crate) const MAX_ROOT_WALK_BYTES: usize = 32 << 20;
+
+/// Bytes counted per stored walk besides its arrays (map slot, `Arc`, three allocations).
+const ENTRY_BYTES: usize = 96;
+
+/// A walk is stored only when its accepting nodes are fewer than the nodes it visited over
+/// this (replaying a walk costs about as much as walking below each accepting node): an
+/// integer's walk accepts at nearly every node it visits, and replaying it saves nothing.
+pub(crate) const MIN_VISITS_PER_ACCEPT: usize = 4;
+
+/// The root walks of one vocabulary's builds, by (automaton number, state).
+#[derive(Debug, Default)]
+pub(crate) struct RootWalks {
+    inner: Mutex<Store>,
+}
+
+/// What the store knows of one `(automaton, state)`.
+#[derive(Debug)]
+pub(crate) enum StoredWalk {
+    /// Nothing yet: the build records its walk.
+    Absent,
+    /// A walk to replay.
+    Walk(Arc<RootWalk>),
+    /// A build recorded the walk and found it not worth keeping ([`MIN_VISITS_PER_ACCEPT`]):
+    /// later builds neither replay nor record (recording stops the walk's fast paths at
+    /// every state that accepts).
+    NotWorthIt,
+}
+
+#[derive(Debug, Default)]
+struct Store {
+    /// `None`: not worth keeping (see [`StoredWalk::NotWorthIt`]).
+    map: WordHashMap<(u64, u32), Option<Arc<RootWalk>>>,
+    bytes: usize,
+    /// Walks replayed so far (for the tree cache's statistics and tests).
+    replays: u64,
+}
+
+impl RootWalks {
+    /// What is stored for state `state` of automaton `dfa` (a walk is counted as replayed).
+    pub(crate) fn get(&self, dfa: u64, state: u32) -> StoredWalk {
+        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        match s.map.get(&(dfa, state)) {
+            None => StoredWalk::Absent,
+            Some(None) => StoredWalk::NotWorthIt,
+            Some(Some(w)) => {
+                let w = StoredWalk::Walk(w.clone());
+                s.replays += 1;
+                w
+            }
+        }
+    }
+
+    /// Keep `walk` for state `state` of automaton `dfa`, or `None`: a recorded walk not worth
+    /// keeping (an entry already there stays).
+    pub(crate) fn insert(&self, dfa: u64, state: u32, walk: Option<RootWalk>) {
+        let bytes = walk.as_ref().map_or(ENTRY_BYTES, RootWalk::bytes);
+        if bytes > MAX_ROOT_WALK_BYTES {
+            return;
+        }
+        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if s.bytes + bytes > MAX_ROOT_WALK_BYTES {
+            s.map.clear();
+            s.bytes = 0;
+        }
+        if let std::collections::hash_map::Entry::Vacant(e) = s.map.entry((dfa, state)) {
+            e.insert(walk.map(Arc::new));
+            s.bytes += bytes;
+        }
+    }
+
+    /// (Walks held, bytes they take, walks replayed so far.)
+    pub(crate) fn counts(&self) -> (usize, usize, u64) {
+        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        (s.map.len(), s.bytes, s.replays)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::CompiledGrammar;
+    use super::super::build_memo::BuildMemo;
+    use super::super::tree::{MAX_TREE_WORK, SubterminalTree};
+    use super::super::trie::VocabTrie;
+    use crate::grammar::GrammarSource;
+    use crate::lexer::{ComponentId, Scanner};
+    use crate::test_rng::Rng;
+    use crate::vocab::{TokenSet, Vocabulary};
+    use std::collections::BTreeMap;
+
+    /// Random tokens over an alphabet with JSON punctuation, escapes, digits, letters and
+    /// non-ASCII characters, so that strings close inside tokens (`ab",`) and boundaries
+    /// follow them.
+    fn vocab(seed: u64, n: usize) -> Vocabulary {
+        const PIECES: &[&str] = &[
+            "a", "b", "k", "z", "e", "-", "0", "7", "\"", "\"", ",", ":", " ", "}", "]", "{", "[",
+            "\\", "é", "東", "x", "q", ".", "n", "u", "l", "t", "r",
+        ];
+        let mut rng = Rng(seed);
+        let mut words: Vec<Vec<u8>> = PIECES.iter().map(|p| p.as_bytes().to_vec()).collect();
+        while words.len() < n {
+            let len = 1 + rng.below(7);
+            let w: String = (0..len).map(|_| PIECES[rng.below(PIECES.len())]).collect();
+            words.push(w.into_bytes());
+        }
+        words.sort();
+        words.dedup();
+        let n = words.len();
+        Vocabulary::new(words, vec![false; n], vec![])
+    }
+
+    /// A tree as a comparable value: per event path, its groups' token sets by live set.
+    type Canon = BTreeMap<Vec<(u32, u32)>, BTreeMap<u32, Vec<u32>>>;
+
+    fn canon(t: &SubterminalTree, vocab_len: usize) -> (Canon, Vec<u32>, Vec<u32>) {
+        let (nodes, children, groups) = t.parts();
+        let mut out = Canon::new();
+        let mut stack = vec![(0u32, Vec::new())];
+        while let Some((n, path)) = stack.pop() {
+            let (cs, gs) = nodes[n as usize].ranges();
+            let entry = out.entry(path.clone()).or_default();
+            for g in &groups[gs.start as usize..gs.end as usize] {
+                let mut set = TokenSet::new(vocab_len);
+                g.tokens.union_into(&mut set);
+                let ids = entry.entry(g.live.0).or_default();
+                ids.extend(set.iter().map(|t| t.0));
+                ids.sort_unstable();
+                ids.dedup();
+            }
+            for &c in &children[cs.start as usize..cs.end as usize] {
+                let node = &nodes[c as usize];
+                let mut p = path.clone();
+                p.push((node.terminal.0, node.inside));
+                stack.push((c, p));
+            }
+        }
+        let ends = t.end_components().iter().map(|c| c.0).collect();
+        let states = t.end_states().iter().map(|s| s.0).collect();
+        (out, ends, states)
+    }
+
+    /// Every component tree of each grammar, built with the root walks other grammars'
+    /// builds stored (one trie for all) and built from scratch (a trie whose store is emptied
+    /// before each build), is the same tree. The schemas share terminals (a slug, a bounded
+    /// string, a string body) where different things may follow them: nothing (a top-level
+    /// string), `,` or `}` (an object member), `,` or `]` (an array item). Replays happen, and
+    /// some replayed trees record boundaries.
+    #[test]
+    fn replayed_root_walks_build_the_trees_a_fresh_walk_builds() {
+        let slug = serde_json::json!({"type": "string", "pattern": "^[a-z][-0-9a-z]+$"});
+        let short = serde_json::json!({"type": "string", "maxLength": 5});
+        let sources = [
+            // Digits accept at every count; a chain takes a digit subtree across those states
+            // when no digit may start a terminal after the number (the first grammar), but
+            // in the second a `7` may, so the replay must walk the subtree again.
+            GrammarSource::Gbnf(
+                "root ::= num rest\nnum ::= \"a\" [0-9]{3} ([0-9]{3})?\nrest ::= \"x\" \"(\" rest \")\" | \"x\"".into(),
+            ),
+            GrammarSource::Gbnf(
+                "root ::= num rest\nnum ::= \"a\" [0-9]{3} ([0-9]{3})?\nrest ::= \"7\" \"(\" rest \")\" | \"7\"".into(),
+            ),
+        ];
+        let schemas = [
+            slug.clone(),
+            serde_json::json!({"type": "array", "items": slug}),
+            serde_json::json!({
+                "type": "object",
+                "properties": {"id": slug, "name": {"type": "string"}, "n": {"type": "integer"},
+                               "s": short},
+                "required": ["id", "name"]
+            }),
+            serde_json::json!({"type": "array", "items": {"type": "string"}}),
+            serde_json::json!({"type": "object", "additionalProperties": short}),
+            serde_json::json!({"type": "string"}),
+        ];
+        let v = vocab(7, 4000);
+        let shared = VocabTrie::new(&v);
+        let fresh = VocabTrie::new(&v);
+        let mut replayed_with_boundaries = 0;
+        let sources = sources
+            .into_iter()
+            .chain(schemas.into_iter().map(GrammarSource::JsonSchema));
+        for source in sources {
+            let schema = format!("{source:?}");
+            let ir = source.compile(&Default::default()).unwrap();
+            let g = CompiledGrammar::new(ir).unwrap();
+            let (mut memo_shared, mut memo_fresh) = (BuildMemo::default(), BuildMemo::default());
+            // Every component reachable from the start, as `TreeCache::precompute_all` finds them.
+            let mut seen = std::collections::HashSet::new();
+            let mut queue: Vec<ComponentId> = g.scanner.components(Scanner::START).to_vec();
+            let mut states_seen = std::collections::HashSet::new();
+            while let Some(c) = queue.pop() {
+                if !seen.insert(c) {
+                    continue;
+                }
+                let before = shared.root_walks.counts().2;
+                let build = |trie: &VocabTrie, memo: &mut BuildMemo| {
+                    SubterminalTree::build_component(
+                        &g.scanner,
+                        &g.follow,
+                        trie,
+                        v.len(),
+                        c,
+                        MAX_TREE_WORK,
+                        memo,
+                    )
+                };
+                let a = build(&shared, &mut memo_shared);
+                let replayed = shared.root_walks.counts().2 > before;
+                fresh.root_walks.inner.lock().unwrap().map.clear();
+                let b = build(&fresh, &mut memo_fresh);
+                assert_eq!(fresh.root_walks.counts().2, 0, "a fresh build replayed");
+                let (ca, cb) = (canon(&a, v.len()), canon(&b, v.len()));
+                assert!(
+                    ca == cb,
+                    "component {c:?} of {schema}: the replayed tree differs (replayed: {replayed})"
+                );
+                replayed_with_boundaries += (replayed && a.num_nodes() > 1) as usize;
+                queue.extend_from_slice(a.end_components());
+                for &q in a.end_states() {
+                    if states_seen.insert(q) {
+                        queue.extend_from_slice(g.scanner.components(q));
+                    }
+                }
+            }
+        }
+        let (walks, bytes, replays) = shared.root_walks.counts();
+        assert!(
+            walks > 0 && bytes > 0 && replays > 0,
+            "{walks} {bytes} {replays}"
+        );
+        let rewalks = {
+            let store = shared.root_walks.inner.lock().unwrap();
+            let walks = store.map.values().flatten();
+            walks
+                .flat_map(|w| w.events.iter())
+                .filter(|e| e.rewalk)
+                .count()
+        };
+        assert!(rewalks > 0, "no stored walk has a subtree to walk again");
+        assert!(
+            replayed_with_boundaries > 0,
+            "no replayed tree had a boundary"
+        );
+    }
+}
