@@ -236,6 +236,9 @@ struct Row {
     cold: Vec<f64>,
     warm: Vec<f64>,
     memory_bytes: usize,
+    /// The vocabulary's shared root walks after this schema (process totals): walks, bytes,
+    /// replays.
+    shared_walks: (usize, usize, u64),
     scanner_states: usize,
     terminals: usize,
     tokens: Vec<Vec<TokenId>>,
@@ -319,7 +322,13 @@ fn run_domino(
     pass(&base, &row.tokens, &mut row.cold);
     base.tree_cache().clear_mask_cache();
     pass(&base, &row.tokens, &mut row.warm);
-    row.memory_bytes = base.tree_cache().stats().memory_bytes + grammar.scanner().memory_bytes();
+    let stats = base.tree_cache().stats();
+    row.memory_bytes = stats.memory_bytes + grammar.scanner().memory_bytes();
+    row.shared_walks = (
+        stats.shared_root_walks,
+        stats.shared_root_walk_bytes,
+        stats.root_walk_replays,
+    );
     row.scanner_states = grammar.scanner_states();
     row
 }
@@ -412,6 +421,7 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
     #[cfg_attr(not(feature = "bench-llguidance"), allow(unused_mut))]
     let (mut l_compile, mut l_ttfm, mut l_masks) =
         (Pool::default(), Pool::default(), Pool::default());
+    let mut shared_walks: Option<(usize, usize, u64)> = None;
     let (mut failed, mut docs_n, mut valid_rejected, mut invalid_tested, mut invalid_accepted) =
         (0, 0, 0, 0, 0);
     #[cfg_attr(not(feature = "bench-llguidance"), allow(unused_mut))]
@@ -448,6 +458,7 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
             ttfm.0.push(r.ttfm_ms);
             first.0.push(r.first_mask_us);
             mem.0.push(r.memory_bytes as f64);
+            shared_walks = Some(r.shared_walks);
             cold.0.extend(&r.cold);
             warm.0.extend(&r.warm);
             docs_n += r.docs;
@@ -528,6 +539,9 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
         "cold_mask_us": cold.summary(false),
         "warm_mask_us": warm.summary(false),
         "memory_bytes": Stats::of(mem.0.clone()),
+        "shared_root_walks": shared_walks.map(|(walks, bytes, replays)| json!({
+            "walks": walks, "bytes": bytes, "replays": replays,
+        })),
         "llguidance": llg,
     });
     match args.format {
@@ -595,4 +609,13 @@ fn print_text(s: &Value) {
         m["p99"].as_f64().unwrap_or(0.0) / 1024.0,
         m["max"].as_f64().unwrap_or(0.0) / 1024.0
     );
+    let w = &s["shared_root_walks"];
+    if !w.is_null() {
+        println!(
+            "root walks shared by every grammar (per vocabulary): {} held in {:.1} KiB, {} builds replayed one",
+            w["walks"],
+            w["bytes"].as_f64().unwrap_or(0.0) / 1024.0,
+            w["replays"]
+        );
+    }
 }

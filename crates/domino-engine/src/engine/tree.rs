@@ -94,6 +94,27 @@
 //! Test `remembered_subtree_walks_keep_masks_equal_to_the_oracle` walks such strings against
 //! the oracle over Gemma's tokens.
 //!
+//! # Root walks shared between grammars
+//! The root thread of a component build — `t0`'s DFA from the component's state, before any
+//! boundary — does the same in every grammar with that automaton: which tokens stay inside
+//! `t0`, in which states, and before which trie nodes it accepts. Only at those nodes does
+//! the grammar decide anything (whether a boundary falls there). Terminal DFAs are shared
+//! by every grammar through the process-wide DFA cache, so a build of an automaton with a
+//! [`crate::grammar::dfa::TerminalDfa::shared_id`] records that (module `root_walk`: the root
+//! group's ranges, its end states and the accepting nodes, kept per vocabulary in the trie),
+//! and a later build of the same `(automaton, state)`, in any grammar, replays it: the root
+//! thread is not walked at all, a boundary is made at each accepting node this grammar
+//! allows, and the walk goes only below them, with the threads they start. A character
+//! chain that took a subtree across an accepting state (allowed there because this grammar
+//! lets no byte of the subtree start a terminal after `t0`) is recorded as a node where the
+//! replay walks the subtree with the root thread again. A walk whose accepting nodes are a
+//! quarter or more of its visits is not kept (an integer's digits accept everywhere), nor
+//! one that took a per-grammar remembered subtree; the store holds at most
+//! `root_walk::MAX_ROOT_WALK_BYTES` (32 MiB) per vocabulary. Test
+//! `replayed_root_walks_build_the_trees_a_fresh_walk_builds` compares every replayed tree
+//! with a fresh build's; on JSONSchemaBench over Gemma 3, the first builds of 834 schemas
+//! replayed 14,148 walks (`eval/bench/breadth.md`, twenty-third pass).
+//!
 //! # Work limit
 //! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
 //! beyond it the tree is marked overflowed and the engine reports an error naming the grammar
@@ -121,7 +142,6 @@
 use super::build_memo::{
     BuildMemo, MAX_QUIET_BYTES, MIN_QUIET_SUBTREE, OpenSubtree, remember_quiet,
 };
-use super::earley::Parser;
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
 use super::root_walk::{MIN_VISITS_PER_ACCEPT, RootEvent, RootWalk, StoredWalk};
 use super::token_list::IdBuf;
@@ -129,7 +149,8 @@ pub use super::token_list::TokenList;
 use super::trie::{NO_NODE, VocabTrie};
 use crate::grammar::ir::TerminalId;
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
-use crate::vocab::TokenSet;
+
+mod frozen;
 
 /// The default most work one tree build may do, in split-thread steps (one thread — a split
 /// in progress — advanced over one byte of the vocabulary trie, plus the threads it is
@@ -959,107 +980,6 @@ impl SubterminalTree {
             children,
             groups,
             overflowed,
-        }
-    }
-
-    /// Whether the build stopped at its work limit ([`MAX_TREE_WORK`]).
-    pub fn overflowed(&self) -> bool {
-        self.overflowed
-    }
-
-    pub(crate) fn parts(&self) -> (&[TreeNode], &[u32], &[Group]) {
-        (&self.nodes, &self.children, &self.groups)
-    }
-
-    pub(crate) fn from_parts(
-        end_components: Vec<ComponentId>,
-        end_states: Vec<ScanState>,
-        nodes: Vec<TreeNode>,
-        children: Vec<u32>,
-        groups: Vec<Group>,
-    ) -> Self {
-        SubterminalTree {
-            end_components: end_components.into(),
-            end_states: end_states.into(),
-            nodes,
-            children,
-            groups,
-            overflowed: false,
-        }
-    }
-
-    /// Components in which some token ends (without a boundary) from this component tree.
-    pub fn end_components(&self) -> &[ComponentId] {
-        &self.end_components
-    }
-
-    /// Scanner states in which some token ends after a boundary, from this component tree.
-    pub fn end_states(&self) -> &[ScanState] {
-        &self.end_states
-    }
-
-    pub fn num_nodes(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn num_groups(&self) -> usize {
-        self.groups.len()
-    }
-
-    /// Bytes of the tree: nodes, edges, groups and their token lists.
-    pub fn memory_bytes(&self) -> usize {
-        self.nodes.len() * std::mem::size_of::<TreeNode>()
-            + (self.end_states.len() + self.end_components.len() + self.children.len()) * 4
-            + self.groups.len() * std::mem::size_of::<Group>()
-            + self
-                .groups
-                .iter()
-                .map(|g| g.tokens.memory_bytes())
-                .sum::<usize>()
-    }
-
-    /// OR into `out` every token whose split the parser accepts, checking at most
-    /// `max_inside` inside-token boundaries. `parser` is restored before returning.
-    pub fn mask_into(
-        &self,
-        scanner: &Scanner,
-        parser: &mut Parser,
-        max_inside: u32,
-        out: &mut TokenSet,
-    ) {
-        self.walk(0, scanner, parser, max_inside, out);
-    }
-
-    fn walk(
-        &self,
-        node: u32,
-        scanner: &Scanner,
-        parser: &mut Parser,
-        max_inside: u32,
-        out: &mut TokenSet,
-    ) {
-        let n = &self.nodes[node as usize];
-        {
-            let expected = parser.expected();
-            for g in &self.groups[n.groups.start as usize..n.groups.end as usize] {
-                if scanner
-                    .live_terminals(g.live)
-                    .iter()
-                    .any(|&t| expected.contains(t))
-                {
-                    g.tokens.union_into(out);
-                }
-            }
-        }
-        for &c in &self.children[n.children.start as usize..n.children.end as usize] {
-            let child = &self.nodes[c as usize];
-            if child.inside > max_inside {
-                continue;
-            }
-            if parser.push(child.terminal) {
-                self.walk(c, scanner, parser, max_inside, out);
-                parser.pop();
-            }
         }
     }
 }
