@@ -7,7 +7,7 @@ use crate::lexer::{ComponentId, ScanState, Scanner};
 use crate::vocab::TokenSet;
 
 impl SubterminalTree {
-    /// Whether the build stopped at its work limit ([`MAX_TREE_WORK`]).
+    /// Whether the build stopped at its work limit ([`super::MAX_TREE_WORK`]).
     pub fn overflowed(&self) -> bool {
         self.overflowed
     }
