@@ -237,8 +237,8 @@ struct Row {
     warm: Vec<f64>,
     memory_bytes: usize,
     /// The vocabulary's shared root walks after this schema (process totals): walks, bytes,
-    /// replays.
-    shared_walks: (usize, usize, u64),
+    /// replays, times the store was emptied.
+    shared_walks: (usize, usize, u64, u64),
     scanner_states: usize,
     terminals: usize,
     tokens: Vec<Vec<TokenId>>,
@@ -328,6 +328,7 @@ fn run_domino(
         stats.shared_root_walks,
         stats.shared_root_walk_bytes,
         stats.root_walk_replays,
+        stats.root_walk_store_emptied,
     );
     row.scanner_states = grammar.scanner_states();
     row
@@ -421,7 +422,7 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
     #[cfg_attr(not(feature = "bench-llguidance"), allow(unused_mut))]
     let (mut l_compile, mut l_ttfm, mut l_masks) =
         (Pool::default(), Pool::default(), Pool::default());
-    let mut shared_walks: Option<(usize, usize, u64)> = None;
+    let mut shared_walks: Option<(usize, usize, u64, u64)> = None;
     let (mut failed, mut docs_n, mut valid_rejected, mut invalid_tested, mut invalid_accepted) =
         (0, 0, 0, 0, 0);
     #[cfg_attr(not(feature = "bench-llguidance"), allow(unused_mut))]
@@ -539,8 +540,8 @@ pub fn run(args: &MasksArgs, k: Option<u32>) -> anyhow::Result<()> {
         "cold_mask_us": cold.summary(false),
         "warm_mask_us": warm.summary(false),
         "memory_bytes": Stats::of(mem.0.clone()),
-        "shared_root_walks": shared_walks.map(|(walks, bytes, replays)| json!({
-            "walks": walks, "bytes": bytes, "replays": replays,
+        "shared_root_walks": shared_walks.map(|(walks, bytes, replays, emptied)| json!({
+            "walks": walks, "bytes": bytes, "replays": replays, "store_emptied": emptied,
         })),
         "llguidance": llg,
     });
@@ -612,10 +613,11 @@ fn print_text(s: &Value) {
     let w = &s["shared_root_walks"];
     if !w.is_null() {
         println!(
-            "root walks shared by every grammar (per vocabulary): {} held in {:.1} KiB, {} builds replayed one",
+            "root walks shared by every grammar (per vocabulary): {} held in {:.1} KiB, {} builds replayed one, store emptied {} times",
             w["walks"],
             w["bytes"].as_f64().unwrap_or(0.0) / 1024.0,
-            w["replays"]
+            w["replays"],
+            w["store_emptied"]
         );
     }
 }

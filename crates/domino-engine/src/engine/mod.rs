@@ -452,6 +452,7 @@ impl TreeCache {
             s.shared_root_walks,
             s.shared_root_walk_bytes,
             s.root_walk_replays,
+            s.root_walk_store_emptied,
         ) = self.trie.root_walks.counts();
         s
     }

@@ -95,8 +95,10 @@ struct Store {
     /// `None`: not worth keeping (see [`StoredWalk::NotWorthIt`]).
     map: WordHashMap<(u64, u32), Option<Arc<RootWalk>>>,
     bytes: usize,
-    /// Walks replayed so far (for the tree cache's statistics and tests).
+    /// Walks replayed so far, and the times the store was emptied for its budget (for the
+    /// tree cache's statistics and tests).
     replays: u64,
+    emptied: u64,
 }
 
 impl RootWalks {
@@ -125,6 +127,7 @@ impl RootWalks {
         if s.bytes + bytes > MAX_ROOT_WALK_BYTES {
             s.map.clear();
             s.bytes = 0;
+            s.emptied += 1;
         }
         if let std::collections::hash_map::Entry::Vacant(e) = s.map.entry((dfa, state)) {
             e.insert(walk.map(Arc::new));
@@ -132,10 +135,11 @@ impl RootWalks {
         }
     }
 
-    /// (Walks held, bytes they take, walks replayed so far.)
-    pub(crate) fn counts(&self) -> (usize, usize, u64) {
+    /// (Walks held, bytes the store takes, walks replayed so far, times the store was emptied.)
+    pub(crate) fn counts(&self) -> (usize, usize, u64, u64) {
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        (s.map.len(), s.bytes, s.replays)
+        let walks = s.map.values().filter(|w| w.is_some()).count();
+        (walks, s.bytes, s.replays, s.emptied)
     }
 }
 
@@ -287,7 +291,7 @@ mod tests {
                 }
             }
         }
-        let (walks, bytes, replays) = shared.root_walks.counts();
+        let (walks, bytes, replays, _) = shared.root_walks.counts();
         assert!(
             walks > 0 && bytes > 0 && replays > 0,
             "{walks} {bytes} {replays}"

@@ -23,4 +23,7 @@ pub struct TreeStats {
     pub shared_root_walks: usize,
     pub shared_root_walk_bytes: usize,
     pub root_walk_replays: u64,
+    /// Times that store was emptied because it reached its budget
+    /// (`root_walk::MAX_ROOT_WALK_BYTES`).
+    pub root_walk_store_emptied: u64,
 }
