@@ -555,34 +555,32 @@ impl SubterminalTree {
                     let met_accepting = std::cell::Cell::new(false);
                     let mut blocks = |accepting: bool| {
                         met_accepting.set(met_accepting.get() | accepting);
-                        accepting
-                            && ({
-                                // Only the bits this subtree holds that are not known yet.
-                                let (known, bits) = &mut boundary_bytes;
-                                for w in 0..2 {
-                                    let mut missing = sub[w] & !known[w];
-                                    while missing != 0 {
-                                        let bit = w * 64 + missing.trailing_zeros() as usize;
-                                        missing &= missing - 1;
-                                        // Bit 127: DEL and every byte >= 0x80.
-                                        let bytes = if bit == 127 {
-                                            127..=255u8
-                                        } else {
-                                            bit as u8..=bit as u8
-                                        };
-                                        let starts = bytes.into_iter().any(|c| {
-                                            let f = fresh_of[c as usize];
-                                            f != DEAD
-                                                && start_ok.may_start(scanner, follow, t0, c, f)
-                                        });
-                                        known[w] |= 1 << (bit % 64);
-                                        if starts {
-                                            bits[w] |= 1 << (bit % 64);
-                                        }
+                        accepting && {
+                            // Only the bits this subtree holds that are not known yet.
+                            let (known, bits) = &mut boundary_bytes;
+                            for w in 0..2 {
+                                let mut missing = sub[w] & !known[w];
+                                while missing != 0 {
+                                    let bit = w * 64 + missing.trailing_zeros() as usize;
+                                    missing &= missing - 1;
+                                    // Bit 127: DEL and every byte >= 0x80.
+                                    let bytes = if bit == 127 {
+                                        127..=255u8
+                                    } else {
+                                        bit as u8..=bit as u8
+                                    };
+                                    let starts = bytes.into_iter().any(|c| {
+                                        let f = fresh_of[c as usize];
+                                        f != DEAD && start_ok.may_start(scanner, follow, t0, c, f)
+                                    });
+                                    known[w] |= 1 << (bit % 64);
+                                    if starts {
+                                        bits[w] |= 1 << (bit % 64);
                                     }
                                 }
-                                sub[0] & bits[0] != 0 || sub[1] & bits[1] != 0
-                            })
+                            }
+                            sub[0] & bits[0] != 0 || sub[1] & bits[1] != 0
+                        }
                     };
                     let mut complete = true;
                     // Set when the chain dies at character `j` for every character of the
@@ -915,10 +913,9 @@ impl SubterminalTree {
         history.record(quiet_hits, quiet.len() - quiet_before);
         if let Some(w) = &replay {
             // The stored walk's tokens include those of the subtrees walked again.
-            if root_ranges.is_empty() {
-                root_ranges.extend_from_slice(&w.ranges);
-            } else {
-                root_ranges.extend_from_slice(&w.ranges);
+            let rewalked = !root_ranges.is_empty();
+            root_ranges.extend_from_slice(&w.ranges);
+            if rewalked {
                 root_ranges.sort_unstable();
                 let mut merged: Vec<(u32, u32)> = Vec::with_capacity(root_ranges.len());
                 for &(a, b) in &root_ranges {
@@ -960,7 +957,7 @@ impl SubterminalTree {
         end_states.sort_unstable();
         end_dfa_states.sort_unstable();
         end_dfa_states.dedup();
-        if let (true, Some(id)) = (recording && !overflowed && !dfa.overflowed(), walk_key) {
+        if let Some(id) = walk_key.filter(|_| recording && !overflowed && !dfa.overflowed()) {
             let walk = (events.len() * MIN_VISITS_PER_ACCEPT <= visited).then(|| RootWalk {
                 ranges: root_ranges.into(),
                 ends: end_dfa_states.as_slice().into(),
