@@ -150,7 +150,10 @@ use super::trie::{NO_NODE, VocabTrie};
 use crate::grammar::ir::TerminalId;
 use crate::lexer::{ComponentId, DEAD, LiveSetId, ScanState, Scanner};
 
+mod ends;
 mod frozen;
+
+use ends::EndStates;
 
 /// The default most work one tree build may do, in split-thread steps (one thread — a split
 /// in progress — advanced over one byte of the vocabulary trie, plus the threads it is
@@ -230,16 +233,6 @@ struct BuildNode {
     /// (edge label, child): label = terminal << 1 | at_position_0.
     children: Vec<(u32, u32)>,
     groups: Vec<(LiveSetId, IdBuf)>,
-}
-
-/// Add `x` to a list deduplicated at the end of the build (sorted then): only a repeat of
-/// the last value is skipped here. (A linear `contains` was a tenth of a counted pattern's
-/// build: a UUID's walk ends tokens in some forty states, a hundred thousand times.)
-#[inline]
-fn push_end(v: &mut Vec<u32>, x: u32) {
-    if v.last() != Some(&x) {
-        v.push(x);
-    }
 }
 
 /// The child of build node `n` for a boundary ending terminal `t` at byte position `pos` of
@@ -397,7 +390,7 @@ impl SubterminalTree {
         // Grows with the states the walk reaches (the scanner is built lazily).
         let mut end_seen: Vec<u64> = Vec::new();
         let mut end_states: Vec<ScanState> = Vec::new();
-        let mut end_dfa_states: Vec<u32> = Vec::new();
+        let mut end_dfa_states = EndStates::default();
         // Whole subtrees whose tokens join the root group, as ranges of `trie.tokens`
         // (increasing: the walk is in preorder), added at the end (`IdBuf::add_trie_ranges`).
         let mut root_ranges: Vec<(u32, u32)> = Vec::new();
@@ -407,6 +400,7 @@ impl SubterminalTree {
         };
         let chain_ok = literal.is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
+        let mut last_loops = (DEAD, [0u64; 2]);
         // The chain's states after `j` characters and after `j + 1` (see below).
         let (mut front, mut next_front): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
         // Multi-state chains that took their subtree, and that did not (this build).
@@ -437,7 +431,7 @@ impl SubterminalTree {
                     o,
                     boundaries,
                     &root_ranges,
-                    &end_dfa_states,
+                    end_dfa_states.list(),
                 );
             }
             if at_end {
@@ -518,12 +512,20 @@ impl SubterminalTree {
                         continue;
                     }
                 }
-                let l = char_steps.loops(dfa, s);
+                // (Siblings share their parent's state: the last answer is the next one's.)
+                let l = match last_loops {
+                    (ls, l) if ls == s => l,
+                    _ => {
+                        let l = char_steps.loops(dfa, s);
+                        last_loops = (s, l);
+                        l
+                    }
+                };
                 let sub = trie.subtree_bytes[i];
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
                     let r = trie.subtree_range(i);
                     if !r.is_empty() {
-                        push_end(&mut end_dfa_states, s);
+                        end_dfa_states.push(s);
                         push_range(&mut root_ranges, r.start, r.end);
                     }
                     i = tn.next as usize;
@@ -711,13 +713,13 @@ impl SubterminalTree {
                             DEAD
                         };
                         for &e in &chain_ends {
-                            push_end(&mut end_dfa_states, e);
+                            end_dfa_states.push(e);
                         }
                         // The tokens below, and the node's own (one byte from `s`) when they
                         // stay inside `t0`: contiguous in the trie's token array.
                         let mut start = tn.tok_end;
                         if own_end != DEAD {
-                            push_end(&mut end_dfa_states, own_end);
+                            end_dfa_states.push(own_end);
                             start = tn.tok_start;
                         }
                         let end = trie.subtree_range(i).end;
@@ -769,7 +771,7 @@ impl SubterminalTree {
                         push_range(&mut root_ranges, a, b);
                     }
                     for &e in q.ends.iter() {
-                        push_end(&mut end_dfa_states, e);
+                        end_dfa_states.push(e);
                     }
                     quiet_hits += 1;
                     i = tn.next as usize;
@@ -781,7 +783,7 @@ impl SubterminalTree {
                         node: i as u32,
                         state: s,
                         ranges_at: root_ranges.len(),
-                        ends_at: end_dfa_states.len(),
+                        ends_at: end_dfa_states.mark(),
                         boundaries_at: boundaries,
                     });
                 }
@@ -874,7 +876,7 @@ impl SubterminalTree {
             if !toks.is_empty() {
                 for &(s, n) in &threads[p1..] {
                     let live = if n == 0 && !state_root {
-                        push_end(&mut end_dfa_states, s);
+                        end_dfa_states.push(s);
                         // With the subtree ranges (preorder keeps them increasing; a level
                         // has at most one root thread: `t0`'s DFA is deterministic).
                         push_range(&mut root_ranges, tn.tok_start, tn.tok_end);
@@ -955,8 +957,7 @@ impl SubterminalTree {
             });
         }
         end_states.sort_unstable();
-        end_dfa_states.sort_unstable();
-        end_dfa_states.dedup();
+        let end_dfa_states = end_dfa_states.into_sorted();
         if let Some(id) = walk_key.filter(|_| recording && !overflowed && !dfa.overflowed()) {
             let walk = (events.len() * MIN_VISITS_PER_ACCEPT <= visited).then(|| RootWalk {
                 ranges: root_ranges.into(),
