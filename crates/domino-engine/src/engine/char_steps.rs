@@ -126,6 +126,10 @@ pub(crate) struct CharSteps {
     /// Pages and states memoised (for [`CharSteps::memory_bytes`]).
     num_pages: usize,
     states: usize,
+    /// [`CharSteps::loops`]' last answer: a build asks it for sibling after sibling, and
+    /// siblings share their parent's state (35.4M → 7.9M memo lookups over 250 schemas on
+    /// Gemma 3).
+    last_loops: Option<(u32, [u64; 2])>,
 }
 
 /// States per page of [`CharSteps::pages`].
@@ -178,9 +182,19 @@ impl CharSteps {
 
     /// The bytes that loop on `s` when it does not accept, as trie subtree bits (bit 127:
     /// DEL and every byte ≥ 0x80, set when all of them loop); none when `s` accepts.
+    #[inline]
     pub(super) fn loops(&mut self, dfa: &TerminalDfa, s: u32) -> [u64; 2] {
+        match self.last_loops {
+            Some((last, l)) if last == s => l,
+            _ => self.loops_memo(dfa, s),
+        }
+    }
+
+    /// [`CharSteps::loops`] from the state's memo, computed on first use.
+    #[inline(never)]
+    fn loops_memo(&mut self, dfa: &TerminalDfa, s: u32) -> [u64; 2] {
         let steps = self.state(s);
-        *steps.loops.get_or_insert_with(|| {
+        let l = *steps.loops.get_or_insert_with(|| {
             let mut m = [0u64; 2];
             if !dfa.is_accepting(s) {
                 for c in 0..127u8 {
@@ -195,7 +209,9 @@ impl CharSteps {
                 }
             }
             m
-        })
+        });
+        self.last_loops = Some((s, l));
+        l
     }
 
     /// Whether `s` accepts (memoised: a lazily built DFA's answer is a few lookups).

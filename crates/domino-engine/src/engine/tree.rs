@@ -400,7 +400,6 @@ impl SubterminalTree {
         };
         let chain_ok = literal.is_none();
         let mut chain_ends: Vec<u32> = Vec::new();
-        let mut last_loops = (DEAD, [0u64; 2]);
         // The chain's states after `j` characters and after `j + 1` (see below).
         let (mut front, mut next_front): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
         // Multi-state chains that took their subtree, and that did not (this build).
@@ -512,15 +511,7 @@ impl SubterminalTree {
                         continue;
                     }
                 }
-                // (Siblings share their parent's state: the last answer is the next one's.)
-                let l = match last_loops {
-                    (ls, l) if ls == s => l,
-                    _ => {
-                        let l = char_steps.loops(dfa, s);
-                        last_loops = (s, l);
-                        l
-                    }
-                };
+                let l = char_steps.loops(dfa, s);
                 let sub = trie.subtree_bytes[i];
                 if sub[0] & !l[0] == 0 && sub[1] & !l[1] == 0 {
                     let r = trie.subtree_range(i);

@@ -1,7 +1,8 @@
 //! The DFA states a component build's root-group tokens end in ([`EndStates`]).
 
-/// Slots of [`EndStates`]' filter of recently added states.
-const SLOTS: usize = 64;
+/// Slots of [`EndStates`]' filter of recently added states: `1 << SLOT_BITS`.
+const SLOT_BITS: u32 = 6;
+const SLOTS: usize = 1 << SLOT_BITS;
 
 /// An empty filter slot (no `u32` state widens to it).
 const EMPTY: u64 = u64::MAX;
@@ -41,7 +42,7 @@ impl EndStates {
     /// filter).
     #[inline]
     pub(super) fn push(&mut self, s: u32) {
-        let slot = (s.wrapping_mul(0x9E37_79B9) >> 26) as usize % SLOTS;
+        let slot = (s.wrapping_mul(0x9E37_79B9) >> (32 - SLOT_BITS)) as usize;
         if self.recent[slot] != s as u64 {
             self.recent[slot] = s as u64;
             self.list.push(s);
