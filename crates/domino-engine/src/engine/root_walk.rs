@@ -22,6 +22,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::trie::{NO_NODE, VocabTrie};
+use crate::grammar::dfa::{DEAD, TerminalDfa};
 use crate::hash::WordHashMap;
 
 /// What the root thread of one component build found over the whole trie.
@@ -34,7 +36,17 @@ pub(crate) struct RootWalk {
     pub(crate) ends: Box<[u32]>,
     /// In preorder (by node), where a replay must ask the grammar (see [`RootEvent`]).
     pub(crate) events: Box<[RootEvent]>,
+    /// `ends` by the top-level trie node (the token's first byte) whose subtree reached them:
+    /// `(node, state)`, sorted, so that a walk taking only some first bytes from this one
+    /// ([`RootWalk::for_sibling`]) knows its end states exactly.
+    pub(crate) ends_by_top: Box<[(u32, u32)]>,
 }
+
+/// The store's automaton number for the tail every key set shares
+/// ([`crate::grammar::key_set_dfa::KeySetDfa::tail_start`]): its walks are kept with states
+/// counted from the tail's start, so every key set of every grammar replays them (shared
+/// automata are numbered from 1 upwards and never reach it).
+pub(crate) const KEY_SET_TAIL: u64 = u64::MAX;
 
 /// A trie node where a replay asks its grammar.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +68,217 @@ impl RootWalk {
             + self.ranges.len() * 8
             + self.ends.len() * 4
             + self.events.len() * std::mem::size_of::<RootEvent>()
+            + self.ends_by_top.len() * 8
+    }
+
+    /// The walk with every state it names moved by `delta` (wrapping): a key set's tail
+    /// states to the store's numbering (from 0) and back.
+    pub(crate) fn shifted(&self, delta: u32) -> RootWalk {
+        let s = |x: u32| x.wrapping_add(delta);
+        RootWalk {
+            ranges: self.ranges.clone(),
+            ends: self.ends.iter().map(|&e| s(e)).collect(),
+            events: self
+                .events
+                .iter()
+                .map(|e| RootEvent {
+                    state: s(e.state),
+                    ..*e
+                })
+                .collect(),
+            ends_by_top: self.ends_by_top.iter().map(|&(n, e)| (n, s(e))).collect(),
+        }
+    }
+
+    /// The walk of a state `s` from this walk, recorded from a state `r` of the same
+    /// automaton: `differs[b]` says whether `s` and `r` step to different states on byte
+    /// `b`. Below every first byte where they do not, the two walks are the same; the
+    /// subtrees of the bytes where they do lose what this walk found there and become
+    /// [`RootEvent::rewalk`] nodes from `s` (a replay walks them with the root thread), or
+    /// nothing where `s` dies on the byte (`dies[b]`). (A key set's trie node `s` steps
+    /// like the tail's `Free` on every byte but its children's, the closing quote and `\`.)
+    pub(crate) fn for_sibling(
+        &self,
+        trie: &VocabTrie,
+        s: u32,
+        differs: &[bool; 256],
+        dies: &[bool; 256],
+    ) -> RootWalk {
+        // The top-level nodes to take out, in trie order (nodes, then token ranges).
+        let mut out: Vec<(u32, u32, u32, u32)> = Vec::new();
+        for b in 0..256 {
+            let x = trie.root_child[b];
+            if x != NO_NODE && differs[b] {
+                let r = trie.subtree_range(x as usize);
+                out.push((x, trie.nodes[x as usize].next, r.start, r.end));
+            }
+        }
+        out.sort_unstable();
+        let inside = |n: u32| {
+            let k = out.partition_point(|o| o.0 <= n);
+            k > 0 && n < out[k - 1].1
+        };
+        let mut events: Vec<RootEvent> = Vec::with_capacity(self.events.len() + out.len());
+        let mut again = out.iter().filter(|o| {
+            let b = trie.nodes[o.0 as usize].byte as usize;
+            !dies[b]
+        });
+        let mut next_again = again.next();
+        for e in self.events.iter().filter(|e| !inside(e.node)) {
+            while let Some(o) = next_again.filter(|o| o.0 < e.node) {
+                events.push(RootEvent {
+                    node: o.0,
+                    state: s,
+                    rewalk: true,
+                });
+                next_again = again.next();
+            }
+            events.push(*e);
+        }
+        for o in next_again.into_iter().chain(again) {
+            events.push(RootEvent {
+                node: o.0,
+                state: s,
+                rewalk: true,
+            });
+        }
+        // Ranges minus the taken-out subtrees' token ranges (both increasing).
+        let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(self.ranges.len() + out.len());
+        let mut k = 0;
+        for &(mut a, b) in self.ranges.iter() {
+            while k < out.len() && out[k].3 <= a {
+                k += 1;
+            }
+            let mut j = k;
+            while a < b {
+                match out.get(j) {
+                    Some(&(_, _, oa, ob)) if oa < b => {
+                        if a < oa {
+                            ranges.push((a, oa));
+                        }
+                        a = a.max(ob);
+                        j += 1;
+                    }
+                    _ => {
+                        ranges.push((a, b));
+                        break;
+                    }
+                }
+            }
+        }
+        let ends_by_top: Vec<(u32, u32)> = self
+            .ends_by_top
+            .iter()
+            .copied()
+            .filter(|&(n, _)| !inside(n))
+            .collect();
+        let mut ends: Vec<u32> = ends_by_top.iter().map(|&(_, e)| e).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        RootWalk {
+            ranges: ranges.into(),
+            ends: ends.into(),
+            events: events.into(),
+            ends_by_top: ends_by_top.into(),
+        }
+    }
+}
+
+/// Where a component build `(t, s0)` keeps its root walk: (automaton number, state as
+/// stored, what to add to a stored state for this automaton's numbering).
+pub(crate) type WalkKey = (u64, u32, u32);
+
+/// The stored walk a component build of automaton `dfa` from `s0` keys, replays and records
+/// (`state_root`: a greedy lexer's state tree, never shared): `(key, walk to replay,
+/// whether to record)`. A shared automaton keys its walks by its number; a key set's tail
+/// state by the tail's ([`KEY_SET_TAIL`]). A key set's trie node replays the tail's `Free`
+/// walk with the first bytes it steps on differently walked again
+/// ([`RootWalk::for_sibling`]); `record_free` builds the tree of the key set's `Free` state
+/// when no walk of it is stored yet (once per process: it records it).
+pub(crate) fn walk_for(
+    trie: &VocabTrie,
+    dfa: &TerminalDfa,
+    s0: u32,
+    state_root: bool,
+    record_free: impl FnOnce(),
+) -> (Option<WalkKey>, Option<Arc<RootWalk>>, bool) {
+    let tail = dfa.key_set_tail().filter(|_| !state_root);
+    let key = match (state_root, dfa.literal_bytes(), dfa.shared_id(), tail) {
+        (false, None, Some(id), _) if !dfa.overflowed() => Some((id, s0, 0)),
+        (_, _, _, Some(t)) if s0 >= t => Some((KEY_SET_TAIL, s0 - t, t)),
+        _ => None,
+    };
+    let stored = |k: WalkKey| match trie.root_walks.get(k.0, k.1) {
+        StoredWalk::Walk(w) if k.2 == 0 => (Some(w), false),
+        StoredWalk::Walk(w) => (Some(Arc::new(w.shifted(k.2))), false),
+        StoredWalk::Absent => (None, true),
+        StoredWalk::NotWorthIt => (None, false),
+    };
+    if let Some(k) = key {
+        let (w, recording) = stored(k);
+        return (key, w, recording);
+    }
+    let Some(t) = tail.filter(|&t| (1..t).contains(&s0)) else {
+        return (None, None, false);
+    };
+    let free: WalkKey = (KEY_SET_TAIL, 0, t);
+    let w = match stored(free) {
+        (None, true) => {
+            record_free();
+            stored(free).0
+        }
+        (w, _) => w,
+    };
+    let w = w.map(|w| {
+        let mut differs = [false; 256];
+        let mut dies = [false; 256];
+        for b in 0..=255u8 {
+            let n = dfa.next(s0, b);
+            differs[b as usize] = n != dfa.next(t, b);
+            dies[b as usize] = n == DEAD;
+        }
+        Arc::new(w.for_sibling(trie, s0, &differs, &dies))
+    });
+    (None, w, false)
+}
+
+/// The end states of a recording walk by top-level trie node ([`RootWalk::ends_by_top`]):
+/// the walk enters each top-level node in order, and the end states listed since it entered
+/// the last one are that one's.
+#[derive(Debug)]
+pub(crate) struct TopEnds {
+    node: u32,
+    at: usize,
+    pub(crate) pairs: Vec<(u32, u32)>,
+}
+
+impl Default for TopEnds {
+    fn default() -> Self {
+        TopEnds {
+            node: NO_NODE,
+            at: 0,
+            pairs: Vec::new(),
+        }
+    }
+}
+
+impl TopEnds {
+    /// The walk leaves the top-level node it was in; `list`: the end states so far.
+    pub(crate) fn close(&mut self, list: &[u32]) {
+        if self.node != NO_NODE {
+            let mut v = list[self.at.min(list.len())..].to_vec();
+            v.sort_unstable();
+            v.dedup();
+            self.pairs.extend(v.into_iter().map(|e| (self.node, e)));
+            self.node = NO_NODE;
+        }
+    }
+
+    /// The walk enters top-level node `node`; `at`: the end-state list's length then (the
+    /// list's mark: every state added from now on is listed after it).
+    pub(crate) fn enter(&mut self, node: u32, at: usize) {
+        self.node = node;
+        self.at = at;
     }
 }
 
@@ -99,12 +322,17 @@ struct Store {
     /// tree cache's statistics and tests).
     replays: u64,
     emptied: u64,
+    /// Neither replay nor record (tests: a store whose builds walk everything).
+    disabled: bool,
 }
 
 impl RootWalks {
     /// What is stored for state `state` of automaton `dfa` (a walk is counted as replayed).
     pub(crate) fn get(&self, dfa: u64, state: u32) -> StoredWalk {
         let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if s.disabled {
+            return StoredWalk::NotWorthIt;
+        }
         match s.map.get(&(dfa, state)) {
             None => StoredWalk::Absent,
             Some(None) => StoredWalk::NotWorthIt,
@@ -136,6 +364,15 @@ impl RootWalks {
     }
 
     /// (Walks held, bytes the store takes, walks replayed so far, times the store was emptied.)
+    /// Turn the store off: every build walks the whole trie (tests compare such builds with
+    /// replays).
+    #[cfg(test)]
+    pub(crate) fn disable(&self) {
+        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        s.map.clear();
+        s.disabled = true;
+    }
+
     pub(crate) fn counts(&self) -> (usize, usize, u64, u64) {
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let walks = s.map.values().filter(|w| w.is_some()).count();
@@ -239,11 +476,19 @@ mod tests {
             serde_json::json!({"type": "array", "items": {"type": "string"}}),
             serde_json::json!({"type": "object", "additionalProperties": short}),
             serde_json::json!({"type": "string"}),
+            // Key sets (any key but these): their tails' walks are shared, and a trie node's
+            // tree replays the tail's `Free` walk with its children's bytes walked again.
+            serde_json::json!({"type": "object", "properties": {"ab": {"type": "integer"},
+                "abe": {"type": "string"}, "ka": slug, "z": {"type": "integer"}}}),
+            serde_json::json!({"type": "object", "properties": {"ka": {"type": "integer"},
+                "kaz": {"type": "integer"}, "e": short, "-x": {"type": "string"}}}),
         ];
         let v = vocab(7, 4000);
         let shared = VocabTrie::new(&v);
         let fresh = VocabTrie::new(&v);
+        fresh.root_walks.disable();
         let mut replayed_with_boundaries = 0;
+        let mut key_set_node_replays = 0;
         let sources = sources
             .into_iter()
             .chain(schemas.into_iter().map(GrammarSource::JsonSchema));
@@ -274,7 +519,6 @@ mod tests {
                 };
                 let a = build(&shared, &mut memo_shared);
                 let replayed = shared.root_walks.counts().2 > before;
-                fresh.root_walks.inner.lock().unwrap().map.clear();
                 let b = build(&fresh, &mut memo_fresh);
                 assert_eq!(fresh.root_walks.counts().2, 0, "a fresh build replayed");
                 let (ca, cb) = (canon(&a, v.len()), canon(&b, v.len()));
@@ -283,6 +527,9 @@ mod tests {
                     "component {c:?} of {schema}: the replayed tree differs (replayed: {replayed})"
                 );
                 replayed_with_boundaries += (replayed && a.num_nodes() > 1) as usize;
+                let (t, s) = g.scanner.component(c);
+                let tail = g.scanner.terminal_dfa(t).key_set_tail();
+                key_set_node_replays += (replayed && tail.is_some_and(|t| s < t)) as usize;
                 queue.extend_from_slice(a.end_components());
                 for &q in a.end_states() {
                     if states_seen.insert(q) {
@@ -305,6 +552,10 @@ mod tests {
                 .count()
         };
         assert!(rewalks > 0, "no stored walk has a subtree to walk again");
+        assert!(
+            key_set_node_replays > 0,
+            "no key set's trie node replayed its tail's walk"
+        );
         assert!(
             replayed_with_boundaries > 0,
             "no replayed tree had a boundary"

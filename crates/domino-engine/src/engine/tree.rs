@@ -143,7 +143,7 @@ use super::build_memo::{
     BuildMemo, MAX_QUIET_BYTES, MIN_QUIET_SUBTREE, OpenSubtree, remember_quiet,
 };
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
-use super::root_walk::{MIN_VISITS_PER_ACCEPT, RootEvent, RootWalk, StoredWalk};
+use super::root_walk::{MIN_VISITS_PER_ACCEPT, RootEvent, RootWalk, TopEnds, walk_for};
 use super::token_list::IdBuf;
 pub use super::token_list::TokenList;
 use super::trie::{NO_NODE, VocabTrie};
@@ -288,7 +288,7 @@ impl SubterminalTree {
         work_limit: u64,
         memo: &mut BuildMemo,
     ) -> Self {
-        let root = Err(component);
+        let root = Err(scanner.component(component));
         Self::build(scanner, follow, trie, vocab_len, root, work_limit, memo)
     }
 
@@ -309,13 +309,13 @@ impl SubterminalTree {
         Self::build(scanner, follow, trie, vocab_len, Ok(q), work_limit, memo)
     }
 
-    /// `root`: `Ok(scanner state)` or `Err(component)`.
+    /// `root`: `Ok(scanner state)` or `Err((terminal, state of its DFA))`.
     fn build(
         scanner: &Scanner,
         follow: &Follow,
         trie: &VocabTrie,
         vocab_len: usize,
-        root: Result<ScanState, ComponentId>,
+        root: Result<ScanState, (TerminalId, u32)>,
         work_limit: u64,
         memo: &mut BuildMemo,
     ) -> Self {
@@ -324,7 +324,7 @@ impl SubterminalTree {
         let state_root = root.is_ok();
         let (t0, s0) = match root {
             Ok(q) => (TerminalId(0), q.0),
-            Err(c) => scanner.component(c),
+            Err(c) => c,
         };
         let dfa = scanner.terminal_dfa(t0);
         let root_live = scanner.singleton_live(t0);
@@ -348,16 +348,14 @@ impl SubterminalTree {
         // among the threads at all, its tokens and end states come from the stored walk, and
         // its boundaries are made at the stored accepting nodes. Otherwise this build records
         // its root walk, for the next grammar.
+        // (A key set's trie node replays its tail's walk from `Free`: `walk_for`.)
         let literal = dfa.literal_bytes();
-        let walk_key = match (state_root, literal, dfa.shared_id()) {
-            (false, None, Some(id)) if !dfa.overflowed() => Some(id),
-            _ => None,
-        };
-        let (replay, mut recording) = match walk_key.map(|id| trie.root_walks.get(id, s0)) {
-            Some(StoredWalk::Walk(w)) => (Some(w), false),
-            Some(StoredWalk::Absent) => (None, true),
-            Some(StoredWalk::NotWorthIt) | None => (None, false),
-        };
+        let (walk_key, replay, mut recording) = walk_for(trie, dfa, s0, state_root, || {
+            let free = dfa.key_set_tail().unwrap_or(s0);
+            let root = Err((t0, free));
+            Self::build(scanner, follow, trie, vocab_len, root, work_limit, memo);
+        });
+        let mut top_ends = TopEnds::default();
         let mut events: Vec<RootEvent> = Vec::new();
         let mut next_event = 0usize;
         // Replaying: (the node past the subtree walked again with the root thread, its depth).
@@ -439,6 +437,10 @@ impl SubterminalTree {
             let tn = trie.nodes[i];
             let d = tn.depth as usize;
             visited += 1;
+            if recording && d == 1 {
+                top_ends.close(end_dfa_states.list());
+                top_ends.enter(i as u32, end_dfa_states.mark());
+            }
             // A replay may jump below levels it never entered: they hold no thread.
             if level_start.len() < d + 1 {
                 level_start.resize(d + 1, threads.len());
@@ -948,14 +950,25 @@ impl SubterminalTree {
             });
         }
         end_states.sort_unstable();
+        if recording {
+            top_ends.close(end_dfa_states.list());
+        }
         let end_dfa_states = end_dfa_states.into_sorted();
-        if let Some(id) = walk_key.filter(|_| recording && !overflowed && !dfa.overflowed()) {
+        if let Some((id, s, shift)) =
+            walk_key.filter(|_| recording && !overflowed && !dfa.overflowed())
+        {
             let walk = (events.len() * MIN_VISITS_PER_ACCEPT <= visited).then(|| RootWalk {
                 ranges: root_ranges.into(),
                 ends: end_dfa_states.as_slice().into(),
                 events: events.into(),
+                ends_by_top: top_ends.pairs.into(),
             });
-            trie.root_walks.insert(id, s0, walk);
+            // (Stored with the states the store counts: a key set's tail from 0.)
+            let walk = walk.map(|w| match shift {
+                0 => w,
+                t => w.shifted(t.wrapping_neg()),
+            });
+            trie.root_walks.insert(id, s, walk);
         }
         let mut end_components: Vec<ComponentId> = end_dfa_states
             .iter()

@@ -767,6 +767,15 @@ impl TerminalDfa {
         }
     }
 
+    /// A key set's [`KeySetDfa::tail_start`]: from there on its states and transitions are
+    /// every key set's, shifted (`None` for other automata).
+    pub fn key_set_tail(&self) -> Option<u32> {
+        match &self.repr {
+            Repr::KeySet(k) => Some(k.tail_start()),
+            _ => None,
+        }
+    }
+
     /// Whether the DFA is built on demand.
     pub fn is_lazy(&self) -> bool {
         matches!(self.repr, Repr::Lazy(_))

@@ -372,6 +372,13 @@ impl KeySetDfa {
         self.nodes + 1 + f as u32
     }
 
+    /// The first state after the trie's: the tail automaton (`Free` then the other fixed
+    /// states, in `ALL_FIXED`'s order) is the same in every key set, numbered from here, and
+    /// `Free` — the trie left, any string characters still to come — is this state itself.
+    pub fn tail_start(&self) -> u32 {
+        self.fixed(Fixed::Free)
+    }
+
     #[inline]
     pub fn next(&self, s: u32, b: u8) -> u32 {
         if s == 0 {
