@@ -113,7 +113,9 @@
 //! `root_walk::MAX_ROOT_WALK_BYTES` (32 MiB) per vocabulary. Test
 //! `replayed_root_walks_build_the_trees_a_fresh_walk_builds` compares every replayed tree
 //! with a fresh build's; on JSONSchemaBench over Gemma 3, the first builds of 834 schemas
-//! replayed 14,148 walks (`eval/bench/breadth.md`, twenty-third pass).
+//! replayed 14,148 walks (`eval/bench/breadth.md`, twenty-third pass). Key sets, per grammar,
+//! share their common tail's walks, and a key spelled so far replays the tail's (module
+//! `root_walk`, "Key sets").
 //!
 //! # Work limit
 //! One build may take at most [`MAX_TREE_WORK`] split-thread steps (settable per tree cache);
