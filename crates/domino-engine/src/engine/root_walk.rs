@@ -57,7 +57,8 @@ pub(crate) struct RootWalk {
     pub(crate) events: Box<[RootEvent]>,
     /// `ends` by the top-level trie node (the token's first byte) whose subtree reached them:
     /// `(node, state)`, sorted, so that a walk taking only some first bytes from this one
-    /// ([`RootWalk::for_sibling`]) knows its end states exactly.
+    /// ([`RootWalk::for_sibling`]) knows its end states exactly. Recorded only for the walk
+    /// sibling replays start from (the key-set tail's `Free`); empty otherwise.
     pub(crate) ends_by_top: Box<[(u32, u32)]>,
 }
 
@@ -211,14 +212,14 @@ pub(crate) type WalkKey = (u64, u32, u32);
 /// whether to record)`. A shared automaton keys its walks by its number; a key set's tail
 /// state by the tail's ([`KEY_SET_TAIL`]). A key set's trie node replays the tail's `Free`
 /// walk with the first bytes it steps on differently walked again
-/// ([`RootWalk::for_sibling`]); `record_free` builds the tree of the key set's `Free` state
-/// when no walk of it is stored yet (once per process: it records it).
+/// ([`RootWalk::for_sibling`]); `record_free(free)` builds the tree of the key set's `Free`
+/// state when no walk of it is stored yet (once per process: it records it).
 pub(crate) fn walk_for(
     trie: &VocabTrie,
     dfa: &TerminalDfa,
     s0: u32,
     state_root: bool,
-    record_free: impl FnOnce(),
+    record_free: impl FnOnce(u32),
 ) -> (Option<WalkKey>, Option<Arc<RootWalk>>, bool) {
     let tail = dfa.key_set_tail().filter(|_| !state_root);
     let key = match (state_root, dfa.literal_bytes(), dfa.shared_id(), tail) {
@@ -242,7 +243,7 @@ pub(crate) fn walk_for(
     let free: WalkKey = (KEY_SET_TAIL, 0, t);
     let w = match stored(free) {
         (None, true) => {
-            record_free();
+            record_free(t);
             stored(free).0
         }
         (w, _) => w,
@@ -370,6 +371,9 @@ impl RootWalks {
             return;
         }
         let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if s.disabled {
+            return;
+        }
         if s.bytes + bytes > MAX_ROOT_WALK_BYTES {
             s.map.clear();
             s.bytes = 0;
@@ -381,7 +385,6 @@ impl RootWalks {
         }
     }
 
-    /// (Walks held, bytes the store takes, walks replayed so far, times the store was emptied.)
     /// Turn the store off: every build walks the whole trie (tests compare such builds with
     /// replays).
     #[cfg(test)]
@@ -391,6 +394,7 @@ impl RootWalks {
         s.disabled = true;
     }
 
+    /// (Walks held, bytes the store takes, walks replayed so far, times the store was emptied.)
     pub(crate) fn counts(&self) -> (usize, usize, u64, u64) {
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let walks = s.map.values().filter(|w| w.is_some()).count();

@@ -145,7 +145,9 @@ use super::build_memo::{
     BuildMemo, MAX_QUIET_BYTES, MIN_QUIET_SUBTREE, OpenSubtree, remember_quiet,
 };
 pub use super::follow::{FOLLOW_MAX_TERMINALS, Follow};
-use super::root_walk::{MIN_VISITS_PER_ACCEPT, RootEvent, RootWalk, TopEnds, walk_for};
+use super::root_walk::{
+    KEY_SET_TAIL, MIN_VISITS_PER_ACCEPT, RootEvent, RootWalk, TopEnds, walk_for,
+};
 use super::token_list::IdBuf;
 pub use super::token_list::TokenList;
 use super::trie::{NO_NODE, VocabTrie};
@@ -352,11 +354,13 @@ impl SubterminalTree {
         // its root walk, for the next grammar.
         // (A key set's trie node replays its tail's walk from `Free`: `walk_for`.)
         let literal = dfa.literal_bytes();
-        let (walk_key, replay, mut recording) = walk_for(trie, dfa, s0, state_root, || {
-            let free = dfa.key_set_tail().unwrap_or(s0);
+        let (walk_key, replay, mut recording) = walk_for(trie, dfa, s0, state_root, |free| {
             let root = Err((t0, free));
             Self::build(scanner, follow, trie, vocab_len, root, work_limit, memo);
         });
+        // End states by first byte: only the walk sibling replays start from (the key-set
+        // tail's `Free`) needs them.
+        let by_top = recording && matches!(walk_key, Some((KEY_SET_TAIL, 0, _)));
         let mut top_ends = TopEnds::default();
         let mut events: Vec<RootEvent> = Vec::new();
         let mut next_event = 0usize;
@@ -439,7 +443,7 @@ impl SubterminalTree {
             let tn = trie.nodes[i];
             let d = tn.depth as usize;
             visited += 1;
-            if recording && d == 1 {
+            if by_top && d == 1 {
                 top_ends.close(end_dfa_states.list());
                 top_ends.enter(i as u32, end_dfa_states.mark());
             }
@@ -952,7 +956,7 @@ impl SubterminalTree {
             });
         }
         end_states.sort_unstable();
-        if recording {
+        if by_top {
             top_ends.close(end_dfa_states.list());
         }
         let end_dfa_states = end_dfa_states.into_sorted();
