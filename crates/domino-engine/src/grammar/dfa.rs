@@ -281,7 +281,13 @@ pub struct TerminalDfa {
 #[derive(Clone, Debug)]
 enum Repr {
     Table {
-        /// `next[s * 256 + b]`: the next state, or [`DEAD`].
+        /// Byte → class: the bytes of a class go to the same state from every state.
+        classes: Arc<[u8; 256]>,
+        /// Classes (the length of a row of `next`).
+        stride: u32,
+        /// `next[s * stride + classes[b]]`: the next state, or [`DEAD`]. (A product kept
+        /// a row per byte was 1 KB a state: 6 MB for a `format` capped at 128 characters,
+        /// filled and scanned for liveness when about 60 classes tell its bytes apart.)
         next: Arc<[u32]>,
         /// Whether the bytes read so far form a match.
         accept: Arc<[bool]>,
@@ -309,6 +315,18 @@ pub(crate) fn next_automaton_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
+
+/// Every byte its own class (a table with a row entry per byte).
+#[cfg(test)]
+const IDENTITY_CLASSES: [u8; 256] = {
+    let mut c = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        c[b] = b as u8;
+        b += 1;
+    }
+    c
+};
 
 /// The most states one lazily built terminal DFA may build (about 1 KB each at most).
 pub const MAX_LAZY_STATES: usize = 1 << 16;
@@ -367,9 +385,15 @@ impl TerminalDfa {
         Self::determinise(hir)
     }
 
-    fn table(next: Vec<u32>, accept: Vec<bool>) -> Self {
+    /// A table with a row of `next` per state, one entry per byte class of `classes`
+    /// (`stride` of them).
+    fn table(classes: [u8; 256], stride: usize, next: Vec<u32>, accept: Vec<bool>) -> Self {
+        debug_assert_eq!(next.len(), accept.len() * stride);
+        debug_assert!(classes.iter().all(|&c| (c as usize) < stride));
         TerminalDfa {
             repr: Repr::Table {
+                classes: Arc::new(classes),
+                stride: stride as u32,
                 next: next.into(),
                 accept: accept.into(),
                 id: next_automaton_id(),
@@ -398,7 +422,7 @@ impl TerminalDfa {
         }
         let mut accept = vec![false; n + 2];
         accept[n] = true;
-        Self::table(next, accept)
+        Self::table(IDENTITY_CLASSES, 256, next, accept)
     }
 
     /// The general path: `regex-automata`'s dense DFA, copied into our table.
@@ -437,13 +461,21 @@ impl TerminalDfa {
         let mut order = vec![start];
         ids.resize(index(start) + 1, UNSEEN);
         ids[index(start)] = 0;
+        // One transition per byte class of the DFA's (its classes tell apart every two
+        // bytes that any state does), read through a representative byte.
+        let classes: [u8; 256] = std::array::from_fn(|b| dfa.byte_classes().get(b as u8));
+        let stride = classes.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
+        let mut reps = vec![0u8; stride];
+        for b in (0..=255u8).rev() {
+            reps[classes[b as usize] as usize] = b;
+        }
         let mut raw_next: Vec<u32> = Vec::new();
         let mut accept = Vec::new();
         let mut i = 0;
         while i < order.len() {
             let s = order[i];
             accept.push(dfa.is_match_state(dfa.next_eoi_state(s)));
-            for b in 0..=255u8 {
+            for &b in &reps {
                 let n = dfa.next_state(s, b);
                 if dfa.is_dead_state(n) || dfa.is_quit_state(n) {
                     raw_next.push(DEAD);
@@ -461,7 +493,7 @@ impl TerminalDfa {
             }
             i += 1;
         }
-        Self::pruned(raw_next, accept)
+        Self::pruned(classes, stride, raw_next, accept)
     }
 
     /// The most states [`TerminalDfa::for_terminal`] builds for a constrained terminal.
@@ -628,11 +660,7 @@ impl TerminalDfa {
             i += 1;
         }
         drop((tuples, heads, same_hash, depth));
-        let raw_next: Vec<u32> = class_next
-            .chunks_exact(classes)
-            .flat_map(|row| group_of.iter().map(move |&g| row[g as usize]))
-            .collect();
-        Self::pruned(raw_next, accept).map_err(|e| (e, None))
+        Self::pruned(group_of, classes, class_next, accept).map_err(|e| (e, None))
     }
 
     /// Byte → class: bytes of one class go to the same state from every state.
@@ -649,12 +677,18 @@ impl TerminalDfa {
                     0
                 }
             }
-            Repr::Table { .. } => b,
+            Repr::Table { classes, .. } => classes[b as usize],
         }
     }
 
     /// Remove the states that cannot reach a match (their transitions go to [`DEAD`]).
-    fn pruned(raw_next: Vec<u32>, accept: Vec<bool>) -> Result<Self, DfaError> {
+    /// `raw_next` has `stride` entries a state, one per class of `classes`.
+    fn pruned(
+        classes: [u8; 256],
+        stride: usize,
+        raw_next: Vec<u32>,
+        accept: Vec<bool>,
+    ) -> Result<Self, DfaError> {
         // Liveness: states that can reach an accepting state (reverse reachability, one
         // pass over the reversed edges: linear even for long chains like `.{0,500}`).
         // Reversed edges in one flat array (CSR), each (s, t) edge once: `seen[t] == s`
@@ -664,7 +698,7 @@ impl TerminalDfa {
         let mut edges: Vec<(u32, u32)> = Vec::new();
         let mut count = vec![0u32; n + 1];
         for s in 0..n {
-            for &t in &raw_next[s * 256..(s + 1) * 256] {
+            for &t in &raw_next[s * stride..(s + 1) * stride] {
                 if t != DEAD && seen[t as usize] != s as u32 {
                     seen[t as usize] = s as u32;
                     edges.push((t, s as u32));
@@ -700,13 +734,18 @@ impl TerminalDfa {
         if !live[0] {
             return Err(DfaError::MatchesNothing);
         }
-        Ok(Self::table(next, accept))
+        Ok(Self::table(classes, stride, next, accept))
     }
 
     #[inline]
     pub fn next(&self, s: u32, b: u8) -> u32 {
         match &self.repr {
-            Repr::Table { next, .. } => next[s as usize * 256 + b as usize],
+            Repr::Table {
+                classes,
+                stride,
+                next,
+                ..
+            } => next[s as usize * *stride as usize + classes[b as usize] as usize],
             Repr::Lazy(l) => l.next(s, b),
             Repr::KeySet(k) => k.next(s, b),
             Repr::Literal(lit) => match lit.get(s as usize) {
@@ -792,12 +831,11 @@ impl TerminalDfa {
 
     /// Rows that separate bytes: two bytes `a`, `b` with `distinguishing(r, a) ==
     /// distinguishing(r, b)` for every `r < distinguishing_rows()` have the same transition
-    /// in every state, built or not (a table's rows are its states; a lazy DFA's one row is
-    /// its byte classes).
+    /// in every state, built or not (a table's, a lazy DFA's or a key set's one row is its
+    /// byte classes; a literal's rows are its states).
     pub fn distinguishing_rows(&self) -> usize {
         match &self.repr {
-            Repr::Table { accept, .. } => accept.len(),
-            Repr::Lazy(_) | Repr::KeySet(_) => 1,
+            Repr::Table { .. } | Repr::Lazy(_) | Repr::KeySet(_) => 1,
             Repr::Literal(lit) => lit.len() + 2,
         }
     }
@@ -806,7 +844,7 @@ impl TerminalDfa {
     #[inline]
     pub fn distinguishing(&self, r: u32, b: u8) -> u32 {
         match &self.repr {
-            Repr::Table { next, .. } => next[r as usize * 256 + b as usize],
+            Repr::Table { classes, .. } => classes[b as usize] as u32,
             Repr::Lazy(l) => l.class(b) as u32,
             Repr::KeySet(k) => k.class(b) as u32,
             Repr::Literal(_) => self.next(r, b),
@@ -846,7 +884,7 @@ impl TerminalDfa {
     /// Bytes held by the transition and accept tables (a lazy DFA: built so far, and its NFA).
     pub fn memory_bytes(&self) -> usize {
         match &self.repr {
-            Repr::Table { next, accept, .. } => next.len() * 4 + accept.len(),
+            Repr::Table { next, accept, .. } => next.len() * 4 + accept.len() + 256,
             Repr::Lazy(l) => l.memory_bytes(),
             Repr::KeySet(k) => k.memory_bytes(),
             Repr::Literal(lit) => lit.len(),

@@ -210,8 +210,9 @@ fn states_and_live_sets_can_be_named_by_content() {
     assert_eq!(sc.live_set_of(&[ir::TerminalId(2)]), None);
 }
 
-/// The byte classes by partition refinement equal the obvious definition: bytes with the
-/// same target in every state of every terminal DFA share a class (numbered by first byte).
+/// The byte classes by partition refinement equal the obvious definition — bytes with the
+/// same value in every distinguishing row of every terminal DFA share a class (numbered by
+/// first byte) — and are sound: bytes of one class have the same target in every state.
 #[test]
 fn byte_classes_equal_per_byte_signatures() {
     let sets: Vec<Vec<Hir>> = vec![
@@ -229,7 +230,7 @@ fn byte_classes_equal_per_byte_signatures() {
         vec![re("(?-u:[\\x00-\\xff])"), re("ab|ac|b[c-f]")],
     ];
     for terms in sets {
-        // Exact on tables (every state known); sound on lazy DFAs (below).
+        // Tables (every state known) and, below, lazy DFAs.
         let dfas: Vec<TerminalDfa> = terms
             .iter()
             .map(|h| TerminalDfa::eager(h).unwrap())
@@ -239,7 +240,9 @@ fn byte_classes_equal_per_byte_signatures() {
         for b in 0..=255u8 {
             let sig: Vec<u32> = dfas
                 .iter()
-                .flat_map(|d| (0..d.num_states() as u32).map(move |s| d.next(s, b)))
+                .flat_map(|d| {
+                    (0..d.distinguishing_rows() as u32).map(move |r| d.distinguishing(r, b))
+                })
                 .collect();
             want[b as usize] = match sigs.iter().position(|x| *x == sig) {
                 Some(i) => i as u8,
@@ -254,6 +257,14 @@ fn byte_classes_equal_per_byte_signatures() {
         assert_eq!(reps.len(), sigs.len());
         for (c, &b) in reps.iter().enumerate() {
             assert_eq!(got[b as usize] as usize, c);
+        }
+        for d in &dfas {
+            for st in 0..d.num_states() as u32 {
+                for b in 0..=255u8 {
+                    let rep = reps[got[b as usize] as usize];
+                    assert_eq!(d.next(st, b), d.next(st, rep), "{terms:?}: byte {b}");
+                }
+            }
         }
         // Lazy DFAs split bytes by their NFAs' classes, which may be finer, never coarser.
         let (lazy, _) = byte_classes(&dfas_of(&terms));
