@@ -358,9 +358,14 @@ impl SubterminalTree {
             let root = Err((t0, free));
             Self::build(scanner, follow, trie, vocab_len, root, work_limit, memo);
         });
-        // End states by first byte: only the walk sibling replays start from (the key-set
-        // tail's `Free`) needs them.
-        let by_top = recording && matches!(walk_key, Some((KEY_SET_TAIL, 0, _)));
+        // End states by first byte: only walks sibling replays may start from (the key-set
+        // tail's `Free`, a shared automaton's state that accepts nothing) need them.
+        let by_top = recording
+            && match walk_key {
+                Some((KEY_SET_TAIL, s, _)) => s == 0,
+                Some(_) => !dfa.is_accepting(s0),
+                None => false,
+            };
         let mut top_ends = TopEnds::default();
         let mut events: Vec<RootEvent> = Vec::new();
         let mut next_event = 0usize;
@@ -974,7 +979,8 @@ impl SubterminalTree {
                 0 => w,
                 t => w.shifted(t.wrapping_neg()),
             });
-            trie.root_walks.insert(id, s, walk);
+            trie.root_walks
+                .insert(id, s, walk, by_top && id != KEY_SET_TAIL);
         }
         let mut end_components: Vec<ComponentId> = end_dfa_states
             .iter()
