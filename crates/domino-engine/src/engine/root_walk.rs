@@ -223,7 +223,9 @@ pub(crate) type WalkKey = (u64, u32, u32);
 /// state by the tail's ([`KEY_SET_TAIL`]). A key set's trie node replays the tail's `Free`
 /// walk with the first bytes it steps on differently walked again
 /// ([`RootWalk::for_sibling`]); `record_free(free)` builds the tree of the key set's `Free`
-/// state when no walk of it is stored yet (once per process: it records it).
+/// state when no walk of it is stored yet (once per process: it records it). A shared
+/// automaton's state with no walk stored may replay a sibling state's ([`sibling_walk`])
+/// instead of recording its own.
 pub(crate) fn walk_for(
     trie: &VocabTrie,
     dfa: &TerminalDfa,
