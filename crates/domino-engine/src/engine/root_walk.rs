@@ -266,16 +266,27 @@ pub(crate) fn walk_for(
         (w, _) => w,
     };
     let w = w.map(|w| {
-        let mut differs = [false; 256];
-        let mut dies = [false; 256];
-        for b in 0..=255u8 {
-            let n = dfa.next(s0, b);
-            differs[b as usize] = n != dfa.next(t, b);
-            dies[b as usize] = n == DEAD;
-        }
-        Arc::new(w.for_sibling(trie, s0, &differs, &dies))
+        let next = first_steps(dfa, s0);
+        Arc::new(w.for_sibling(trie, s0, &differs(dfa, &next, t), &dies(&next)))
     });
     (None, w, false)
+}
+
+/// Where state `s0` of `dfa` goes on each byte.
+fn first_steps(dfa: &TerminalDfa, s0: u32) -> [u32; 256] {
+    std::array::from_fn(|b| dfa.next(s0, b as u8))
+}
+
+/// The bytes on which state `r` of `dfa` steps otherwise than `next` (a state's
+/// [`first_steps`]): [`RootWalk::for_sibling`]'s `differs`.
+fn differs(dfa: &TerminalDfa, next: &[u32; 256], r: u32) -> [bool; 256] {
+    std::array::from_fn(|b| next[b] != dfa.next(r, b as u8))
+}
+
+/// The bytes on which `next` (a state's [`first_steps`]) dies: [`RootWalk::for_sibling`]'s
+/// `dies`.
+fn dies(next: &[u32; 256]) -> [bool; 256] {
+    std::array::from_fn(|b| next[b] == DEAD)
 }
 
 /// Most states of one automaton kept as [`sibling_walk`]'s candidates.
@@ -285,8 +296,9 @@ pub(crate) const MAX_SIBLINGS: usize = 4;
 /// its first byte) replays the stored walk of another of its states, `r`, with the first
 /// bytes they step on differently walked again ([`RootWalk::for_sibling`]), when `s0` lives
 /// on first bytes holding over half of the vocabulary and those bytes' subtrees hold at
-/// most a third of that (else the build walks and records its own). Candidates are the first [`MAX_SIBLINGS`] states of `id` whose walks were
-/// recorded with their end states by first byte. A pattern searched inside a string (a UUID
+/// most a third of that (else the build walks and records its own). Candidates are the
+/// first [`MAX_SIBLINGS`] states of `id` whose walks were recorded with their end states by
+/// first byte. A pattern searched inside a string (a UUID
 /// anywhere in it) has a state per partial match, new one after another as a document is
 /// written, and each state steps like the others on every byte that is not the pattern's:
 /// on Gemma 3 such builds were about 1.8 ms each, 37 of them in one schema.
@@ -295,38 +307,34 @@ fn sibling_walk(trie: &VocabTrie, dfa: &TerminalDfa, id: u64, s0: u32) -> Option
     if candidates.is_empty() {
         return None;
     }
-    let size = |x: u32| {
-        if x == NO_NODE {
-            0
-        } else {
-            trie.subtree_range(x as usize).len()
-        }
+    // Tokens under the first bytes `pick` says.
+    let tokens_under = |pick: &[bool; 256]| -> usize {
+        (0..256)
+            .filter(|&b| pick[b] && trie.root_child[b] != NO_NODE)
+            .map(|b| trie.subtree_range(trie.root_child[b] as usize).len())
+            .sum()
     };
-    let total: usize = trie.root_child.iter().map(|&x| size(x)).sum();
-    let next: [u32; 256] = std::array::from_fn(|b| dfa.next(s0, b as u8));
+    let next = first_steps(dfa, s0);
+    let dies = dies(&next);
+    // Worth it only for a state that lives on most first bytes (a string body's): a
+    // replay copies the whole stored walk, which costs more than walking a state that dies
+    // on most of them.
+    let live = trie.tokens.len() - tokens_under(&dies);
+    if live * 2 <= trie.tokens.len() {
+        return None;
+    }
     let (w, differs, cost) = candidates
         .into_iter()
         .filter(|(r, _)| *r != s0)
         .map(|(r, w)| {
-            let differs: [bool; 256] = std::array::from_fn(|b| next[b] != dfa.next(r, b as u8));
-            let cost: usize = (0..256)
-                .filter(|&b| differs[b])
-                .map(|b| size(trie.root_child[b]))
-                .sum();
+            let differs = differs(dfa, &next, r);
+            let cost = tokens_under(&differs);
             (w, differs, cost)
         })
         .min_by_key(|c| c.2)?;
-    // Worth it only for a state that lives on most first bytes (a string body's): a
-    // replay copies the whole stored walk, which costs more than walking a state that dies
-    // on most of them.
-    let live: usize = (0..256)
-        .filter(|&b| next[b] != DEAD)
-        .map(|b| size(trie.root_child[b]))
-        .sum();
-    if live * 2 <= total || cost * 3 > live {
+    if cost * 3 > live {
         return None;
     }
-    let dies: [bool; 256] = std::array::from_fn(|b| next[b] == DEAD);
     trie.root_walks.count_sibling_replay();
     Some(Arc::new(w.for_sibling(trie, s0, &differs, &dies)))
 }

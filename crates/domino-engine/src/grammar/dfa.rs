@@ -844,10 +844,8 @@ impl TerminalDfa {
     #[inline]
     pub fn distinguishing(&self, r: u32, b: u8) -> u32 {
         match &self.repr {
-            Repr::Table { classes, .. } => classes[b as usize] as u32,
-            Repr::Lazy(l) => l.class(b) as u32,
-            Repr::KeySet(k) => k.class(b) as u32,
             Repr::Literal(_) => self.next(r, b),
+            _ => self.byte_class(b) as u32,
         }
     }
 
